@@ -1,0 +1,48 @@
+# memoryd — the commands the README promises.
+PY     ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+BSTAMP := $(VENV)/.installed-bench
+DATA   ?= data
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint typecheck unit bench soak clean
+
+$(STAMP): setup.cfg setup.py pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,all]'
+	touch $(STAMP)
+
+$(BSTAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,all,bench]'
+	touch $(BSTAMP)
+
+install: $(STAMP)
+
+## run: install, then serve memoryd on an embedded LMDB data directory ($(DATA)/)
+run: $(STAMP)
+	$(BIN)/python -m memoryd.demo --data $(DATA)
+
+## test: lint, type-check, then the whole test suite
+test: lint unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check memoryd supervisors tests tools
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+## bench: benchmarks against the peers, printed as ratios
+bench: $(BSTAMP)
+	$(BIN)/python tools/bench_restart.py
+	$(BIN)/python tools/bench.py
+
+## soak: the long crash and restart runs
+soak: $(STAMP)
+	$(BIN)/python tools/bench_restart.py --cycles 20000
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
