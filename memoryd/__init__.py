@@ -1,0 +1,1 @@
+"""memoryd: durable conversation memory for LLM agents."""

@@ -1,0 +1,310 @@
+"""SupervisedActor: a Pykka actor that starts synchronously and reports its exit.
+
+Pykka gives actors but no links: an actor that dies tells nobody, an exception
+in an ``ask`` handler leaves the actor running, and ``on_stop`` is skipped after
+a failure. ``SupervisedActor`` closes those gaps:
+
+* ``start()`` returns only after ``init()`` finished in the actor's thread (a
+  ready handshake with a timeout); if ``init()`` raised, ``start()`` raises
+  ``StartError`` with the cause chained, after ``terminate()`` released what
+  ``init()`` had acquired.
+* Every exit path (start failure, stop, crash, kill, shutdown by the supervisor)
+  runs ``terminate(exit)`` exactly once, frees the actor's registered name, and
+  then tells the parent supervisor, in that order, so a restarted incarnation
+  never overlaps the resources of the old one.
+* ``crash(error)`` is the way to crash on purpose from an ``ask`` handler: the
+  caller still gets the exception, and the actor stops after the handler.
+
+Subclasses implement ``init()`` and ``terminate(exit)`` instead of Pykka's
+``on_start``/``on_stop``/``on_failure``, and call ``super().__init__(name=...)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Self
+
+import pykka
+import structlog
+from pykka.messages import ProxyCall
+
+from supervisors._errors import StartError
+from supervisors._exit import Exit, ExitKind
+from supervisors._registry import register, unregister, whereis
+
+__all__ = ["Killed", "SupervisedActor", "kill", "linked", "shutdown_actor"]
+
+log = structlog.get_logger("supervisors")
+
+ExitListener = Callable[[str, Exit, "threading.Thread | None"], None]
+
+
+class Killed(Exception):
+    """Raised inside an actor by ``supervisors.kill``."""
+
+
+class _Link:
+    """A parent's hold on the one child started while the link is ambient."""
+
+    __slots__ = ("child_urn", "on_exit")
+
+    def __init__(self, on_exit: ExitListener) -> None:
+        self.on_exit = on_exit
+        self.child_urn: str | None = None
+
+
+class _Starting:
+    """The ready handshake between ``start()`` and the new actor's ``init()``."""
+
+    __slots__ = ("abandoned", "error", "link", "lock", "ready", "urn")
+
+    def __init__(self, link: _Link | None) -> None:
+        self.link = link
+        self.urn: str | None = None
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.abandoned = False
+        self.lock = threading.Lock()
+
+
+_ambient = threading.local()
+
+
+@contextmanager
+def linked(on_exit: ExitListener, start_timeout_s: float | None = None) -> Iterator[_Link]:
+    """Link the next ``SupervisedActor`` started in this thread to ``on_exit``.
+
+    Supervisors wrap a child's start function in this; the first
+    ``SupervisedActor.start()`` inside it is the linked child.
+
+    Args:
+        on_exit: called as ``on_exit(actor_urn, exit, thread)`` from the child's
+            thread once the child has finished terminating.
+        start_timeout_s: how long ``start()`` waits for the child's ``init()``
+            (default: the actor class's ``start_timeout_s``).
+
+    Yields:
+        The link; ``link.child_urn`` names the child that took it.
+    """
+    link = _Link(on_exit)
+    previous = getattr(_ambient, "link", None), getattr(_ambient, "start_timeout_s", None)
+    _ambient.link, _ambient.start_timeout_s = link, start_timeout_s
+    try:
+        yield link
+    finally:
+        _ambient.link, _ambient.start_timeout_s = previous
+
+
+class SupervisedActor(pykka.ThreadingActor):
+    """A Pykka actor with a synchronous start, exit reasons and a parent link.
+
+    Args:
+        name: if given, the actor registers under this name for its lifetime
+            (``supervisors.whereis(name)``); a restarted incarnation takes it back.
+
+    Raises:
+        NameTaken: from ``start()`` if ``name`` belongs to a live actor.
+    """
+
+    start_timeout_s: ClassVar[float] = 10.0
+    """How long ``start()`` waits for ``init()`` when no supervisor sets it."""
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__()
+        self.name = name
+        starting = getattr(_ambient, "starting", None)
+        if starting is not None and starting.urn is None:
+            starting.urn = self.actor_urn
+        else:
+            starting = _Starting(None)
+        self._starting: _Starting = starting
+        self._exit: Exit | None = None
+        self._exit_lock = threading.Lock()
+        if name is not None:
+            register(name, self.actor_ref)
+
+    # -- start ------------------------------------------------------------
+
+    @classmethod
+    def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
+        """Start the actor and wait until its ``init()`` has finished.
+
+        Arguments are passed to the constructor. Inside a supervisor's start
+        function the actor is linked to that supervisor.
+
+        Returns:
+            The ref of the running actor.
+
+        Raises:
+            StartError: ``init()`` raised (the cause is chained) or did not finish
+                within the start timeout.
+            NameTaken: the requested name belongs to a live actor.
+        """
+        link: _Link | None = getattr(_ambient, "link", None)
+        if link is not None and link.child_urn is not None:
+            link = None  # the link was taken by an earlier actor of this start function
+        starting = _Starting(link)
+        previous = getattr(_ambient, "starting", None)
+        _ambient.starting = starting
+        try:
+            ref = super().start(*args, **kwargs)
+        finally:
+            _ambient.starting = previous
+        if link is not None:
+            link.child_urn = ref.actor_urn
+        timeout = getattr(_ambient, "start_timeout_s", None) or cls.start_timeout_s
+        if not starting.ready.wait(timeout):
+            with starting.lock:
+                if not starting.ready.is_set():
+                    starting.abandoned = True
+            if starting.abandoned:
+                raise StartError(
+                    f"{cls.__name__} did not finish init() within {timeout:g} s; "
+                    "it will stop as soon as init() returns"
+                )
+        if starting.error is not None:
+            raise StartError(
+                f"{cls.__name__} failed to start: {type(starting.error).__name__}: {starting.error}"
+            ) from starting.error
+        return ref
+
+    def on_start(self) -> None:
+        """Pykka hook: run ``init()`` and answer the ready handshake. Do not override."""
+        starting = self._starting
+        try:
+            self.init()
+        except Exception as exc:
+            starting.error = exc
+            self._finish(Exit(kind=ExitKind.START_FAILED, error=exc), notify=False)
+            self._halt()
+            starting.ready.set()
+            return
+        with starting.lock:
+            abandoned = starting.abandoned
+            starting.ready.set()
+        if abandoned:
+            self._finish(Exit(kind=ExitKind.START_FAILED, detail="start_timeout"), notify=False)
+            self._halt()
+
+    # -- hooks for subclasses ---------------------------------------------
+
+    def init(self) -> None:
+        """Acquire resources. Runs in the actor's thread; raising fails the start."""
+
+    def terminate(self, exit: Exit) -> None:
+        """Release resources. Runs once, in the actor's thread, on every exit path.
+
+        Args:
+            exit: why the actor is stopping.
+        """
+
+    # -- exits ------------------------------------------------------------
+
+    @property
+    def exit_reason(self) -> Exit | None:
+        """Why the actor stopped, or None while it runs."""
+        return self._exit
+
+    def crash(self, error: BaseException) -> None:
+        """Crash on purpose: stop after the current message with reason ``crashed``.
+
+        Call it from a handler, then raise ``error`` so an ``ask`` caller receives
+        it. Messages still queued are failed with ``pykka.ActorDeadError``.
+
+        Args:
+            error: the reason, reported to the supervisor.
+        """
+        kind = ExitKind.KILLED if isinstance(error, Killed) else ExitKind.CRASHED
+        self._finish(Exit(kind=kind, error=error))
+        self._halt()
+
+    def on_stop(self) -> None:
+        """Pykka hook for ``ActorRef.stop()``: a normal exit. Do not override."""
+        self._finish(Exit(kind=ExitKind.NORMAL))
+
+    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+        """Pykka hook for an exception in a ``tell`` handler: a crash. Do not override."""
+        error = exception_value if isinstance(exception_value, BaseException) else None
+        kind = ExitKind.KILLED if isinstance(error, Killed) else ExitKind.CRASHED
+        self._finish(Exit(kind=kind, error=error))
+
+    def _sv_kill(self, reason: str) -> None:
+        """Control message: crash as if a handler raised (fault injection)."""
+        raise Killed(reason)
+
+    def _sv_shutdown(self, detail: str | None) -> None:
+        """Control message: the supervisor stops this actor."""
+        self._finish(Exit(kind=ExitKind.SHUTDOWN, detail=detail))
+        self._halt()
+
+    def _halt(self) -> None:
+        """Stop the message loop after the current message."""
+        pykka.ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+
+    def _finish(self, exit: Exit, *, notify: bool = True) -> None:
+        with self._exit_lock:
+            if self._exit is not None:
+                return
+            self._exit = exit
+        try:
+            self.terminate(exit)
+        except Exception as exc:
+            log.error(
+                "terminate_failed",
+                actor=self.name or str(self),
+                error=repr(exc),
+                exit=exit.describe(),
+            )
+        if self.name is not None:
+            unregister(self.name, self.actor_ref)
+        link = self._starting.link
+        if notify and link is not None:
+            link.on_exit(self.actor_urn, exit, threading.current_thread())
+
+
+def kill(target: str | pykka.ActorRef[Any], reason: str = "killed") -> bool:
+    """Fault injection: the actor crashes as if a handler raised ``Killed``.
+
+    The crash happens when the actor reaches the message, after what is already
+    queued. Its supervisor sees an abnormal exit and applies its restart policy.
+
+    Args:
+        target: a registered name or an ActorRef of a ``SupervisedActor``.
+        reason: text carried by the ``Killed`` exception.
+
+    Returns:
+        True if the message was delivered, False if no such live actor exists.
+    """
+    ref = whereis(target) if isinstance(target, str) else target
+    if ref is None:
+        return False
+    try:
+        ref.tell(ProxyCall(attr_path=("_sv_kill",), args=(reason,), kwargs={}))
+    except pykka.ActorDeadError:
+        return False
+    return True
+
+
+def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | None = None) -> bool:
+    """Stop a ``SupervisedActor`` with reason ``shutdown`` and wait for it.
+
+    Args:
+        ref: the actor.
+        timeout_s: how long to wait for it to finish terminating.
+        detail: recorded in its exit reason.
+
+    Returns:
+        True if it stopped (or was already dead) within the timeout.
+    """
+    try:
+        ref.ask(
+            ProxyCall(attr_path=("_sv_shutdown",), args=(detail,), kwargs={}), timeout=timeout_s
+        )
+    except pykka.ActorDeadError:
+        return True
+    except pykka.Timeout:
+        return False
+    return True

@@ -1,0 +1,126 @@
+"""SupervisedActor: synchronous start, exit reasons on every path, crash on purpose."""
+
+import pykka
+import pytest
+from pykka.messages import ProxyCall
+
+from supervisors import Killed, NameTaken, StartError, kill, whereis
+
+from ._support import Journal, Worker, wait_until
+
+
+def call(ref: pykka.ActorRef, method: str, *args: object) -> object:
+    return ref.ask(ProxyCall(attr_path=(method,), args=args, kwargs={}), timeout=5)
+
+
+def test_start_returns_after_init_has_run() -> None:
+    """init() is done in the actor's thread before start() returns."""
+    journal = Journal()
+    ref = Worker.start(journal, "w", init_delay_s=0.2)
+    assert journal.of("init") == ["w"]
+    assert call(ref, "ping") == "pong:w"
+    ref.stop()
+
+
+def test_init_failure_raises_start_error_with_the_cause_and_releases() -> None:
+    """A failing init() becomes StartError; terminate() still runs; the name is free."""
+    journal = Journal()
+    with pytest.raises(StartError, match="refuses to start") as info:
+        Worker.start(journal, "w", name="act.fail", fail_init=lambda: True)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert journal.of("exit:start_failed") == ["w"]
+    assert whereis("act.fail") is None
+
+
+def test_init_slower_than_the_start_timeout_is_abandoned() -> None:
+    """start() gives up after the timeout; the late actor stops itself when init returns."""
+    journal = Journal()
+
+    class Slow(Worker):
+        start_timeout_s = 0.05
+
+    with pytest.raises(StartError, match="did not finish init"):
+        Slow.start(journal, "slow", name="act.slow", init_delay_s=0.5)
+    wait_until(lambda: journal.of("exit:start_failed") == ["slow"])
+    wait_until(lambda: whereis("act.slow") is None)
+
+
+def test_normal_stop_runs_terminate_once_with_reason_normal() -> None:
+    """ActorRef.stop() is a normal exit."""
+    journal = Journal()
+    ref = Worker.start(journal, "w")
+    ref.stop()
+    assert journal.of("terminate") == ["w"]
+    assert journal.of("exit:normal") == ["w"]
+
+
+def test_stop_from_inside_is_a_normal_exit() -> None:
+    """An actor may stop itself; that is normal too."""
+    journal = Journal()
+    ref = Worker.start(journal, "w")
+    call(ref, "quit")
+    wait_until(lambda: journal.of("exit:normal") == ["w"])
+
+
+def test_crash_fails_the_caller_and_stops_the_actor() -> None:
+    """crash() then raise: the caller gets the error, the actor stops as crashed."""
+    journal = Journal()
+    ref = Worker.start(journal, "w", name="act.crash")
+    with pytest.raises(ValueError, match="w broke"):
+        call(ref, "boom")
+    wait_until(lambda: not ref.is_alive())
+    assert journal.of("exit:crashed") == ["w"]
+    assert whereis("act.crash") is None
+
+
+def test_an_exception_without_crash_keeps_the_actor_running() -> None:
+    """Pykka's own rule, kept: a raising ask handler alone does not stop the actor."""
+    journal = Journal()
+    ref = Worker.start(journal, "w")
+    with pytest.raises(ValueError, match="handled"):
+        call(ref, "raise_only")
+    assert call(ref, "ping") == "pong:w"
+    ref.stop()
+
+
+def test_messages_queued_behind_a_crash_are_failed_not_lost() -> None:
+    """Callers waiting behind a crash get ActorDeadError rather than hanging."""
+    journal = Journal()
+    ref = Worker.start(journal, "w")
+    boom = ref.ask(ProxyCall(attr_path=("boom",), args=(), kwargs={}), block=False)
+    later = ref.ask(ProxyCall(attr_path=("ping",), args=(), kwargs={}), block=False)
+    with pytest.raises(ValueError):
+        boom.get(timeout=5)
+    with pytest.raises(pykka.ActorDeadError):
+        later.get(timeout=5)
+
+
+def test_kill_crashes_the_named_actor_with_reason_killed() -> None:
+    """kill(name) makes the actor raise Killed; terminate sees reason killed."""
+    journal = Journal()
+    ref = Worker.start(journal, "w", name="act.kill")
+    assert kill("act.kill") is True
+    wait_until(lambda: not ref.is_alive())
+    assert journal.of("exit:killed") == ["w"]
+
+
+def test_kill_of_an_unknown_name_reports_false() -> None:
+    """Nothing to kill is not an error."""
+    assert kill("act.nobody") is False
+
+
+def test_a_registered_name_is_taken_until_the_actor_dies() -> None:
+    """A second actor cannot start under a live actor's name; after it stops it can."""
+    journal = Journal()
+    first = Worker.start(journal, "one", name="act.name")
+    with pytest.raises(NameTaken):
+        Worker.start(journal, "two", name="act.name")
+    first.stop()
+    second = Worker.start(journal, "two", name="act.name")
+    assert whereis("act.name") is second
+    second.stop()
+
+
+def test_killed_is_an_exception_type_of_its_own() -> None:
+    """Killed can be told apart from real errors in exit reasons."""
+    assert issubclass(Killed, Exception)
