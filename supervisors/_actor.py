@@ -48,11 +48,13 @@ class Killed(Exception):
 class _Link:
     """A parent's hold on the one child started while the link is ambient."""
 
-    __slots__ = ("child_urn", "on_exit")
+    __slots__ = ("child_urn", "done", "on_exit")
 
     def __init__(self, on_exit: ExitListener) -> None:
         self.on_exit = on_exit
         self.child_urn: str | None = None
+        self.done = threading.Event()
+        """Set once the linked child has finished terminating, on every exit path."""
 
 
 class _Starting:
@@ -261,8 +263,10 @@ class SupervisedActor(pykka.ThreadingActor):
         if self.name is not None:
             unregister(self.name, self.actor_ref)
         link = self._starting.link
-        if notify and link is not None:
-            link.on_exit(self.actor_urn, exit, threading.current_thread())
+        if link is not None:
+            link.done.set()
+            if notify:
+                link.on_exit(self.actor_urn, exit, threading.current_thread())
 
 
 def kill(target: str | pykka.ActorRef[Any], reason: str = "killed") -> bool:

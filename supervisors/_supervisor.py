@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import pykka
 import structlog
@@ -52,11 +52,12 @@ class ChildInfo:
 
 
 class _Child:
-    __slots__ = ("ref", "spec")
+    __slots__ = ("link", "ref", "spec")
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
         self.ref: pykka.ActorRef[Any] | None = None
+        self.link: Any = None
 
     @property
     def id(self) -> str:
@@ -250,6 +251,7 @@ class _SupervisorActor(SupervisedActor):
                 f"(an ActorRef or a handle with .actor_ref), not {result!r}"
             )
         child.ref = ref
+        child.link = link
         log.info("child_started", supervisor=self._label, child=spec.id)
         return ref
 
@@ -257,7 +259,12 @@ class _SupervisorActor(SupervisedActor):
         ref, child.ref = child.ref, None
         if ref is None:
             return
-        if not shutdown_actor(ref, child.spec.shutdown_s, "shutdown"):
+        stopped = shutdown_actor(ref, child.spec.shutdown_s, "shutdown")
+        # It may have been exiting on its own (a crash racing the stop): either way,
+        # return only once it has released what it owns.
+        if stopped and child.link is not None:
+            stopped = child.link.done.wait(child.spec.shutdown_s)
+        if not stopped:
             log.error(
                 "child_shutdown_timeout",
                 supervisor=self._label,
@@ -303,7 +310,7 @@ class Supervisor:
         children: Iterable[ChildSpec] = (),
         clock: Clock = time.monotonic,
         call_timeout_s: float = 30.0,
-    ) -> Supervisor:
+    ) -> Self:
         """Start a supervisor and all its children, in order.
 
         Returns after every child confirmed it is ready.

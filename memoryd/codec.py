@@ -1,0 +1,269 @@
+"""The msgpack encoding of stored records; the only module that imports msgpack.
+
+An event is stored as a msgpack map with short keys::
+
+    {"s": 1,            # schema version (SCHEMA_VERSION)
+     "v": 7,            # conversation version
+     "k": "appended",   # kind
+     "m": [{...}, ...], # messages, as maps
+     "t": 1717000000.5, # timestamp, float seconds
+     "i": "key-1",      # idempotency key (omitted when None)
+     "d": {...}}        # kind-specific data (omitted when None)
+
+Every unpack is bounded and plain: the input length is capped before decoding, every
+str/bin/array/map length is capped by the input length, map keys must be str (or bytes,
+in internal values), msgpack ext types (including timestamps) are refused, and nothing
+is ever unpickled. Undecodable bytes raise `CorruptRecord`, never a msgpack exception.
+Arrays decode as lists and maps as dicts, so validated messages round-trip exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+import msgpack
+
+from memoryd.errors import CorruptRecord
+from memoryd.events import SCHEMA_VERSION, Event
+
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "MAX_VALUE_BYTES",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "pack_event",
+    "pack_value",
+    "unpack_event",
+    "unpack_value",
+]
+
+MAX_RECORD_BYTES = 1 << 30
+"""The largest event record `pack_event` writes and `unpack_event` reads (1 GiB)."""
+
+MAX_VALUE_BYTES = 64 << 20
+"""The largest internal value `pack_value` writes and `unpack_value` reads (64 MiB)."""
+
+SUPPORTED_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
+"""Event schema versions this code can read."""
+
+_RECORD_KEYS = frozenset({"s", "v", "k", "m", "t", "i", "d"})
+_Buffer = bytes | bytearray | memoryview
+
+
+class _RefusedExt(ValueError):
+    """Raised by the ext hook: memoryd never writes msgpack ext types."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _refuse_ext(code: int, data: bytes) -> NoReturn:
+    raise _RefusedExt(code)
+
+
+# --------------------------------------------------------------------------- packing
+
+
+def _check_packable(value: Any, allow_bytes: bool, depth: int = 0) -> None:
+    """Refuse anything the matching unpack would refuse, before it is written.
+
+    Raises:
+        ValueError: ``value`` holds a type other than str, int, float, bool, None,
+            list/tuple, dict (and bytes when allowed), or nests past msgpack's limit.
+    """
+    if depth > 512:
+        raise ValueError("value nests deeper than 512 levels")
+    if isinstance(value, str | int | float | bool) or value is None:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) and not (allow_bytes and isinstance(key, bytes)):
+                raise ValueError(f"map key {key!r} is a {type(key).__name__}, not a str")
+            _check_packable(item, allow_bytes, depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_packable(item, allow_bytes, depth + 1)
+        return
+    if allow_bytes and isinstance(value, bytes):
+        return
+    raise ValueError(f"a {type(value).__name__} cannot be stored; use JSON-compatible values")
+
+
+def _pack(obj: Any, *, allow_bytes: bool, max_bytes: int, what: str) -> bytes:
+    try:
+        _check_packable(obj, allow_bytes)
+        packed = msgpack.packb(obj, use_bin_type=True, datetime=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{what} cannot be encoded: {exc}") from exc
+    if len(packed) > max_bytes:
+        raise ValueError(f"{what} is {len(packed)} bytes encoded; the limit is {max_bytes}")
+    return packed
+
+
+def pack_event(event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> bytes:
+    """Encode an event as a schema-versioned msgpack record.
+
+    Args:
+        event: The event.
+        max_bytes: The largest record to produce.
+
+    Returns:
+        The record bytes.
+
+    Raises:
+        ValueError: The event holds values that cannot be stored (bytes, sets, integers
+            outside 64 bits, lone surrogates, ...) or encodes to more than ``max_bytes``.
+    """
+    record: dict[str, Any] = {
+        "s": SCHEMA_VERSION,
+        "v": event.version,
+        "k": str(event.kind),
+        "m": list(event.messages),
+        "t": float(event.timestamp),
+    }
+    if event.idempotency_key is not None:
+        record["i"] = event.idempotency_key
+    if event.data is not None:
+        record["d"] = dict(event.data)
+    return _pack(record, allow_bytes=False, max_bytes=max_bytes, what="event")
+
+
+def pack_value(obj: Any, *, max_bytes: int = MAX_VALUE_BYTES) -> bytes:
+    """Encode a small internal value (metadata, index entries).
+
+    Args:
+        obj: str, int, float, bool, None, bytes, or lists/tuples/dicts of them; dict keys
+            must be str or bytes. Tuples decode as lists.
+        max_bytes: The largest encoding to produce.
+
+    Returns:
+        The encoded bytes.
+
+    Raises:
+        ValueError: ``obj`` holds a value that cannot be stored or encodes to more than
+            ``max_bytes``.
+    """
+    return _pack(obj, allow_bytes=True, max_bytes=max_bytes, what="value")
+
+
+# --------------------------------------------------------------------------- unpacking
+
+
+def _unpack(data: _Buffer, *, allow_bytes: bool, max_bytes: int, what: str) -> Any:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"{what} must be bytes, got {type(data).__name__}")
+    size = memoryview(data).nbytes
+    if size > max_bytes:
+        raise CorruptRecord(f"{what} is {size} bytes; the limit is {max_bytes}")
+    if size == 0:
+        raise CorruptRecord(f"{what} is empty; the stored bytes are damaged")
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            ext_hook=_refuse_ext,
+            max_ext_len=0,
+            max_bin_len=size if allow_bytes else 0,
+            max_str_len=size,
+            max_array_len=size,
+            max_map_len=size,
+        )
+    except _RefusedExt as exc:
+        raise CorruptRecord(
+            f"{what} holds msgpack ext type {exc.code}; memoryd never writes ext types"
+        ) from None
+    except msgpack.ExtraData as exc:
+        raise CorruptRecord(f"{what} has trailing bytes after the record") from exc
+    except msgpack.StackError as exc:
+        raise CorruptRecord(f"{what} nests too deeply to decode") from exc
+    except msgpack.FormatError as exc:
+        raise CorruptRecord(f"{what} is not valid msgpack") from exc
+    except UnicodeDecodeError as exc:
+        raise CorruptRecord(f"{what} holds a str that is not valid UTF-8") from exc
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
+        reason = str(exc) or type(exc).__name__
+        if "max_ext_len" in reason:
+            reason = "it holds a msgpack ext type, which memoryd never writes"
+        elif "incomplete input" in reason:
+            reason = "it is truncated"
+        elif "max_bin_len" in reason:
+            reason = "it holds binary data where only JSON values belong"
+        raise CorruptRecord(f"{what} cannot be decoded: {reason}") from exc
+
+
+def _corrupt(message: str) -> NoReturn:
+    raise CorruptRecord(message)
+
+
+def unpack_event(data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
+    """Decode an event record written by `pack_event`.
+
+    Args:
+        data: The record bytes (bytes, bytearray or memoryview).
+        max_bytes: The largest record to accept.
+
+    Returns:
+        The event; its messages are fresh dicts and lists.
+
+    Raises:
+        CorruptRecord: The bytes are not a valid record: garbage, truncated, too large,
+            holding ext types or binary data, a missing or unknown field, or a schema
+            version this code does not read.
+        TypeError: ``data`` is not a bytes-like object.
+    """
+    record = _unpack(data, allow_bytes=False, max_bytes=max_bytes, what="event record")
+    if not isinstance(record, dict):
+        _corrupt(f"event record is a {type(record).__name__}, not a map")
+    if "s" not in record:
+        _corrupt("event record has no schema version ('s')")
+    schema = record["s"]
+    if type(schema) is not int or schema not in SUPPORTED_SCHEMA_VERSIONS:
+        supported = ", ".join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))
+        _corrupt(
+            f"event record has schema version {schema!r}; this memoryd reads version "
+            f"{supported}. A newer memoryd may have written it: upgrade to read it"
+        )
+    unknown = record.keys() - _RECORD_KEYS
+    if unknown:
+        _corrupt(f"event record has unknown fields {sorted(unknown)}")
+    missing = {"v", "k", "m", "t"} - record.keys()
+    if missing:
+        _corrupt(f"event record lacks the fields {sorted(missing)}")
+    messages = record["m"]
+    if not isinstance(messages, list):
+        _corrupt(f"event record messages are a {type(messages).__name__}, not an array")
+    data_field = record.get("d")
+    if data_field is not None and not isinstance(data_field, Mapping):
+        _corrupt(f"event record data is a {type(data_field).__name__}, not a map")
+    try:
+        return Event(
+            version=record["v"],
+            kind=record["k"],
+            messages=tuple(messages),
+            timestamp=record["t"],
+            idempotency_key=record.get("i"),
+            data=data_field,
+        )
+    except ValueError as exc:
+        raise CorruptRecord(f"event record is invalid: {exc}") from exc
+
+
+def unpack_value(data: _Buffer, *, max_bytes: int = MAX_VALUE_BYTES) -> Any:
+    """Decode a value written by `pack_value`.
+
+    Args:
+        data: The encoded bytes (bytes, bytearray or memoryview).
+        max_bytes: The largest encoding to accept.
+
+    Returns:
+        The value, with arrays as lists and maps as dicts.
+
+    Raises:
+        CorruptRecord: The bytes are garbage, truncated, too large or hold ext types.
+        TypeError: ``data`` is not a bytes-like object.
+    """
+    return _unpack(data, allow_bytes=True, max_bytes=max_bytes, what="stored value")

@@ -1,0 +1,611 @@
+"""Chat messages: builders and validation (OpenAI Chat Completions format).
+
+Messages are plain dicts, so they go straight to any OpenAI-compatible client::
+
+    {"role": "user", "content": "My name is Alice"}
+    {"role": "assistant", "content": None,
+     "tool_calls": [{"id": "call_1", "type": "function",
+                     "function": {"name": "lookup", "arguments": "{\\"q\\":\\"x\\"}"}}]}
+    {"role": "tool", "tool_call_id": "call_1", "content": "42"}
+
+`validate` returns a normalised deep copy (tuples become lists, str/int/float subclasses
+become plain values, ``tool_calls: None`` or ``[]`` is dropped, an assistant with tool_calls
+and no content gets ``content: None``) or raises `InvalidMessage` naming the problem.
+The builders return messages that already passed `validate` (without a size limit: the
+size limit belongs to the store that receives them).
+
+Everything here is pure: no I/O, no clocks, inputs are never mutated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+from memoryd.errors import InvalidConversationId, InvalidMessage
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_CONVERSATION_ID_BYTES",
+    "MAX_NESTING_DEPTH",
+    "ROLES",
+    "SYSTEM_ROLES",
+    "Content",
+    "Message",
+    "assistant",
+    "developer",
+    "encoded_size",
+    "is_system",
+    "system",
+    "tool",
+    "tool_call",
+    "tool_call_ids",
+    "user",
+    "validate",
+    "validate_conversation_id",
+    "validate_many",
+]
+
+Message: TypeAlias = dict[str, Any]
+"""A chat message: a JSON-compatible dict with at least a ``role``."""
+
+Content: TypeAlias = str | Sequence[Mapping[str, Any]]
+"""Message content: a str, or a list of content-part dicts each with a str ``type``."""
+
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+"""Default limit on one message's compact-JSON size in UTF-8 bytes (1 MiB)."""
+
+MAX_CONVERSATION_ID_BYTES = 256
+"""The longest conversation id, in UTF-8 bytes."""
+
+MAX_NESTING_DEPTH = 64
+"""How deeply dicts and lists may nest in a message; the message itself is level 1."""
+
+ROLES = frozenset({"assistant", "developer", "system", "tool", "user"})
+"""Every role a message may have."""
+
+SYSTEM_ROLES = frozenset({"developer", "system"})
+"""Roles that count as system messages everywhere."""
+
+_ROLE_LIST = ", ".join(sorted(ROLES))
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+_JSON_TYPES = "str, int, float, bool, None, list and dict"
+_MAX_PATH_PARTS = 12
+
+
+# --------------------------------------------------------------------------- JSON copy
+
+
+class _JsonProblem(Exception):
+    """A JSON-compatibility problem found while copying; the path grows as it unwinds."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parts: list[str | int] = []
+
+
+def _format_path(root: str, parts: Sequence[str | int]) -> str:
+    """Render a path such as ``message.content[0].text``."""
+    out = [root]
+    shown = parts if len(parts) <= _MAX_PATH_PARTS else parts[:_MAX_PATH_PARTS]
+    for part in shown:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif part.isidentifier():
+            out.append(f".{part}")
+        else:
+            out.append(f"[{part!r}]")
+    if len(shown) < len(parts):
+        out.append("...")
+    return "".join(out)
+
+
+def _copy_json(value: Any, depth: int) -> Any:
+    """Deep-copy a JSON-compatible value into plain dicts, lists and scalars.
+
+    Args:
+        value: The value to copy.
+        depth: The nesting level of ``value`` (the message itself is 1).
+
+    Returns:
+        The copy.
+
+    Raises:
+        _JsonProblem: ``value`` holds something that is not JSON-compatible.
+    """
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _JsonProblem(
+                f"is the integer {value}, outside the stored range -2**63 .. 2**64-1; "
+                "store it as a str"
+            )
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise _JsonProblem(f"is {value}; JSON has no NaN or infinity")
+        return value
+    if isinstance(value, Mapping | list | tuple):
+        if depth > MAX_NESTING_DEPTH:
+            raise _JsonProblem(
+                f"nests dicts and lists deeper than {MAX_NESTING_DEPTH} levels; flatten it"
+            )
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise _JsonProblem(
+                        f"has the key {key!r} of type {type(key).__name__}; keys must be str"
+                    )
+                try:
+                    out[str(key)] = _copy_json(item, depth + 1)
+                except _JsonProblem as problem:
+                    problem.parts.append(str(key))
+                    raise
+            return out
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            try:
+                items.append(_copy_json(item, depth + 1))
+            except _JsonProblem as problem:
+                problem.parts.append(index)
+                raise
+        return items
+    # Subclasses of the scalar types (StrEnum, IntEnum, float subclasses) become plain values.
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return _copy_json(int(value), depth)
+    if isinstance(value, float):
+        return _copy_json(float(value), depth)
+    raise _JsonProblem(
+        f"is of type {kind.__name__}; a message may hold only JSON values ({_JSON_TYPES})"
+    )
+
+
+def _copy_json_or_raise(value: Any, root: str, depth: int = 1) -> Any:
+    """`_copy_json`, turning a problem into `InvalidMessage` with the path named."""
+    try:
+        return _copy_json(value, depth)
+    except _JsonProblem as problem:
+        path = _format_path(root, problem.parts[::-1])
+        raise InvalidMessage(f"{path} {problem.reason}") from None
+
+
+def _find_unencodable(value: Any, parts: list[str | int]) -> bool:
+    """Find a str (key or value) that cannot be encoded as UTF-8; fill ``parts`` with its path."""
+    if isinstance(value, str):
+        return not _utf8_ok(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            parts.append(key)
+            if not _utf8_ok(key) or _find_unencodable(item, parts):
+                return True
+            parts.pop()
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            parts.append(index)
+            if _find_unencodable(item, parts):
+                return True
+            parts.pop()
+    return False
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _compact_json_bytes(message: Message) -> bytes:
+    """Encode a copied message as compact UTF-8 JSON, naming any unencodable str."""
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        parts: list[str | int] = []
+        _find_unencodable(message, parts)
+        path = _format_path("message", parts)
+        raise InvalidMessage(
+            f"{path} contains a lone surrogate that cannot be encoded as UTF-8; "
+            "fix the text's encoding"
+        ) from None
+
+
+def encoded_size(message: Mapping[str, Any]) -> int:
+    """Measure a message as the length of its compact JSON in UTF-8 bytes.
+
+    This is the size `validate` compares with ``max_bytes``.
+
+    Args:
+        message: A JSON-compatible message.
+
+    Returns:
+        The size in bytes.
+
+    Raises:
+        InvalidMessage: The message is not JSON-compatible.
+    """
+    return len(_compact_json_bytes(_copy_json_or_raise(message, "message")))
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _type_name(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _check_content_parts(parts: list[Any], where: str) -> None:
+    if not parts:
+        raise InvalidMessage(f"{where} is an empty list; give a str or at least one content part")
+    for index, part in enumerate(parts):
+        at = f"{where}[{index}]"
+        if not isinstance(part, dict):
+            raise InvalidMessage(
+                f"{at} must be a content-part dict with a str 'type', got {_type_name(part)}"
+            )
+        kind = part.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise InvalidMessage(f"{at}.type must be a non-empty str such as 'text', got {kind!r}")
+        if kind == "text" and not isinstance(part.get("text"), str):
+            raise InvalidMessage(
+                f"{at} is a text part, so it needs a str 'text', got {_type_name(part.get('text'))}"
+            )
+
+
+def _check_tool_call(call: Any, where: str) -> str:
+    """Check one copied tool call; return its id."""
+    if not isinstance(call, dict):
+        raise InvalidMessage(f"{where} must be a tool-call dict, got {_type_name(call)}")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessage(f"{where}.id must be a non-empty str, got {call_id!r}")
+    if call.get("type") != "function":
+        raise InvalidMessage(f"{where}.type must be 'function', got {call.get('type')!r}")
+    function = call.get("function")
+    if not isinstance(function, dict):
+        raise InvalidMessage(
+            f"{where}.function must be a dict with 'name' and 'arguments', "
+            f"got {_type_name(function)}"
+        )
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidMessage(f"{where}.function.name must be a non-empty str, got {name!r}")
+    if not isinstance(function.get("arguments"), str):
+        raise InvalidMessage(
+            f"{where}.function.arguments must be a JSON-encoded str, got "
+            f"{_type_name(function.get('arguments'))}; use messages.tool_call() to build it"
+        )
+    return call_id
+
+
+def _check_tool_calls(calls: Any) -> None:
+    if not isinstance(calls, list):
+        raise InvalidMessage(
+            f"message.tool_calls must be a list of tool calls, got {_type_name(calls)}"
+        )
+    seen: set[str] = set()
+    for index, call in enumerate(calls):
+        call_id = _check_tool_call(call, f"message.tool_calls[{index}]")
+        if call_id in seen:
+            raise InvalidMessage(
+                f"message.tool_calls[{index}].id {call_id!r} appears twice; "
+                "tool call ids must be unique"
+            )
+        seen.add(call_id)
+
+
+def _check_structure(message: Message) -> None:
+    """Check roles, content and tool fields of a copied message, normalising in place."""
+    if "role" not in message:
+        raise InvalidMessage(f"message has no 'role'; give one of: {_ROLE_LIST}")
+    role = message["role"]
+    if not isinstance(role, str):
+        raise InvalidMessage(f"message.role must be a str, got {_type_name(role)}")
+    if role not in ROLES:
+        raise InvalidMessage(f"message.role {role!r} is not one of: {_ROLE_LIST}")
+
+    if "tool_calls" in message and message["tool_calls"] in (None, []):
+        del message["tool_calls"]
+    has_tool_calls = "tool_calls" in message
+    if has_tool_calls:
+        if role != "assistant":
+            raise InvalidMessage(
+                f"only assistant messages may have tool_calls; this one has role {role!r}"
+            )
+        _check_tool_calls(message["tool_calls"])
+
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(
+                "a tool message needs a non-empty str 'tool_call_id' naming the call it "
+                f"answers, got {call_id!r}"
+            )
+    elif "tool_call_id" in message:
+        raise InvalidMessage(f"only tool messages have a tool_call_id; this one has role {role!r}")
+
+    if "content" not in message:
+        if not has_tool_calls:
+            raise InvalidMessage(
+                f"a {role} message needs 'content' (a str or a list of content parts)"
+            )
+        message["content"] = None
+    content = message["content"]
+    if content is None:
+        if not has_tool_calls:
+            raise InvalidMessage(
+                "message.content is None; only an assistant message with tool_calls "
+                "may have no content"
+            )
+    elif isinstance(content, list):
+        _check_content_parts(content, "message.content")
+    elif not isinstance(content, str):
+        raise InvalidMessage(
+            "message.content must be a str, a list of content parts or None, "
+            f"got {_type_name(content)}"
+        )
+
+
+def validate(
+    message: Mapping[str, Any], *, max_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
+) -> Message:
+    """Check a message and return a normalised deep copy of it.
+
+    Args:
+        message: An OpenAI-format chat message.
+        max_bytes: The largest allowed compact-JSON size in UTF-8 bytes; None for no limit.
+
+    Returns:
+        A deep copy made of plain dicts, lists and scalars; mutating it changes nothing
+        the caller holds.
+
+    Raises:
+        InvalidMessage: The message is not a dict, has a bad role, content, tool_call_id or
+            tool_calls, holds a value that is not JSON-compatible, nests too deeply, or is
+            larger than ``max_bytes``.
+    """
+    if not isinstance(message, Mapping):
+        raise InvalidMessage(
+            f"a message must be a dict with 'role' and 'content', got {_type_name(message)}"
+        )
+    copy: Message = _copy_json_or_raise(message, "message")
+    _check_structure(copy)
+    encoded = _compact_json_bytes(copy)
+    if max_bytes is not None and len(encoded) > max_bytes:
+        raise InvalidMessage(
+            f"message is {len(encoded)} bytes as compact JSON; the limit is {max_bytes}. "
+            "Split it, or raise the store's max_message_bytes"
+        )
+    return copy
+
+
+def validate_many(
+    messages: Sequence[Mapping[str, Any]], *, max_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
+) -> list[Message]:
+    """Validate a non-empty batch of messages.
+
+    Args:
+        messages: A list or tuple of messages.
+        max_bytes: The per-message size limit passed to `validate`.
+
+    Returns:
+        Normalised deep copies, in order.
+
+    Raises:
+        InvalidMessage: ``messages`` is not a non-empty list or tuple, or one message is
+            invalid (the error names its index).
+    """
+    if not isinstance(messages, list | tuple):
+        raise InvalidMessage(
+            f"messages must be a list or tuple of message dicts, got {_type_name(messages)}"
+        )
+    if not messages:
+        raise InvalidMessage("messages is empty; give at least one message")
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        try:
+            out.append(validate(message, max_bytes=max_bytes))
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"messages[{index}]: {exc}") from exc
+    return out
+
+
+def validate_conversation_id(cid: Any) -> str:
+    """Check a conversation id.
+
+    Args:
+        cid: The candidate id.
+
+    Returns:
+        The id as a plain str.
+
+    Raises:
+        InvalidConversationId: ``cid`` is not a str, is empty, has a control character or a
+            lone surrogate, or is longer than 256 UTF-8 bytes.
+    """
+    if not isinstance(cid, str):
+        raise InvalidConversationId(f"conversation id must be a str, got {_type_name(cid)}")
+    if not cid:
+        raise InvalidConversationId("conversation id is empty; give a non-empty str")
+    if len(cid) > MAX_CONVERSATION_ID_BYTES:  # more characters than bytes allowed: too long
+        size = len(cid.encode("utf-8", "surrogatepass"))
+        raise InvalidConversationId(
+            f"conversation id is {size} bytes; the limit is {MAX_CONVERSATION_ID_BYTES}"
+        )
+    for index, char in enumerate(cid):
+        category = unicodedata.category(char)
+        if category == "Cc":
+            raise InvalidConversationId(
+                f"conversation id has the control character U+{ord(char):04X} at index "
+                f"{index}; remove it"
+            )
+        if category == "Cs":
+            raise InvalidConversationId(
+                f"conversation id has the lone surrogate U+{ord(char):04X} at index {index}, "
+                "which cannot be encoded as UTF-8"
+            )
+    size = len(cid.encode("utf-8"))
+    if size > MAX_CONVERSATION_ID_BYTES:
+        raise InvalidConversationId(
+            f"conversation id is {size} bytes; the limit is {MAX_CONVERSATION_ID_BYTES}"
+        )
+    return str(cid)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def is_system(message: Mapping[str, Any]) -> bool:
+    """Tell whether a message is a system message (role system or developer).
+
+    Args:
+        message: A message.
+
+    Returns:
+        True for system and developer messages.
+    """
+    return message.get("role") in SYSTEM_ROLES
+
+
+def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
+    """List the ids of the tool calls an assistant message makes.
+
+    Args:
+        message: A validated message.
+
+    Returns:
+        The ids in order; empty when the message makes no tool calls.
+    """
+    calls = message.get("tool_calls") or []
+    return [call["id"] for call in calls]
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def _build(message: Message) -> Message:
+    return validate(message, max_bytes=None)
+
+
+def system(text: Content) -> Message:
+    """Build a system message.
+
+    Args:
+        text: The instructions, a str or a list of content parts.
+
+    Returns:
+        The validated message.
+
+    Raises:
+        InvalidMessage: ``text`` is not valid content.
+    """
+    return _build({"role": "system", "content": text})
+
+
+def developer(text: Content) -> Message:
+    """Build a developer message (counts as a system message everywhere).
+
+    Args:
+        text: The instructions, a str or a list of content parts.
+
+    Returns:
+        The validated message.
+
+    Raises:
+        InvalidMessage: ``text`` is not valid content.
+    """
+    return _build({"role": "developer", "content": text})
+
+
+def user(text: Content) -> Message:
+    """Build a user message.
+
+    Args:
+        text: What the user said, a str or a list of content parts (text, images, ...).
+
+    Returns:
+        The validated message.
+
+    Raises:
+        InvalidMessage: ``text`` is not valid content.
+    """
+    return _build({"role": "user", "content": text})
+
+
+def assistant(
+    text: Content | None = None, *, tool_calls: Sequence[Mapping[str, Any]] | None = None
+) -> Message:
+    """Build an assistant message.
+
+    Args:
+        text: The reply; may be None only when ``tool_calls`` is given.
+        tool_calls: Tool calls built with `tool_call`.
+
+    Returns:
+        The validated message; ``tool_calls`` is present only when non-empty.
+
+    Raises:
+        InvalidMessage: Neither text nor tool calls are given, or one is invalid.
+    """
+    message: Message = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = list(tool_calls)
+    return _build(message)
+
+
+def tool_call(id: str, name: str, arguments: Mapping[str, Any] | str) -> Message:
+    """Build one tool call for `assistant`.
+
+    Args:
+        id: The call id, echoed by the tool message that answers it.
+        name: The function name.
+        arguments: The arguments as a dict (encoded as compact JSON) or an already
+            JSON-encoded str (kept verbatim).
+
+    Returns:
+        ``{"id": id, "type": "function", "function": {"name": name, "arguments": ...}}``.
+
+    Raises:
+        InvalidMessage: The id or name is not a non-empty str, or the arguments are not a
+            dict of JSON values or a str.
+    """
+    if isinstance(arguments, Mapping):
+        plain = _copy_json_or_raise(arguments, "arguments")
+        encoded = json.dumps(plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    elif isinstance(arguments, str):
+        encoded = str(arguments)
+    else:
+        raise InvalidMessage(
+            f"tool call arguments must be a dict or a JSON str, got {_type_name(arguments)}"
+        )
+    call = {"id": id, "type": "function", "function": {"name": name, "arguments": encoded}}
+    copy: Message = _copy_json_or_raise(call, "tool_call")
+    _check_tool_call(copy, "tool_call")
+    return copy
+
+
+def tool(tool_call_id: str, content: Content) -> Message:
+    """Build a tool message answering one tool call.
+
+    Args:
+        tool_call_id: The id of the call this answers.
+        content: The tool's result, a str or a list of content parts.
+
+    Returns:
+        The validated message.
+
+    Raises:
+        InvalidMessage: The id is not a non-empty str, or the content is invalid.
+    """
+    return _build({"role": "tool", "tool_call_id": tool_call_id, "content": content})

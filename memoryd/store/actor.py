@@ -1,0 +1,149 @@
+"""StoreActor: the one owner of a store's LMDB environment (a gen_server owning its table).
+
+Writes arrive as ``submit(request, future)`` tells. The actor queues them and
+sends itself one ``flush``; by the time the flush is handled every write that
+arrived meanwhile is queued too, and all of them are committed in one write
+transaction and one fsync (group commit), then answered. Nothing is answered
+before its commit returned.
+
+Let it crash: if LMDB fails, every waiting caller gets ``StorageError`` (the
+outcome of that batch is unknown), writes not yet attempted are handed back
+to their handles for a retry on the next incarnation, the environment is
+closed, and the supervisor restarts the store.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any
+
+import pykka
+import structlog
+from pykka.messages import ProxyCall
+
+from memoryd.errors import StorageError, StoreUnavailable
+from memoryd.store import engines, lmdb_ops
+from memoryd.store.config import StoreConfig
+from memoryd.store.lmdb_engine import LmdbEngine
+from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
+from supervisors import Exit, SupervisedActor
+
+__all__ = ["NotWritten", "StoreActor"]
+
+log = structlog.get_logger(__name__)
+
+_FLUSH = ProxyCall(attr_path=("flush",), args=(), kwargs={})
+
+Pending = tuple[WriteRequest, pykka.Future[Any]]
+
+
+class NotWritten(StoreUnavailable):
+    """The store stopped before attempting this write: nothing was written; retry is safe."""
+
+
+def _fail(future: pykka.Future[Any], error: BaseException) -> None:
+    future.set_exception((type(error), error, error.__traceback__))
+
+
+class StoreActor(SupervisedActor):
+    """Owns one LMDB environment; the only writer to it.
+
+    Args:
+        config: how to open the store (restarts reuse it).
+    """
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(name=config.name)
+        self.config = config
+        self._engine: LmdbEngine | None = None
+        self._pending: list[Pending] = []
+        self._flush_scheduled = False
+
+    def init(self) -> None:
+        """Open the environment and publish it to readers. Runs in the actor's thread."""
+        cfg = self.config
+        self._engine = LmdbEngine(cfg.path, durable=cfg.durable, map_size=cfg.map_size)
+        engines.publish(cfg.name, self._engine)
+        log.info("store_opened", store=cfg.name, path=str(cfg.path), durable=cfg.durable)
+
+    def terminate(self, exit: Exit) -> None:
+        """Close the environment on every exit path. Runs in the actor's thread."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engines.withdraw(self.config.name, engine)
+            if not exit.abnormal and self._pending:
+                self._engine = engine
+                self.flush()  # an orderly stop commits what was already accepted
+                self._engine = None
+            self._hand_back(NotWritten(f"store {self.config.name!r} stopped before this write"))
+            engine.close()
+        else:
+            self._hand_back(NotWritten(f"store {self.config.name!r} did not start"))
+        log.info("store_closed", store=self.config.name, reason=exit.describe())
+
+    def submit(self, request: WriteRequest, future: pykka.Future[Any]) -> None:
+        """Queue a write; it is committed by the next flush. Runs in the actor's thread."""
+        self._pending.append((request, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.actor_ref.tell(_FLUSH)
+
+    def flush(self) -> None:
+        """Commit every queued write, ``max_batch`` per transaction. Runs in the actor's thread."""
+        self._flush_scheduled = False
+        while self._pending and self._engine is not None:
+            size = self.config.max_batch
+            batch, self._pending = self._pending[:size], self._pending[size:]
+            self._commit(batch)
+
+    def _commit(self, batch: list[Pending]) -> None:
+        engine = self._engine
+        assert engine is not None
+        now = time.time()
+        ops = [partial(_apply, request, now) for request, _ in batch]
+        try:
+            results = engine.write_batch(ops)
+        except Exception as exc:
+            error = (
+                exc
+                if isinstance(exc, StorageError)
+                else StorageError(f"store {self.config.name!r} failed: {type(exc).__name__}: {exc}")
+            )
+            log.error("store_write_failed", store=self.config.name, error=repr(exc))
+            for _, future in batch:
+                _fail(future, error)
+            self.crash(error)
+            return
+        for (_, future), (ok, value) in zip(batch, results, strict=True):
+            if ok:
+                future.set(value)
+            else:
+                _fail(future, value)
+
+    def _hand_back(self, error: NotWritten) -> None:
+        pending, self._pending = self._pending, []
+        for _, future in pending:
+            _fail(future, error)
+
+
+def _apply(request: WriteRequest, now: float, txn: Any, dbs: lmdb_ops.Dbs) -> Any:
+    if isinstance(request, Add):
+        return lmdb_ops.add(
+            txn,
+            dbs,
+            request.cid,
+            list(request.messages),
+            idempotency_key=request.idempotency_key,
+            expected_version=request.expected_version,
+            now=now,
+        )
+    if isinstance(request, Clear):
+        return lmdb_ops.clear(txn, dbs, request.cid, now=now)
+    if isinstance(request, Pop):
+        return lmdb_ops.pop(txn, dbs, request.cid, now=now)
+    if isinstance(request, Fork):
+        return lmdb_ops.fork(
+            txn, dbs, request.source, request.target, at_version=request.at_version, now=now
+        )
+    raise TypeError(f"unknown write request {request!r}")

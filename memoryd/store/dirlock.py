@@ -1,0 +1,69 @@
+"""One owner per data directory: an OS file lock that dies with its process.
+
+``fcntl.flock`` locks belong to an open file description, so a second opener in
+the same process is refused too, and a crashed (even SIGKILLed) owner never
+blocks the next one: the kernel drops the lock with the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+from memoryd.errors import AlreadyStarted
+
+__all__ = ["LOCK_FILE", "DirLock"]
+
+LOCK_FILE = "memoryd.lock"
+
+
+class DirLock:
+    """An exclusive lock on ``directory/memoryd.lock`` holding the owner's pid."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise.
+
+        Raises:
+            AlreadyStarted: another process (or another store in this one) owns the
+                directory; the error names the owner's pid when it can be read.
+        """
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _read_pid(fd)
+            os.close(fd)
+            who = "this process" if owner == os.getpid() else f"process {owner}"
+            raise AlreadyStarted(
+                f"data directory {self.path.parent} is in use by {who}; "
+                "stop that store first, or use another directory",
+                owner_pid=owner,
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(text) if text.isdigit() else None
+    except OSError:
+        return None

@@ -1,0 +1,182 @@
+"""StoreHandle: the public store API, validated in the caller's thread.
+
+Every backend (LMDB, ephemeral, Redis, remote) subclasses it and implements the
+``_``-prefixed hooks; the checks and the documented behaviour live here once.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from memoryd import messages as msgs
+from memoryd.events import Change, Event
+from memoryd.store import validate as check
+from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
+
+__all__ = ["StoreHandle"]
+
+
+class StoreHandle(abc.ABC):
+    """A handle on a store, addressed by its registered name.
+
+    Handles are cheap values: any number may address the same store, and a
+    handle keeps working across restarts of the store's actor.
+    """
+
+    name: str
+    max_message_bytes: int
+
+    # -- writes -----------------------------------------------------------------
+
+    def add(
+        self,
+        cid: str,
+        messages: list[dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Append ``messages`` to conversation ``cid`` as ONE event, atomically.
+
+        Args:
+            cid: the conversation id.
+            messages: one or more OpenAI-format messages.
+            idempotency_key: makes retries safe: a repeated key (per conversation)
+                returns the original version and writes nothing.
+            expected_version: optimistic concurrency: refuse unless the conversation
+                is at exactly this version.
+
+        Returns:
+            The conversation's new version.
+
+        Raises:
+            InvalidConversationId: a bad ``cid``.
+            InvalidMessage: a bad or oversized message (nothing is written).
+            ConflictError: ``expected_version`` did not match.
+            WriteTimeout: no answer in time; retry with the same idempotency key.
+            StoreUnavailable: the store is not running.
+        """
+        cid = msgs.validate_conversation_id(cid)
+        checked = msgs.validate_many(messages, max_bytes=self.max_message_bytes)
+        request = Add(
+            cid=cid,
+            messages=tuple(checked),
+            idempotency_key=check.check_idempotency_key(idempotency_key),
+            expected_version=check.check_version_arg(expected_version, "expected_version"),
+        )
+        return int(self._write(request))
+
+    def clear(self, cid: str) -> None:
+        """Delete the conversation's messages durably; the log keeps a ``cleared`` marker.
+
+        A conversation holding no messages is left as it is (no event).
+        """
+        self._write(Clear(cid=msgs.validate_conversation_id(cid)))
+
+    def pop(self, cid: str) -> dict[str, Any] | None:
+        """Remove and return the last message (a ``popped`` event), or None if there is none."""
+        result = self._write(Pop(cid=msgs.validate_conversation_id(cid)))
+        return None if result is None else dict(result)
+
+    def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
+        """Start ``target`` as a copy of ``source``'s history (as of ``at_version``).
+
+        Returns:
+            ``target``'s new version.
+
+        Raises:
+            ValueError: ``source == target``, or ``at_version`` out of range.
+            ConflictError: ``target`` holds messages.
+        """
+        source = msgs.validate_conversation_id(source)
+        target = msgs.validate_conversation_id(target)
+        if source == target:
+            raise ValueError(f"cannot fork {source!r} into itself; pick another target id")
+        at = check.check_version_arg(at_version, "at_version")
+        return int(self._write(Fork(source=source, target=target, at_version=at)))
+
+    # -- reads ------------------------------------------------------------------
+
+    def get(
+        self, cid: str, *, limit: int | None = None, at_version: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The conversation's history, chronological: fresh copies.
+
+        Args:
+            cid: the conversation id.
+            limit: only the last ``limit`` messages (read in O(limit)).
+            at_version: the history as it was right after that version.
+
+        Raises:
+            ValueError: a bad ``limit``, or ``at_version`` past the end or before a clear.
+        """
+        cid = msgs.validate_conversation_id(cid)
+        return self._get(
+            cid,
+            check.check_optional_count(limit, "limit"),
+            check.check_version_arg(at_version, "at_version"),
+        )
+
+    def version(self, cid: str) -> int:
+        """The conversation's version: 0 if it was never written."""
+        return self._version(msgs.validate_conversation_id(cid))
+
+    def events(self, cid: str, *, after: int = 0) -> list[Event]:
+        """The conversation's event log (versions above ``after``), oldest first."""
+        return self._events(msgs.validate_conversation_id(cid), check.check_after(after))
+
+    def conversations(
+        self, *, prefix: str = "", after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """Ids of conversations that hold messages now, sorted; page with ``after``."""
+        prefix = check.check_prefix(prefix, "prefix")
+        if after is not None:
+            after = check.check_prefix(after, "after")
+        return self._conversations(prefix, after, check.check_optional_count(limit, "limit"))
+
+    def tail(self, *, after: int = 0, limit: int = 1000, timeout: float = 0.0) -> list[Change]:
+        """The global change feed in commit order, from position ``after + 1``.
+
+        Blocks up to ``timeout`` seconds while there is nothing new.
+        """
+        after = check.check_after(after)
+        count = check.check_optional_count(limit, "limit")
+        return self._tail(after, 1000 if count is None else count, check.check_timeout(timeout))
+
+    @abc.abstractmethod
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes of the store."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop the store (commit what it accepted, close its storage)."""
+
+    # -- backend hooks ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _write(self, request: WriteRequest) -> Any: ...
+
+    @abc.abstractmethod
+    def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def _version(self, cid: str) -> int: ...
+
+    @abc.abstractmethod
+    def _events(self, cid: str, after: int) -> list[Event]: ...
+
+    @abc.abstractmethod
+    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]: ...
+
+    @abc.abstractmethod
+    def _tail(self, after: int, limit: int, timeout: float) -> list[Change]: ...
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and getattr(other, "name", None) == self.name
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name))

@@ -1,0 +1,252 @@
+"""LmdbEngine: one open LMDB environment, its read gate, and the batch writer.
+
+The engine is owned by one store actor: only that actor's thread opens it,
+writes to it and closes it. Any thread may read through ``reading()``, with its
+own read-only transaction (LMDB's MVCC: readers never wait for the writer). The
+read gate lets ``close()`` wait until no reader is inside the environment, so a
+restart never frees memory a reader is still using.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+import structlog
+
+from memoryd.errors import MemorydError, StorageError
+from memoryd.store import lmdb_ops
+from memoryd.store.dirlock import DirLock
+
+__all__ = ["EngineClosed", "LmdbEngine"]
+
+log = structlog.get_logger(__name__)
+
+_MAX_DBS = 8
+_MAX_MAP_BYTES = 1 << 44  # 16 TiB of address space: growth stops here
+
+
+class EngineClosed(Exception):
+    """The environment is closing or closed; look up the store's new engine."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dir(path: Path) -> None:
+    """Create ``path`` (0700) and make its entry durable in the parent directory."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for created in reversed(missing):
+        _fsync_dir(created.parent)
+
+
+Op = Callable[[Any, lmdb_ops.Dbs], Any]
+T = TypeVar("T")
+
+
+class LmdbEngine:
+    """An open environment. Open, write and close only from the owning actor's thread."""
+
+    def __init__(self, path: Path, *, durable: bool, map_size: int) -> None:
+        self.path = path
+        self.durable = durable
+        self.commits = 0
+        self.writes = 0
+        self.map_growths = 0
+        self._gate = threading.Condition()
+        self._readers = 0
+        self._closing = False
+        self._pausing = False
+        self.changed = threading.Condition()
+        self.last_position = 0
+        _make_dir(path)
+        self._lock = DirLock(path)
+        self._lock.acquire()
+        try:
+            self.env = lmdb.open(
+                str(path),
+                map_size=map_size,
+                subdir=True,
+                max_dbs=_MAX_DBS,
+                sync=durable,
+                metasync=durable,
+                writemap=False,
+                map_async=False,
+                mode=0o600,
+                max_readers=512,
+                create=True,
+            )
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            self.env.reader_check()
+            self.dbs = lmdb_ops.open_dbs(self.env)
+            if durable:
+                _fsync_dir(path)
+            with self.env.begin() as txn:
+                self.last_position = lmdb_ops.last_position(txn, self.dbs)
+        except BaseException:
+            self.env.close()
+            self._lock.release()
+            raise
+
+    # -- reading (any thread) ------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Any]:
+        """A read-only transaction, or ``EngineClosed`` if the engine is going away."""
+        with self._gate:
+            self._gate.wait_for(lambda: not self._pausing or self._closing)
+            if self._closing:
+                raise EngineClosed
+            self._readers += 1
+        try:
+            with self.env.begin(buffers=False) as txn:
+                yield txn
+        finally:
+            with self._gate:
+                self._readers -= 1
+                if self._readers == 0:
+                    self._gate.notify_all()
+
+    def read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
+        """Run ``fn(txn, dbs)`` in a read-only transaction (any thread).
+
+        Raises:
+            EngineClosed: the engine is closing; look up the store's new one.
+            StorageError: LMDB failed.
+        """
+        with self.reading() as txn:
+            try:
+                return fn(txn, self.dbs)
+            except lmdb.Error as exc:
+                raise StorageError(f"LMDB read failed in {self.path}: {exc}") from exc
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` has begun."""
+        return self._closing
+
+    def wait_for_change(self, after: int, timeout: float) -> None:
+        """Block until a position above ``after`` is committed, the engine closes, or timeout."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: self.last_position > after or self._closing, timeout=timeout
+            )
+
+    # -- writing (owner's thread) ----------------------------------------------
+
+    def write_batch(self, ops: Sequence[Op]) -> list[tuple[bool, Any]]:
+        """Run every op in ONE write transaction and commit it (one fsync when durable).
+
+        Each op's refusal (a ``MemorydError`` or ``ValueError`` raised before it
+        wrote anything) becomes its own ``(False, error)`` result; the others commit.
+        A full map is grown and the whole batch retried.
+
+        Returns:
+            ``(True, value)`` or ``(False, error)`` per op, in order.
+
+        Raises:
+            StorageError: LMDB failed; nothing in the batch may be assumed committed.
+        """
+        while True:
+            try:
+                results = self._run(ops)
+            except lmdb.MapFullError:
+                self._grow()
+                continue
+            except lmdb.Error as exc:
+                raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
+            self.commits += 1
+            self.writes += len(ops)
+            return results
+
+    def _run(self, ops: Sequence[Op]) -> list[tuple[bool, Any]]:
+        results: list[tuple[bool, Any]] = []
+        with self.env.begin(write=True) as txn:
+            for op in ops:
+                try:
+                    results.append((True, op(txn, self.dbs)))
+                except (MemorydError, ValueError) as exc:
+                    results.append((False, exc))
+            position = lmdb_ops.last_position(txn, self.dbs)
+        with self.changed:
+            self.last_position = position
+            self.changed.notify_all()
+        return results
+
+    def _grow(self) -> None:
+        current = self.env.info()["map_size"]
+        if current >= _MAX_MAP_BYTES:
+            raise StorageError(f"LMDB map of {self.path} is at its {current} byte ceiling")
+        new = min(current * 2, _MAX_MAP_BYTES)
+        # LMDB may remap: no transaction of this process may be open, readers included.
+        with self._gate:
+            self._pausing = True
+            drained = self._gate.wait_for(lambda: self._readers == 0, timeout=30.0)
+        try:
+            if not drained:
+                raise StorageError(f"cannot grow the map of {self.path}: readers did not finish")
+            self.env.set_mapsize(new)
+        finally:
+            with self._gate:
+                self._pausing = False
+                self._gate.notify_all()
+        self.map_growths += 1
+        log.info("map_grown", path=str(self.path), map_size=new)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of this incarnation and sizes of the environment."""
+        with self.reading() as txn:
+            events = txn.stat(self.dbs.events)["entries"]
+            names = txn.stat(self.dbs.names)["entries"]
+            live = lmdb_ops.live_conversations(txn, self.dbs)
+            info = self.env.info()
+            stat = self.env.stat()
+        used = (info["last_pgno"] + 1) * stat["psize"]
+        return {
+            "path": str(self.path),
+            "durable": self.durable,
+            "conversations": live,
+            "conversations_ever": names,
+            "events": events,
+            "last_position": self.last_position,
+            "map_size": info["map_size"],
+            "used_bytes": used,
+            "map_growths": self.map_growths,
+            "commits": self.commits,
+            "fsyncs": self.commits if self.durable else 0,
+            "appends": self.writes,
+        }
+
+    # -- closing (owner's thread) ------------------------------------------------
+
+    def close(self, reader_grace_s: float = 5.0) -> None:
+        """Refuse new readers, wait for current ones, close the environment, unlock."""
+        with self._gate:
+            self._closing = True
+            drained = self._gate.wait_for(lambda: self._readers == 0, timeout=reader_grace_s)
+        with self.changed:
+            self.changed.notify_all()
+        if not drained:
+            log.warning("readers_still_open_at_close", path=str(self.path), readers=self._readers)
+        try:
+            self.env.close()
+        finally:
+            self._lock.release()

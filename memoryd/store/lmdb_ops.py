@@ -1,0 +1,393 @@
+"""Reads and writes of the event log inside one LMDB transaction.
+
+Every function takes an open transaction and the sub-database handles; none
+opens, commits or closes anything. Write operations check everything first and
+write last, so a refused request (a conflict, a bad version) leaves nothing in
+the shared batch transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from memoryd import codec, keys
+from memoryd.errors import ConflictError, CorruptRecord
+from memoryd.events import Change, Event, EventKind
+
+__all__ = [
+    "Dbs",
+    "Meta",
+    "add",
+    "clear",
+    "conversations",
+    "events",
+    "fork",
+    "history",
+    "meta_of",
+    "open_dbs",
+    "pop",
+    "tail",
+]
+
+SYS_DB = b"sys"
+_NEXT_CONV = b"next_conv"
+_NEXT_POS = b"next_pos"
+_LIVE = b"live_conversations"
+_APPENDED = EventKind.APPENDED.value
+_POPPED = EventKind.POPPED.value
+_CLEARED = EventKind.CLEARED.value
+_FORKED = EventKind.FORKED.value
+
+
+@dataclass(frozen=True, slots=True)
+class Dbs:
+    """Handles of the sub-databases of one environment."""
+
+    names: Any
+    events: Any
+    positions: Any
+    meta: Any
+    idem: Any
+    sys: Any
+
+
+def open_dbs(env: lmdb.Environment) -> Dbs:
+    """Open (creating if needed) every sub-database. Call with no transaction open."""
+    return Dbs(
+        names=env.open_db(keys.NAMES_DB),
+        events=env.open_db(keys.EVENTS_DB),
+        positions=env.open_db(keys.POSITIONS_DB),
+        meta=env.open_db(keys.META_DB),
+        idem=env.open_db(keys.IDEMPOTENCY_DB),
+        sys=env.open_db(SYS_DB),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    """Per-conversation metadata: its number, version, first live version, message count."""
+
+    conv: int
+    version: int
+    first: int
+    count: int
+    cid: str
+
+
+def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
+    """The conversation's metadata, or None if it was never written."""
+    raw = txn.get(keys.name_key(cid), db=dbs.names)
+    if raw is None:
+        return None
+    conv = keys.decode_conv_num(raw)
+    packed = txn.get(keys.conv_num_bytes(conv), db=dbs.meta)
+    if packed is None:
+        raise CorruptRecord(f"conversation {cid!r} has a number but no metadata")
+    version, first, count = codec.unpack_value(packed)[:3]
+    return Meta(conv, version, first, count, cid)
+
+
+def _put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
+    value = codec.pack_value([meta.version, meta.first, meta.count, meta.cid])
+    txn.put(keys.conv_num_bytes(meta.conv), value, db=dbs.meta)
+
+
+def _counter(txn: lmdb.Transaction, dbs: Dbs, name: bytes, default: int) -> int:
+    raw = txn.get(name, db=dbs.sys)
+    return default if raw is None else int.from_bytes(raw, "big")
+
+
+def _set_counter(txn: lmdb.Transaction, dbs: Dbs, name: bytes, value: int) -> None:
+    txn.put(name, value.to_bytes(8, "big"), db=dbs.sys)
+
+
+# -- reads ------------------------------------------------------------------
+
+
+def _check_version(meta: Meta | None, at_version: int, cid: str) -> None:
+    current = 0 if meta is None else meta.version
+    if at_version > current:
+        raise ValueError(
+            f"at_version={at_version} is past the end of {cid!r}, which is at version {current}"
+        )
+    if meta is not None and 0 < at_version < meta.first:
+        raise ValueError(
+            f"version {at_version} of {cid!r} was cleared at version {meta.first}; "
+            "history before a clear is deleted"
+        )
+
+
+def history(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    meta: Meta | None,
+    *,
+    limit: int | None = None,
+    at_version: int | None = None,
+) -> list[dict[str, Any]]:
+    """The conversation's messages, chronological: all, or the last ``limit``.
+
+    Walks the event log backwards from the wanted version, so the last N
+    messages cost O(N) records, not the whole log.
+
+    Raises:
+        ValueError: ``at_version`` is past the end or before the last clear.
+    """
+    if meta is None:
+        if at_version:
+            _check_version(meta, at_version, "conversation")
+        return []
+    upto = meta.version if at_version is None else at_version
+    if at_version is not None:
+        _check_version(meta, at_version, meta.cid)
+    if upto == 0 or limit == 0:
+        return []
+    lowest = keys.event_key(meta.conv, meta.first)
+    newest_first: list[dict[str, Any]] = []
+    skip = 0
+    cursor = txn.cursor(db=dbs.events)
+    if not cursor.set_key(keys.event_key(meta.conv, upto)):
+        raise CorruptRecord(f"event {upto} of {meta.cid!r} is missing")
+    for raw_key, value in cursor.iterprev():
+        if bytes(raw_key) < lowest:
+            break
+        event = codec.unpack_event(value)
+        kind = event.kind
+        if kind == _POPPED:
+            skip += 1
+            continue
+        if kind == _CLEARED:
+            break
+        if kind in (_APPENDED, _FORKED):
+            for message in reversed(event.messages):
+                if skip:
+                    skip -= 1
+                    continue
+                newest_first.append(message)
+                if limit is not None and len(newest_first) >= limit:
+                    break
+            if kind == _FORKED or (limit is not None and len(newest_first) >= limit):
+                break
+    newest_first.reverse()
+    return newest_first
+
+
+def events(txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, after: int) -> list[Event]:
+    """The conversation's stored events with a version above ``after``, oldest first."""
+    if meta is None or after >= meta.version:
+        return []
+    start = max(after + 1, meta.first)
+    high = keys.event_key(meta.conv, meta.version)
+    cursor = txn.cursor(db=dbs.events)
+    out: list[Event] = []
+    if not cursor.set_range(keys.event_key(meta.conv, start)):
+        return out
+    for key, value in cursor:
+        if bytes(key) > high:
+            break
+        out.append(codec.unpack_event(value))
+    return out
+
+
+def conversations(
+    txn: lmdb.Transaction, dbs: Dbs, *, prefix: str, after: str | None, limit: int | None
+) -> list[str]:
+    """Ids of conversations holding messages now, sorted, paged."""
+    start = prefix.encode("utf-8")
+    prefix_bytes = start
+    after_bytes = None if after is None else after.encode("utf-8")
+    if after_bytes is not None and after_bytes > start:
+        start = after_bytes
+    out: list[str] = []
+    cursor = txn.cursor(db=dbs.names)
+    if not cursor.set_range(start):
+        return out
+    for raw_key, conv in cursor:
+        key = bytes(raw_key)
+        if not key.startswith(prefix_bytes):
+            break
+        if after_bytes is not None and key <= after_bytes:
+            continue
+        packed = txn.get(bytes(conv), db=dbs.meta)
+        if packed is not None and codec.unpack_value(packed)[2] > 0:
+            out.append(keys.decode_name_key(key))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def tail(txn: lmdb.Transaction, dbs: Dbs, *, after: int, limit: int) -> list[Change]:
+    """Changes with a position above ``after``, in commit order (deleted ones skipped)."""
+    out: list[Change] = []
+    if limit <= 0:
+        return out
+    cursor = txn.cursor(db=dbs.positions)
+    if not cursor.set_range(keys.position_key(after + 1)):
+        return out
+    for key, value in cursor:
+        cid, conv, version = codec.unpack_value(value)
+        record = txn.get(keys.event_key(conv, version), db=dbs.events)
+        if record is None:
+            continue  # deleted by a later clear
+        event = codec.unpack_event(record)
+        out.append(
+            Change.from_event(event, position=keys.decode_position_key(key), conversation_id=cid)
+        )
+        if len(out) >= limit:
+            break
+    return out
+
+
+def last_position(txn: lmdb.Transaction, dbs: Dbs) -> int:
+    """The highest position written so far (0 for none)."""
+    return _counter(txn, dbs, _NEXT_POS, 1) - 1
+
+
+def live_conversations(txn: lmdb.Transaction, dbs: Dbs) -> int:
+    """How many conversations hold messages now."""
+    return _counter(txn, dbs, _LIVE, 0)
+
+
+# -- writes -----------------------------------------------------------------
+
+
+def _write_event(
+    txn: lmdb.Transaction, dbs: Dbs, old: Meta | None, *, cid: str, event: Event, count: int
+) -> Meta:
+    """Append ``event`` (already packed-checked) and update metadata and counters."""
+    record = codec.pack_event(event)  # may raise ValueError before anything is written
+    if old is None:
+        conv = _counter(txn, dbs, _NEXT_CONV, 1)
+        _set_counter(txn, dbs, _NEXT_CONV, conv + 1)
+        txn.put(keys.name_key(cid), keys.conv_num_bytes(conv), db=dbs.names)
+        old = Meta(conv, 0, 1, 0, cid)
+    first = event.version if event.kind == _CLEARED else old.first
+    meta = Meta(old.conv, event.version, first, count, cid)
+    txn.put(keys.event_key(meta.conv, event.version), record, db=dbs.events)
+    position = _counter(txn, dbs, _NEXT_POS, 1)
+    _set_counter(txn, dbs, _NEXT_POS, position + 1)
+    txn.put(
+        keys.position_key(position),
+        codec.pack_value([cid, meta.conv, event.version]),
+        db=dbs.positions,
+    )
+    _put_meta(txn, dbs, meta)
+    if (old.count > 0) != (count > 0):
+        live = _counter(txn, dbs, _LIVE, 0) + (1 if count > 0 else -1)
+        _set_counter(txn, dbs, _LIVE, live)
+    if event.idempotency_key is not None:
+        txn.put(
+            keys.idempotency_key(meta.conv, event.idempotency_key),
+            event.version.to_bytes(8, "big"),
+            db=dbs.idem,
+        )
+    return meta
+
+
+def add(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    cid: str,
+    messages: list[dict[str, Any]],
+    *,
+    idempotency_key: str | None,
+    expected_version: int | None,
+    now: float,
+) -> int:
+    """Append ``messages`` as one event; returns the new version.
+
+    Raises:
+        ConflictError: ``expected_version`` is not the current version.
+    """
+    meta = meta_of(txn, dbs, cid)
+    if idempotency_key is not None and meta is not None:
+        done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
+        if done is not None:
+            return int.from_bytes(done, "big")
+    current = 0 if meta is None else meta.version
+    if expected_version is not None and expected_version != current:
+        raise ConflictError(expected=expected_version, actual=current)
+    event = Event(
+        version=current + 1,
+        kind=_APPENDED,
+        messages=tuple(messages),
+        timestamp=now,
+        idempotency_key=idempotency_key,
+    )
+    count = (0 if meta is None else meta.count) + len(messages)
+    return _write_event(txn, dbs, meta, cid=cid, event=event, count=count).version
+
+
+def clear(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, now: float) -> None:
+    """Delete the conversation's events and write a ``cleared`` marker (no-op when empty)."""
+    meta = meta_of(txn, dbs, cid)
+    if meta is None or meta.count == 0:
+        return
+    event = Event(version=meta.version + 1, kind=_CLEARED, messages=(), timestamp=now)
+    codec.pack_event(event)
+    cursor = txn.cursor(db=dbs.events)
+    high = keys.event_key(meta.conv, meta.version)
+    if cursor.set_range(keys.event_key(meta.conv, meta.first)):
+        while cursor.key() and bytes(cursor.key()) <= high:
+            if not cursor.delete():
+                break
+    _write_event(txn, dbs, meta, cid=cid, event=event, count=0)
+
+
+def pop(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, now: float) -> dict[str, Any] | None:
+    """Remove the last message with a ``popped`` event; None (no write) when empty."""
+    meta = meta_of(txn, dbs, cid)
+    if meta is None or meta.count == 0:
+        return None
+    last = history(txn, dbs, meta, limit=1)
+    if not last:
+        raise CorruptRecord(f"{cid!r} counts {meta.count} messages but none was found")
+    event = Event(version=meta.version + 1, kind=_POPPED, messages=(last[0],), timestamp=now)
+    _write_event(txn, dbs, meta, cid=cid, event=event, count=meta.count - 1)
+    return last[0]
+
+
+def fork(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    source: str,
+    target: str,
+    *,
+    at_version: int | None,
+    now: float,
+) -> int:
+    """Start ``target`` as a copy of ``source``'s history; returns target's new version.
+
+    Raises:
+        ValueError: ``at_version`` is out of range.
+        ConflictError: ``target`` holds messages.
+    """
+    src = meta_of(txn, dbs, source)
+    copied = history(txn, dbs, src, at_version=at_version)
+    source_version = (0 if src is None else src.version) if at_version is None else at_version
+    dst = meta_of(txn, dbs, target)
+    if dst is not None and dst.count > 0:
+        raise ConflictError(
+            f"fork target {target!r} already holds {dst.count} messages (version "
+            f"{dst.version}); clear it or fork into a new conversation id",
+            expected=None,
+            actual=dst.version,
+        )
+    event = Event(
+        version=(0 if dst is None else dst.version) + 1,
+        kind=_FORKED,
+        messages=tuple(copied),
+        timestamp=now,
+        data={"source": source, "source_version": source_version},
+    )
+    return _write_event(txn, dbs, dst, cid=target, event=event, count=len(copied)).version
+
+
+def iter_event_records(txn: lmdb.Transaction, dbs: Dbs) -> Iterator[tuple[bytes, bytes]]:
+    """Every (key, record) of the events sub-database (for verification tools)."""
+    for key, value in txn.cursor(db=dbs.events):
+        yield bytes(key), bytes(value)

@@ -1,0 +1,285 @@
+"""LmdbStore and EphemeralStore: handles on LMDB-backed store actors.
+
+Writes go to the owning actor (group commit, fsync before the answer). Reads
+skip the actor, like an ETS ``protected`` table: the caller's thread opens its
+own read-only transaction on the store's current environment, so a read costs
+no actor round trip and never waits for the writer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+import pykka
+from pykka.messages import ProxyCall
+
+from memoryd import app
+from memoryd.errors import StoreUnavailable, WriteTimeout
+from memoryd.events import Change, Event
+from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
+from memoryd.store import engines, lmdb_ops
+from memoryd.store.actor import NotWritten
+from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAP_SIZE, StoreConfig
+from memoryd.store.handle import StoreHandle
+from memoryd.store.lmdb_engine import EngineClosed, LmdbEngine
+from memoryd.store.requests import WriteRequest
+from supervisors import whereis
+
+__all__ = ["EphemeralStore", "LmdbStore"]
+
+T = TypeVar("T")
+_POLL_S = 0.05
+
+
+class _LmdbHandle(StoreHandle):
+    """Shared implementation of the LMDB-backed handles."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.max_message_bytes = config.max_message_bytes
+        self.call_timeout_s = config.call_timeout_s
+
+    @property
+    def path(self) -> Path:
+        """The data directory."""
+        return self.config.path
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _unavailable(self, what: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"store {self.name!r} {what}; start it with {type(self).__name__}.start(...)"
+        )
+
+    def _check_started(self) -> None:
+        if app.active_config(self.name) is None:
+            raise self._unavailable("is not running")
+
+    def _engine(self, deadline: float) -> LmdbEngine:
+        while True:
+            engine = engines.lookup(self.name)
+            if engine is not None and not engine.closed:
+                return engine  # type: ignore[no-any-return]
+            self._check_started()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._unavailable(
+                    f"did not come back within {self.call_timeout_s:g} s (restarting?)"
+                )
+            engines.wait_for(self.name, min(remaining, _POLL_S))
+
+    def _read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
+        deadline = time.monotonic() + self.call_timeout_s
+        while True:
+            engine = self._engine(deadline)
+            try:
+                return engine.read(fn)
+            except EngineClosed:
+                continue
+
+    def _write(self, request: WriteRequest) -> Any:
+        deadline = time.monotonic() + self.call_timeout_s
+        while True:
+            ref = whereis(self.name)
+            if ref is None:
+                self._engine(deadline)  # waits for the restart, or raises
+                continue
+            future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+            try:
+                ref.tell(ProxyCall(attr_path=("submit",), args=(request, future), kwargs={}))
+            except pykka.ActorDeadError:
+                continue  # nothing was sent
+            try:
+                return self._await(ref, future, deadline)
+            except (pykka.ActorDeadError, NotWritten):
+                if time.monotonic() >= deadline:
+                    raise self._unavailable("stopped before the write") from None
+                continue  # never attempted: safe to send again
+
+    def _await(
+        self, ref: pykka.ActorRef[Any], future: pykka.ThreadingFuture[Any], deadline: float
+    ) -> Any:
+        """Wait for the write's answer.
+
+        A told message that an actor never handled is dropped silently when the
+        actor dies, so the wait is sliced: an unanswered future whose actor is
+        dead was never attempted (processed writes are answered or handed back
+        before the actor stops), and the caller may send it again.
+        """
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return future.get(timeout=max(min(remaining, _POLL_S), 0.001))
+            except pykka.Timeout:
+                if not ref.is_alive():
+                    raise NotWritten(f"store {self.name!r} stopped before the write") from None
+                if remaining <= _POLL_S:
+                    raise WriteTimeout(
+                        f"store {self.name!r} did not confirm the write within "
+                        f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
+                        "same idempotency_key"
+                    ) from None
+
+    # -- backend hooks ----------------------------------------------------------------
+
+    def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
+        def read(txn: Any, dbs: lmdb_ops.Dbs) -> list[dict[str, Any]]:
+            meta = lmdb_ops.meta_of(txn, dbs, cid)
+            return lmdb_ops.history(txn, dbs, meta, limit=limit, at_version=at_version)
+
+        return self._read(read)
+
+    def _version(self, cid: str) -> int:
+        def read(txn: Any, dbs: lmdb_ops.Dbs) -> int:
+            meta = lmdb_ops.meta_of(txn, dbs, cid)
+            return 0 if meta is None else meta.version
+
+        return self._read(read)
+
+    def _events(self, cid: str, after: int) -> list[Event]:
+        return self._read(
+            lambda txn, dbs: lmdb_ops.events(txn, dbs, lmdb_ops.meta_of(txn, dbs, cid), after)
+        )
+
+    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        return self._read(
+            lambda txn, dbs: lmdb_ops.conversations(
+                txn, dbs, prefix=prefix, after=after, limit=limit
+            )
+        )
+
+    def _tail(self, after: int, limit: int, timeout: float) -> list[Change]:
+        wait_until = time.monotonic() + timeout
+        while True:
+            deadline = time.monotonic() + self.call_timeout_s
+            engine = self._engine(deadline)
+            seen = engine.last_position
+            try:
+                changes = engine.read(
+                    lambda txn, dbs: lmdb_ops.tail(txn, dbs, after=after, limit=limit)
+                )
+            except EngineClosed:
+                continue
+            remaining = wait_until - time.monotonic()
+            if changes or remaining <= 0:
+                return changes
+            engine.wait_for_change(seen, remaining)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes: conversations, events, map size, fsyncs, appends, batch size."""
+        deadline = time.monotonic() + self.call_timeout_s
+        while True:
+            engine = self._engine(deadline)
+            try:
+                out = engine.stats()
+            except EngineClosed:
+                continue
+            out["name"] = self.name
+            out["kind"] = self.config.kind
+            commits = out["commits"]
+            out["mean_batch"] = out["appends"] / commits if commits else 0.0
+            return out
+
+    def stop(self) -> None:
+        """Stop the store: commit what it accepted, close the environment."""
+        app.stop_store(self.name)
+
+    @classmethod
+    def _start(cls, config: StoreConfig) -> Self:
+        app.start_store(config)
+        return cls(config)
+
+
+class LmdbStore(_LmdbHandle):
+    """A durable store in an LMDB data directory: nothing is acknowledged before fsync."""
+
+    @classmethod
+    def start(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        map_size: int = DEFAULT_MAP_SIZE,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        max_batch: int = 1024,
+    ) -> LmdbStore:
+        """Start a store actor on ``path`` (created 0700 if missing) under the app's tree.
+
+        Args:
+            path: the data directory; one store (and one process) owns it at a time.
+            name: the registered name (default ``"lmdb:" + the real path``).
+            map_size: initial LMDB map size; it grows by itself when full.
+            max_message_bytes: the largest message accepted.
+            call_timeout_s: the deadline of every call through this handle.
+            max_batch: the most writes committed in one transaction.
+
+        Returns:
+            A handle on the running store.
+
+        Raises:
+            AlreadyStarted: the name or the directory is in use (names the owner's pid).
+            StorageError: the environment could not be opened.
+        """
+        real = Path(os.path.realpath(os.fspath(path)))
+        config = StoreConfig(
+            name=name if name is not None else f"lmdb:{real}",
+            kind="lmdb",
+            path=real,
+            durable=True,
+            map_size=map_size,
+            max_message_bytes=max_message_bytes,
+            call_timeout_s=call_timeout_s,
+            max_batch=max_batch,
+        )
+        return cls._start(config)
+
+
+class EphemeralStore(_LmdbHandle):
+    """The ETS analogue: the same engine in a private temporary directory, without fsync.
+
+    It survives a crash of its actor (the restarted actor reopens the directory)
+    and is deleted when the store is stopped.
+    """
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        name: str | None = None,
+        map_size: int = 1 << 30,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        max_batch: int = 1024,
+    ) -> EphemeralStore:
+        """Start an ephemeral store.
+
+        Raises:
+            AlreadyStarted: the name is in use.
+        """
+        store_name = name if name is not None else f"ephemeral:{uuid.uuid4().hex[:12]}"
+        directory = Path(tempfile.mkdtemp(prefix="memoryd-ephemeral-"))
+        config = StoreConfig(
+            name=store_name,
+            kind="ephemeral",
+            path=directory,
+            durable=False,
+            map_size=map_size,
+            max_message_bytes=max_message_bytes,
+            call_timeout_s=call_timeout_s,
+            max_batch=max_batch,
+            delete_on_stop=True,
+        )
+        try:
+            return cls._start(config)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise

@@ -1,0 +1,377 @@
+"""The msgpack codec: exact round trips, bounded and plain unpacking (DESIGN §4, §8)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import pathlib
+import pickle
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import memoryd
+from memoryd import codec, messages
+from memoryd.codec import (
+    MAX_RECORD_BYTES,
+    SUPPORTED_SCHEMA_VERSIONS,
+    pack_event,
+    pack_value,
+    unpack_event,
+    unpack_value,
+)
+from memoryd.errors import CorruptRecord, StorageError
+from memoryd.events import SCHEMA_VERSION, Event
+
+from .test_messages import any_message, json_values
+
+
+def event(**overrides: Any) -> Event:
+    fields: dict[str, Any] = {
+        "version": 3,
+        "kind": "appended",
+        "messages": (messages.user("héllo 😀"),),
+        "timestamp": 1717000000.25,
+    }
+    fields.update(overrides)
+    return Event(**fields)
+
+
+def raw_record(**overrides: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"s": 1, "v": 1, "k": "appended", "m": [messages.user("x")], "t": 1.0}
+    record.update(overrides)
+    return {k: v for k, v in record.items() if v is not ...}
+
+
+def packb(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+def test_event_round_trips_exactly() -> None:
+    """Every field comes back equal, with messages as dicts and lists."""
+    call = messages.tool_call("call_1", "lookup", {"q": "Zürich", "n": [1, 2.5, None, True]})
+    original = event(
+        messages=(
+            messages.system("sys"),
+            messages.user(
+                [
+                    {"type": "text", "text": "日本語"},
+                    {"type": "image_url", "image_url": {"url": "u"}},
+                ]
+            ),
+            messages.assistant(tool_calls=[call]),
+            messages.tool("call_1", "ok"),
+        ),
+        idempotency_key="idem-1",
+        data={"source": "a", "source_version": 2, "nested": {"x": [1, 2]}},
+    )
+    back = unpack_event(pack_event(original))
+    assert back == original
+    assert type(back.messages) is tuple
+    assert type(back.messages[1]["content"]) is list
+    assert back.messages[2]["content"] is None
+    assert type(back.timestamp) is float
+
+
+def test_optional_fields_are_omitted_and_come_back_none() -> None:
+    """idempotency_key and data are omitted from the record when None."""
+    packed = pack_event(event())
+    record = msgpack.unpackb(packed)
+    assert set(record) == {"s", "v", "k", "m", "t"}
+    assert record["s"] == SCHEMA_VERSION
+    back = unpack_event(packed)
+    assert back.idempotency_key is None and back.data is None
+
+
+@given(any_message, st.lists(any_message, max_size=3), st.none() | st.text(max_size=10))
+def test_any_valid_messages_round_trip(
+    first: dict[str, Any], rest: list[dict[str, Any]], key: str | None
+) -> None:
+    """Any batch of builder-made messages round-trips exactly."""
+    original = event(messages=(first, *rest), idempotency_key=key)
+    assert unpack_event(pack_event(original)) == original
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
+def test_event_data_round_trips(data: dict[str, Any]) -> None:
+    """JSON-compatible data round-trips exactly."""
+    original = event(kind="memo", messages=(), data=data)
+    assert unpack_event(pack_event(original)).data == data
+
+
+@pytest.mark.parametrize("kind", ["appended", "cleared", "popped", "forked", "compacted", "memo"])
+def test_every_kind_round_trips(kind: str) -> None:
+    """Each kind survives encoding."""
+    msgs = () if kind in ("cleared", "memo") else (messages.user("a"),)
+    original = event(kind=kind, messages=msgs)
+    assert unpack_event(pack_event(original)) == original
+
+
+def test_unpack_accepts_bytearray_and_memoryview() -> None:
+    """LMDB may hand out buffers; they decode like bytes."""
+    packed = pack_event(event())
+    assert unpack_event(bytearray(packed)) == event()
+    assert unpack_event(memoryview(packed)) == event()
+
+
+def test_unpack_returns_fresh_messages() -> None:
+    """Two reads of the same bytes share nothing."""
+    packed = pack_event(event())
+    one, two = unpack_event(packed), unpack_event(packed)
+    one.messages[0]["content"] = "changed"
+    assert two.messages[0]["content"] == "héllo 😀"
+
+
+@given(json_values)
+def test_values_round_trip(value: Any) -> None:
+    """pack_value/unpack_value round-trip JSON-compatible values."""
+    assert unpack_value(pack_value(value)) == value
+
+
+def test_values_may_hold_bytes_and_tuples_become_lists() -> None:
+    """Internal values may hold bytes (and bytes keys); tuples decode as lists."""
+    value = {"cid": "a", "key": b"\x00\x01", b"raw": (1, (2, 3))}
+    assert unpack_value(pack_value(value)) == {"cid": "a", "key": b"\x00\x01", b"raw": [1, [2, 3]]}
+
+
+# --------------------------------------------------------------------------- packing refusals
+
+
+@pytest.mark.parametrize(
+    "bad_message",
+    [
+        {"role": "user", "content": b"bytes"},
+        {"role": "user", "content": "x", "s": {1}},
+        {"role": "user", "content": "x", "n": 2**64},
+        {"role": "user", "content": "x", 1: "int key"},
+        {"role": "user", "content": "\ud800"},
+    ],
+)
+def test_pack_event_refuses_what_could_not_be_read_back(bad_message: dict[Any, Any]) -> None:
+    """An event holding unstorable values raises ValueError instead of writing a bad record."""
+    with pytest.raises(ValueError, match="event cannot be encoded"):
+        pack_event(event(messages=(bad_message,)))
+
+
+def test_pack_event_refuses_an_oversized_record() -> None:
+    """A record over max_bytes is refused with its size and the limit."""
+    with pytest.raises(ValueError, match=r"event is \d+ bytes encoded; the limit is 100"):
+        pack_event(event(messages=(messages.user("x" * 200),)), max_bytes=100)
+
+
+def test_pack_value_refuses_unstorable_values() -> None:
+    """Sets, objects and oversized values are refused."""
+    with pytest.raises(ValueError, match="value cannot be encoded"):
+        pack_value({1, 2})
+    with pytest.raises(ValueError, match="value cannot be encoded"):
+        pack_value({"a": object()})
+    with pytest.raises(ValueError, match="the limit is 10"):
+        pack_value("x" * 20, max_bytes=10)
+
+
+# --------------------------------------------------------------------------- unpacking refusals
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"", "empty"),
+        (b"\xc1", "not valid msgpack"),
+        (b"\x92\x01", "truncated"),
+        (b"\xdd\xff\xff\xff\xff", "cannot be decoded"),
+        (b"\xa2\xff\xfe", "not valid UTF-8"),
+        (b"\x81\x01\x02", "cannot be decoded"),
+        (b"\x91" * 5000 + b"\x01", "nests too deeply"),
+        (packb([1, 2]), "is a list, not a map"),
+        (packb("text"), "is a str, not a map"),
+        (packb(raw_record(s=...)), "has no schema version"),
+        (packb(raw_record(s=2)), "schema version 2; this memoryd reads version 1"),
+        (packb(raw_record(s=0)), "schema version 0"),
+        (packb(raw_record(s="1")), "schema version '1'"),
+        (packb(raw_record(s=True)), "schema version True"),
+        (packb(raw_record(x=1)), r"unknown fields \['x'\]"),
+        (packb(raw_record(v=...)), r"lacks the fields \['v'\]"),
+        (packb(raw_record(m=..., t=...)), r"lacks the fields \['m', 't'\]"),
+        (packb(raw_record(m={"role": "user"})), "messages are a dict, not an array"),
+        (packb(raw_record(m=["x"])), "invalid: event messages must all be dicts"),
+        (packb(raw_record(m=[])), "invalid: an appended event needs at least one message"),
+        (packb(raw_record(v=0)), "invalid: event version must be an int >= 1"),
+        (packb(raw_record(k="exploded")), "invalid: event kind must be one of"),
+        (packb(raw_record(t="yesterday")), "invalid: event timestamp"),
+        (packb(raw_record(i=7)), "invalid: event idempotency_key"),
+        (packb(raw_record(d=[1])), "data is a list, not a map"),
+        (packb(raw_record(m=[{"role": "user", "content": b"bin"}])), "binary data"),
+        (
+            packb(
+                raw_record(m=[{"role": "user", "content": "x", "e": msgpack.ExtType(5, b"abc")}])
+            ),
+            "ext type",
+        ),
+        (packb(raw_record(t=msgpack.Timestamp(1, 0))), "ext type"),
+        (
+            packb(raw_record(m=[{"role": "user", "content": "x", "e": msgpack.ExtType(7, b"")}])),
+            "ext type 7",
+        ),
+    ],
+)
+def test_unpack_event_refuses_bad_bytes(data: bytes, needle: str) -> None:
+    """Garbage, truncated, ext-typed, binary, malformed or unknown-schema records are refused."""
+    with pytest.raises(CorruptRecord, match=needle) as info:
+        unpack_event(data)
+    assert isinstance(info.value, StorageError)
+
+
+def test_unpack_event_refuses_trailing_bytes() -> None:
+    """Bytes after a valid record mean the record is damaged."""
+    with pytest.raises(CorruptRecord, match="trailing bytes"):
+        unpack_event(pack_event(event()) + b"\x00")
+
+
+def test_every_truncation_of_a_record_is_refused() -> None:
+    """No prefix of a valid record decodes as an event."""
+    packed = pack_event(event(idempotency_key="k", data={"a": [1, 2, 3]}))
+    for end in range(len(packed)):
+        with pytest.raises(CorruptRecord):
+            unpack_event(packed[:end])
+
+
+def test_unpack_refuses_oversized_input_before_decoding() -> None:
+    """Input over max_bytes is refused with its size and the limit."""
+    packed = pack_event(event())
+    with pytest.raises(
+        CorruptRecord, match=rf"event record is {len(packed)} bytes; the limit is 10"
+    ):
+        unpack_event(packed, max_bytes=10)
+    with pytest.raises(CorruptRecord, match="the limit is 3"):
+        unpack_value(pack_value("long string"), max_bytes=3)
+    assert MAX_RECORD_BYTES >= 1 << 20
+
+
+def test_huge_announced_lengths_are_refused_without_allocating() -> None:
+    """A header announcing a 4 GiB str/array/map in a few bytes is refused."""
+    for header in (
+        b"\xdb\xff\xff\xff\xff",
+        b"\xdd\xff\xff\xff\xff",
+        b"\xdf\xff\xff\xff\xff",
+        b"\xc6\xff\xff\xff\xff",
+    ):
+        with pytest.raises(CorruptRecord):
+            unpack_value(header + b"\x00" * 16)
+
+
+def test_pickle_is_never_used() -> None:
+    """A pickle payload is just garbage to the codec."""
+    with pytest.raises(CorruptRecord):
+        unpack_event(pickle.dumps(event()))
+
+
+def test_unpack_value_refuses_ext_types_and_timestamps() -> None:
+    """Internal values refuse ext types too, including msgpack timestamps."""
+    with pytest.raises(CorruptRecord, match="ext type"):
+        unpack_value(packb(msgpack.ExtType(1, b"x")))
+    with pytest.raises(CorruptRecord, match="ext type"):
+        unpack_value(packb({"t": msgpack.Timestamp(5, 0)}))
+
+
+def test_unpack_value_refuses_non_str_map_keys() -> None:
+    """Integer map keys are refused (strict_map_key)."""
+    with pytest.raises(CorruptRecord):
+        unpack_value(packb({1: "a"}))
+
+
+def test_unpack_refuses_non_bytes() -> None:
+    """Passing something that is not bytes is a programming error (TypeError)."""
+    with pytest.raises(TypeError):
+        unpack_event("not bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        unpack_value(None)  # type: ignore[arg-type]
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_raise_only_corrupt_record(data: bytes) -> None:
+    """Any bytes either decode or raise CorruptRecord; never a raw msgpack error."""
+    with contextlib.suppress(CorruptRecord):
+        unpack_event(data)
+    with contextlib.suppress(CorruptRecord):
+        unpack_value(data)
+
+
+@given(st.binary(min_size=1, max_size=8), st.integers(min_value=0))
+def test_corrupting_a_record_raises_only_corrupt_record(noise: bytes, where: int) -> None:
+    """Overwriting bytes inside a valid record either still decodes or raises CorruptRecord."""
+    packed = bytearray(pack_event(event(data={"k": "v"})))
+    at = where % len(packed)
+    packed[at : at + len(noise)] = noise
+    with contextlib.suppress(CorruptRecord):
+        unpack_event(bytes(packed))
+
+
+def test_supported_schema_versions() -> None:
+    """This code reads the schema version it writes."""
+    assert SCHEMA_VERSION in SUPPORTED_SCHEMA_VERSIONS
+
+
+# --------------------------------------------------------------------------- boundaries
+
+
+def test_only_codec_imports_msgpack() -> None:
+    """No module of the memoryd package but memoryd/codec.py imports msgpack (STYLE §2)."""
+    root = pathlib.Path(memoryd.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path == root / "codec.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(name == "msgpack" or name.startswith("msgpack.") for name in names):
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module", ["errors", "messages", "events", "codec", "keys"])
+def test_core_modules_import_nothing_that_does_io(module: str) -> None:
+    """The pure modules import no threads, clocks, files, sockets, LMDB or actors."""
+    path = pathlib.Path(memoryd.__file__).parent / f"{module}.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    forbidden = {
+        "os",
+        "io",
+        "time",
+        "datetime",
+        "threading",
+        "socket",
+        "lmdb",
+        "pykka",
+        "pickle",
+        "random",
+        "asyncio",
+    }
+    assert imported & forbidden == set()
+
+
+def test_all_is_sorted() -> None:
+    """__all__ is sorted (isort-style, as ruff's RUF022 enforces) and every name exists."""
+
+    def isort_style(name: str) -> tuple[int, str]:
+        return (0 if name.isupper() else 1 if name[:1].isupper() else 2), name
+
+    assert codec.__all__ == sorted(codec.__all__, key=isort_style)
+    for name in codec.__all__:
+        assert hasattr(codec, name)
