@@ -234,7 +234,7 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def _sv_kill(self, reason: str) -> None:
         """Control message: crash as if a handler raised (fault injection)."""
-        raise Killed(reason)
+        self.crash(Killed(reason))
 
     def _sv_shutdown(self, detail: str | None) -> None:
         """Control message: the supervisor stops this actor."""
