@@ -19,6 +19,7 @@ Arrays decode as lists and maps as dicts, so validated messages round-trip exact
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -32,8 +33,10 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "SUPPORTED_SCHEMA_VERSIONS",
     "pack_event",
+    "pack_meta",
     "pack_value",
     "unpack_event",
+    "unpack_meta",
     "unpack_value",
 ]
 
@@ -91,9 +94,12 @@ def _check_packable(value: Any, allow_bytes: bool, depth: int = 0) -> None:
     raise ValueError(f"a {type(value).__name__} cannot be stored; use JSON-compatible values")
 
 
-def _pack(obj: Any, *, allow_bytes: bool, max_bytes: int, what: str) -> bytes:
+def _pack(
+    obj: Any, *, allow_bytes: bool, max_bytes: int, what: str, trusted: bool = False
+) -> bytes:
     try:
-        _check_packable(obj, allow_bytes)
+        if not trusted:
+            _check_packable(obj, allow_bytes)
         packed = msgpack.packb(obj, use_bin_type=True, datetime=False)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{what} cannot be encoded: {exc}") from exc
@@ -102,12 +108,14 @@ def _pack(obj: Any, *, allow_bytes: bool, max_bytes: int, what: str) -> bytes:
     return packed
 
 
-def pack_event(event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> bytes:
+def pack_event(event: Event, *, max_bytes: int = MAX_RECORD_BYTES, trusted: bool = False) -> bytes:
     """Encode an event as a schema-versioned msgpack record.
 
     Args:
         event: The event.
         max_bytes: The largest record to produce.
+        trusted: the messages and data were already validated as JSON-compatible
+            (``messages.validate``), so the pre-pack walk over them is skipped.
 
     Returns:
         The record bytes.
@@ -127,7 +135,7 @@ def pack_event(event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> bytes:
         record["i"] = event.idempotency_key
     if event.data is not None:
         record["d"] = dict(event.data)
-    return _pack(record, allow_bytes=False, max_bytes=max_bytes, what="event")
+    return _pack(record, allow_bytes=False, max_bytes=max_bytes, what="event", trusted=trusted)
 
 
 def pack_value(obj: Any, *, max_bytes: int = MAX_VALUE_BYTES) -> bytes:
@@ -250,6 +258,44 @@ def unpack_event(data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
         )
     except ValueError as exc:
         raise CorruptRecord(f"event record is invalid: {exc}") from exc
+
+
+_META = struct.Struct(">QQQ")
+
+
+def pack_meta(version: int, first: int, count: int, cid: str) -> bytes:
+    """Encode a conversation's metadata record: three big-endian u64 and the id as UTF-8.
+
+    Args:
+        version: the conversation's version.
+        first: its first live version (the last clear's marker, or 1).
+        count: how many messages it holds.
+        cid: its id (already validated).
+
+    Returns:
+        The record.
+    """
+    return _META.pack(version, first, count) + cid.encode("utf-8")
+
+
+def unpack_meta(data: _Buffer) -> tuple[int, int, int, str]:
+    """Decode `pack_meta`.
+
+    Returns:
+        ``(version, first, count, cid)``.
+
+    Raises:
+        CorruptRecord: the record is too short or its id is not UTF-8.
+    """
+    raw = bytes(data)
+    if len(raw) <= _META.size:
+        raise CorruptRecord(f"metadata record is {len(raw)} bytes; it needs over {_META.size}")
+    try:
+        cid = raw[_META.size :].decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptRecord("metadata record holds an id that is not UTF-8") from None
+    version, first, count = _META.unpack_from(raw)
+    return version, first, count, cid
 
 
 def unpack_value(data: _Buffer, *, max_bytes: int = MAX_VALUE_BYTES) -> Any:

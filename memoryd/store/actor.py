@@ -85,9 +85,13 @@ class StoreActor(SupervisedActor):
     def submit(self, request: WriteRequest, future: pykka.Future[Any]) -> None:
         """Queue a write; it is committed by the next flush. Runs in the actor's thread."""
         self._pending.append((request, future))
-        if not self._flush_scheduled:
+        if self._flush_scheduled:
+            return
+        if self.actor_inbox.empty():
+            self.flush()  # nothing else is waiting to share this commit
+        else:
             self._flush_scheduled = True
-            self.actor_ref.tell(_FLUSH)
+            self.actor_ref.tell(_FLUSH)  # handled after the writes queued before it
 
     def flush(self) -> None:
         """Commit every queued write, ``max_batch`` per transaction. Runs in the actor's thread."""
@@ -127,11 +131,14 @@ class StoreActor(SupervisedActor):
             _fail(future, error)
 
 
-def _apply(request: WriteRequest, now: float, txn: Any, dbs: lmdb_ops.Dbs) -> Any:
+def _apply(
+    request: WriteRequest, now: float, txn: Any, dbs: lmdb_ops.Dbs, ctr: lmdb_ops.Counters
+) -> Any:
     if isinstance(request, Add):
         return lmdb_ops.add(
             txn,
             dbs,
+            ctr,
             request.cid,
             list(request.messages),
             idempotency_key=request.idempotency_key,
@@ -139,11 +146,11 @@ def _apply(request: WriteRequest, now: float, txn: Any, dbs: lmdb_ops.Dbs) -> An
             now=now,
         )
     if isinstance(request, Clear):
-        return lmdb_ops.clear(txn, dbs, request.cid, now=now)
+        return lmdb_ops.clear(txn, dbs, ctr, request.cid, now=now)
     if isinstance(request, Pop):
-        return lmdb_ops.pop(txn, dbs, request.cid, now=now)
+        return lmdb_ops.pop(txn, dbs, ctr, request.cid, now=now)
     if isinstance(request, Fork):
         return lmdb_ops.fork(
-            txn, dbs, request.source, request.target, at_version=request.at_version, now=now
+            txn, dbs, ctr, request.source, request.target, at_version=request.at_version, now=now
         )
     raise TypeError(f"unknown write request {request!r}")

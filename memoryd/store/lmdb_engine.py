@@ -55,7 +55,7 @@ def _make_dir(path: Path) -> None:
         _fsync_dir(created.parent)
 
 
-Op = Callable[[Any, lmdb_ops.Dbs], Any]
+Op = Callable[[Any, lmdb_ops.Dbs, lmdb_ops.Counters], Any]
 T = TypeVar("T")
 
 
@@ -100,7 +100,8 @@ class LmdbEngine:
             if durable:
                 _fsync_dir(path)
             with self.env.begin() as txn:
-                self.last_position = lmdb_ops.last_position(txn, self.dbs)
+                self.counters = lmdb_ops.Counters.load(txn, self.dbs)
+            self.last_position = self.counters.next_pos - 1
         except BaseException:
             self.env.close()
             self._lock.release()
@@ -179,13 +180,16 @@ class LmdbEngine:
 
     def _run(self, ops: Sequence[Op]) -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
+        counters = self.counters.copy()
         with self.env.begin(write=True) as txn:
             for op in ops:
                 try:
-                    results.append((True, op(txn, self.dbs)))
+                    results.append((True, op(txn, self.dbs, counters)))
                 except (MemorydError, ValueError) as exc:
                     results.append((False, exc))
-            position = lmdb_ops.last_position(txn, self.dbs)
+            counters.save(txn, self.dbs)
+        self.counters = counters  # committed: the transaction block exited cleanly
+        position = counters.next_pos - 1
         with self.changed:
             self.last_position = position
             self.changed.notify_all()

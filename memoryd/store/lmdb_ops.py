@@ -19,6 +19,7 @@ from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import Change, Event, EventKind
 
 __all__ = [
+    "Counters",
     "Dbs",
     "Meta",
     "add",
@@ -34,8 +35,6 @@ __all__ = [
 ]
 
 SYS_DB = b"sys"
-_NEXT_CONV = b"next_conv"
-_NEXT_POS = b"next_pos"
 _LIVE = b"live_conversations"
 _APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value
@@ -80,19 +79,19 @@ class Meta:
 
 def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
     """The conversation's metadata, or None if it was never written."""
-    raw = txn.get(keys.name_key(cid), db=dbs.names)
+    raw = txn.get(cid.encode("utf-8"), db=dbs.names)  # cid was validated by the handle
     if raw is None:
         return None
     conv = keys.decode_conv_num(raw)
     packed = txn.get(keys.conv_num_bytes(conv), db=dbs.meta)
     if packed is None:
         raise CorruptRecord(f"conversation {cid!r} has a number but no metadata")
-    version, first, count = codec.unpack_value(packed)[:3]
+    version, first, count, _ = codec.unpack_meta(packed)
     return Meta(conv, version, first, count, cid)
 
 
 def _put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
-    value = codec.pack_value([meta.version, meta.first, meta.count, meta.cid])
+    value = codec.pack_meta(meta.version, meta.first, meta.count, meta.cid)
     txn.put(keys.conv_num_bytes(meta.conv), value, db=dbs.meta)
 
 
@@ -101,8 +100,48 @@ def _counter(txn: lmdb.Transaction, dbs: Dbs, name: bytes, default: int) -> int:
     return default if raw is None else int.from_bytes(raw, "big")
 
 
-def _set_counter(txn: lmdb.Transaction, dbs: Dbs, name: bytes, value: int) -> None:
-    txn.put(name, value.to_bytes(8, "big"), db=dbs.sys)
+def _last_number(txn: lmdb.Transaction, db: Any) -> int:
+    """The number of the last 8-byte big-endian key of ``db`` (0 when empty)."""
+    cursor = txn.cursor(db=db)
+    if not cursor.last():
+        return 0
+    return int.from_bytes(bytes(cursor.key())[: keys.U64_SIZE], "big")
+
+
+@dataclass(slots=True)
+class Counters:
+    """Store-wide counters, kept in memory by the writer.
+
+    The next conversation number and position are derived from the last keys at
+    open (those keys are never deleted); only the live-conversation count is
+    stored, and only in batches that change it.
+    """
+
+    next_conv: int
+    next_pos: int
+    live: int
+    saved_live: int
+
+    @classmethod
+    def load(cls, txn: lmdb.Transaction, dbs: Dbs) -> Counters:
+        """Read the counters as committed."""
+        live = _counter(txn, dbs, _LIVE, 0)
+        return cls(
+            next_conv=_last_number(txn, dbs.meta) + 1,
+            next_pos=_last_number(txn, dbs.positions) + 1,
+            live=live,
+            saved_live=live,
+        )
+
+    def save(self, txn: lmdb.Transaction, dbs: Dbs) -> None:
+        """Write what changed into the batch's transaction."""
+        if self.live != self.saved_live:
+            txn.put(_LIVE, self.live.to_bytes(8, "big"), db=dbs.sys)
+            self.saved_live = self.live
+
+    def copy(self) -> Counters:
+        """An independent copy (a batch works on one and keeps it only if it commits)."""
+        return Counters(self.next_conv, self.next_pos, self.live, self.saved_live)
 
 
 # -- reads ------------------------------------------------------------------
@@ -213,7 +252,7 @@ def conversations(
         if after_bytes is not None and key <= after_bytes:
             continue
         packed = txn.get(bytes(conv), db=dbs.meta)
-        if packed is not None and codec.unpack_value(packed)[2] > 0:
+        if packed is not None and codec.unpack_meta(packed)[2] > 0:
             out.append(keys.decode_name_key(key))
             if limit is not None and len(out) >= limit:
                 break
@@ -228,11 +267,21 @@ def tail(txn: lmdb.Transaction, dbs: Dbs, *, after: int, limit: int) -> list[Cha
     cursor = txn.cursor(db=dbs.positions)
     if not cursor.set_range(keys.position_key(after + 1)):
         return out
+    cids: dict[int, str] = {}
     for key, value in cursor:
-        cid, conv, version = codec.unpack_value(value)
-        record = txn.get(keys.event_key(conv, version), db=dbs.events)
+        record = txn.get(value, db=dbs.events)
         if record is None:
             continue  # deleted by a later clear
+        conv, _ = keys.decode_event_key(value)
+        cid = cids.get(conv)
+        if cid is None:
+            packed = txn.get(keys.conv_num_bytes(conv), db=dbs.meta)
+            if packed is None:
+                raise CorruptRecord(
+                    f"change at position {keys.decode_position_key(key)} "
+                    "names a conversation without metadata"
+                )
+            cid = cids[conv] = codec.unpack_meta(packed)[3]
         event = codec.unpack_event(record)
         out.append(
             Change.from_event(event, position=keys.decode_position_key(key), conversation_id=cid)
@@ -240,11 +289,6 @@ def tail(txn: lmdb.Transaction, dbs: Dbs, *, after: int, limit: int) -> list[Cha
         if len(out) >= limit:
             break
     return out
-
-
-def last_position(txn: lmdb.Transaction, dbs: Dbs) -> int:
-    """The highest position written so far (0 for none)."""
-    return _counter(txn, dbs, _NEXT_POS, 1) - 1
 
 
 def live_conversations(txn: lmdb.Transaction, dbs: Dbs) -> int:
@@ -256,29 +300,35 @@ def live_conversations(txn: lmdb.Transaction, dbs: Dbs) -> int:
 
 
 def _write_event(
-    txn: lmdb.Transaction, dbs: Dbs, old: Meta | None, *, cid: str, event: Event, count: int
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    ctr: Counters,
+    old: Meta | None,
+    *,
+    cid: str,
+    event: Event,
+    count: int,
 ) -> Meta:
-    """Append ``event`` (already packed-checked) and update metadata and counters."""
-    record = codec.pack_event(event)  # may raise ValueError before anything is written
+    """Append ``event`` and update metadata and counters.
+
+    The event is encoded before anything is written, so an unencodable one
+    leaves the transaction untouched.
+    """
+    record = codec.pack_event(event, trusted=True)
     if old is None:
-        conv = _counter(txn, dbs, _NEXT_CONV, 1)
-        _set_counter(txn, dbs, _NEXT_CONV, conv + 1)
-        txn.put(keys.name_key(cid), keys.conv_num_bytes(conv), db=dbs.names)
+        conv = ctr.next_conv
+        ctr.next_conv += 1
+        txn.put(cid.encode("utf-8"), keys.conv_num_bytes(conv), db=dbs.names)
         old = Meta(conv, 0, 1, 0, cid)
     first = event.version if event.kind == _CLEARED else old.first
     meta = Meta(old.conv, event.version, first, count, cid)
-    txn.put(keys.event_key(meta.conv, event.version), record, db=dbs.events)
-    position = _counter(txn, dbs, _NEXT_POS, 1)
-    _set_counter(txn, dbs, _NEXT_POS, position + 1)
-    txn.put(
-        keys.position_key(position),
-        codec.pack_value([cid, meta.conv, event.version]),
-        db=dbs.positions,
-    )
+    event_key = keys.event_key(meta.conv, event.version)
+    txn.put(event_key, record, db=dbs.events)
+    txn.put(keys.position_key(ctr.next_pos), event_key, db=dbs.positions)
+    ctr.next_pos += 1
     _put_meta(txn, dbs, meta)
     if (old.count > 0) != (count > 0):
-        live = _counter(txn, dbs, _LIVE, 0) + (1 if count > 0 else -1)
-        _set_counter(txn, dbs, _LIVE, live)
+        ctr.live += 1 if count > 0 else -1
     if event.idempotency_key is not None:
         txn.put(
             keys.idempotency_key(meta.conv, event.idempotency_key),
@@ -291,6 +341,7 @@ def _write_event(
 def add(
     txn: lmdb.Transaction,
     dbs: Dbs,
+    ctr: Counters,
     cid: str,
     messages: list[dict[str, Any]],
     *,
@@ -319,26 +370,27 @@ def add(
         idempotency_key=idempotency_key,
     )
     count = (0 if meta is None else meta.count) + len(messages)
-    return _write_event(txn, dbs, meta, cid=cid, event=event, count=count).version
+    return _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=count).version
 
 
-def clear(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, now: float) -> None:
+def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float) -> None:
     """Delete the conversation's events and write a ``cleared`` marker (no-op when empty)."""
     meta = meta_of(txn, dbs, cid)
     if meta is None or meta.count == 0:
         return
     event = Event(version=meta.version + 1, kind=_CLEARED, messages=(), timestamp=now)
-    codec.pack_event(event)
     cursor = txn.cursor(db=dbs.events)
     high = keys.event_key(meta.conv, meta.version)
     if cursor.set_range(keys.event_key(meta.conv, meta.first)):
         while cursor.key() and bytes(cursor.key()) <= high:
             if not cursor.delete():
                 break
-    _write_event(txn, dbs, meta, cid=cid, event=event, count=0)
+    _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=0)
 
 
-def pop(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, now: float) -> dict[str, Any] | None:
+def pop(
+    txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float
+) -> dict[str, Any] | None:
     """Remove the last message with a ``popped`` event; None (no write) when empty."""
     meta = meta_of(txn, dbs, cid)
     if meta is None or meta.count == 0:
@@ -347,13 +399,14 @@ def pop(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, now: float) -> dict[str, A
     if not last:
         raise CorruptRecord(f"{cid!r} counts {meta.count} messages but none was found")
     event = Event(version=meta.version + 1, kind=_POPPED, messages=(last[0],), timestamp=now)
-    _write_event(txn, dbs, meta, cid=cid, event=event, count=meta.count - 1)
+    _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=meta.count - 1)
     return last[0]
 
 
 def fork(
     txn: lmdb.Transaction,
     dbs: Dbs,
+    ctr: Counters,
     source: str,
     target: str,
     *,
@@ -384,7 +437,7 @@ def fork(
         timestamp=now,
         data={"source": source, "source_version": source_version},
     )
-    return _write_event(txn, dbs, dst, cid=target, event=event, count=len(copied)).version
+    return _write_event(txn, dbs, ctr, dst, cid=target, event=event, count=len(copied)).version
 
 
 def iter_event_records(txn: lmdb.Transaction, dbs: Dbs) -> Iterator[tuple[bytes, bytes]]:

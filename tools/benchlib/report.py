@@ -1,0 +1,228 @@
+"""Turn the figures of one run into the printed table and the PASS/MISS targets.
+
+Pure: takes the results mapping built by ``tools/bench.py`` and returns text and values.
+Results layout (also what ``--json`` writes)::
+
+    peers:     {name: {"status": "ok" | "not installed" | "error", "reason", "notes"}}
+    append_counts: {"<writers>": timed appends}
+    appends:   {"<writers>": {name: {"per_second", "p50_us", "p99_us", "fsyncs_per_append",
+                                     "batch", ...} | {"error": str}}}
+    reads:     {name: {"last_p50_us", "all_p50_us"} | {"error": str}}
+    reads_big: {name: {"last_p50_us", "conversations"} | {"error": str}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+OURS = "ours"
+#: Slack allowed on "no slower" targets, for timer and cache noise.
+NOISE_ALLOWANCE = 1.25
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """One goal, its verdict ("PASS", "MISS" or "n/a") and the figures behind it."""
+
+    goal: str
+    verdict: str
+    detail: str
+
+
+def fmt(value: float | None) -> str:
+    """Format a figure with about three significant digits and thousands separators."""
+    if value is None:
+        return "n/a"
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def ratio(value: float | None, ours: float | None) -> str:
+    """Return ``value / ours`` as ``"1.23x"``, or ``"n/a"``."""
+    if value is None or not ours:
+        return "n/a"
+    return f"{value / ours:.2f}x"
+
+
+def _cell(section: Mapping[str, Any], name: str, key: str) -> float | None:
+    row = section.get(name)
+    if not isinstance(row, Mapping) or "error" in row:
+        return None
+    value = row.get(key)
+    return None if value is None else float(value)
+
+
+def _absent(peers: Mapping[str, Any], section: Mapping[str, Any], name: str) -> str | None:
+    """Return the text shown instead of figures for ``name``, or None if it has figures."""
+    info = peers.get(name, {})
+    if info.get("status") == "not installed":
+        return f"not installed ({info.get('reason', '')})"
+    row = section.get(name)
+    if row is None:
+        return "not run"
+    if "error" in row:
+        return f"error: {row['error']}"
+    return None
+
+
+def _table(
+    title: str,
+    peers: Mapping[str, Any],
+    section: Mapping[str, Any],
+    order: Sequence[str],
+    columns: Sequence[tuple[str, str]],
+) -> list[str]:
+    """Render rows of ``section`` with each column followed by its ratio to ours."""
+    head = f"{'peer':<16}" + "".join(f"{label:>14}{'xours':>9}" for label, _ in columns)
+    lines = [title, head, "-" * len(head)]
+    for name in order:
+        missing = _absent(peers, section, name)
+        if missing is not None:
+            lines.append(f"{name:<16}  {missing}")
+            continue
+        cells = []
+        for _, key in columns:
+            value = _cell(section, name, key)
+            cells.append(f"{fmt(value):>14}{ratio(value, _cell(section, OURS, key)):>9}")
+        lines.append(f"{name:<16}" + "".join(cells))
+    return lines
+
+
+def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
+    """Return the whole printed report for ``results``, peers in ``order``."""
+    peers = results["peers"]
+    settings = results["settings"]
+    lines: list[str] = []
+    for writers, section in results["appends"].items():
+        count = results["append_counts"].get(writers, 0)
+        title = (
+            f"\nDurable appends, {writers} writer thread(s), {count:,} "
+            f"timed appends of one ~{settings['text_chars']}-char user message "
+            f"(appends/s: higher is better; latency: lower is better)"
+        )
+        lines += _table(
+            title,
+            peers,
+            section,
+            order,
+            [("appends/s", "per_second"), ("p50 µs", "p50_us"), ("p99 µs", "p99_us")],
+        )
+        ours = section.get(OURS)
+        if isinstance(ours, Mapping) and "error" not in ours:
+            note = f"  ({ours['stats_note']})" if ours.get("stats_note") else ""
+            lines.append(
+                f"ours stats(): fsyncs per append {fmt(ours.get('fsyncs_per_append'))}, "
+                f"mean group-commit batch {fmt(ours.get('batch'))} appends/fsync{note}"
+            )
+    if results.get("reads"):
+        title = (
+            f"\nRead latency p50, store of {settings['read_convs']:,} conversations x "
+            f"{settings['read_msgs']} messages (lower is better)"
+        )
+        lines += _table(
+            title,
+            peers,
+            results["reads"],
+            [n for n in order if n in results["reads"] or n == OURS],
+            [(f"last {settings['last_n']} µs", "last_p50_us"),
+             (f"all {settings['read_msgs']} µs", "all_p50_us")],
+        )
+    if results.get("reads_big"):
+        filler = settings["big_convs"] - settings["sample"]
+        title = (
+            f"\nLast-{settings['last_n']} read p50 on {settings['big_convs']:,} conversations "
+            f"(lower is better; the {settings['sample']} measured conversations hold "
+            f"{settings['read_msgs']} messages, the other {filler:,} hold "
+            f"{settings['big_filler_msgs']} each, to keep populating short)"
+        )
+        lines += _table(
+            title,
+            peers,
+            results["reads_big"],
+            [n for n in order if n in results["reads_big"] or n == OURS],
+            [(f"last {settings['last_n']} µs", "last_p50_us")],
+        )
+    lines.append("\nTargets")
+    for target in results.get("targets", []):
+        lines.append(f"  {target['verdict']:<5} {target['goal']}  [{target['detail']}]")
+    lines.append("\nPeer configurations")
+    for name in order:
+        info = peers.get(name, {})
+        text = info.get("notes") or f"not installed ({info.get('reason', '')})"
+        lines.append(f"  {name:<15} {text}")
+    return "\n".join(lines)
+
+
+def _at_least(goal: str, ours: float | None, peer: float | None, factor: float) -> Target:
+    """Target: ``ours >= factor * peer`` (both higher-is-better)."""
+    if ours is None or peer is None or not peer:
+        return Target(goal=goal, verdict="n/a", detail=f"ours {fmt(ours)}, peer {fmt(peer)}")
+    got = ours / peer
+    verdict = "PASS" if got >= factor else "MISS"
+    return Target(goal=goal, verdict=verdict, detail=f"{fmt(ours)} vs {fmt(peer)}: {got:.2f}x")
+
+
+def _at_most(goal: str, ours: float | None, other: float | None, factor: float) -> Target:
+    """Target: ``ours <= factor * other`` (both lower-is-better)."""
+    if ours is None or other is None or not other:
+        return Target(goal=goal, verdict="n/a", detail=f"ours {fmt(ours)}, other {fmt(other)}")
+    got = ours / other
+    verdict = "PASS" if got <= factor else "MISS"
+    return Target(
+        goal=goal, verdict=verdict, detail=f"{fmt(ours)} µs vs {fmt(other)} µs: {got:.2f}x"
+    )
+
+
+def _faster(goal: str, ours: float | None, peer: float | None, factor: float) -> Target:
+    """Target: ``peer >= factor * ours`` (latencies, lower-is-better)."""
+    if ours is None or peer is None or not ours:
+        return Target(goal=goal, verdict="n/a", detail=f"ours {fmt(ours)}, peer {fmt(peer)}")
+    got = peer / ours
+    verdict = "PASS" if got >= factor else "MISS"
+    return Target(
+        goal=goal, verdict=verdict, detail=f"{fmt(ours)} µs vs {fmt(peer)} µs: {got:.2f}x faster"
+    )
+
+
+def targets(results: Mapping[str, Any]) -> list[Target]:
+    """Check ours against the goals it is built to meet."""
+    eight = results["appends"].get("8", {})
+    one = results["appends"].get("1", {})
+    reads = results.get("reads", {})
+    big = results.get("reads_big", {})
+    n = results["settings"]["last_n"]
+    session_last = _cell(reads, "sqlite-session", "last_p50_us")
+    ours_last = _cell(reads, OURS, "last_p50_us")
+    return [
+        _at_least(
+            "8 writers: ours appends/s >= 2.5x sqlite-wal (WAL, synchronous=FULL)",
+            _cell(eight, OURS, "per_second"), _cell(eight, "sqlite-wal", "per_second"), 2.5,
+        ),
+        _at_least(
+            "8 writers: ours appends/s >= 5x sqlite-session (Agents SDK SQLiteSession)",
+            _cell(eight, OURS, "per_second"), _cell(eight, "sqlite-session", "per_second"), 5.0,
+        ),
+        _at_least(
+            "1 writer: ours appends/s >= 0.8x raw-lmdb (one synced txn per append)",
+            _cell(one, OURS, "per_second"), _cell(one, "raw-lmdb", "per_second"), 0.8,
+        ),
+        _at_most(
+            f"last-{n} read: ours p50 <= 2x raw-lmdb cursor read",
+            ours_last, _cell(reads, "raw-lmdb", "last_p50_us"), 2.0,
+        ),
+        _faster(
+            f"last-{n} read: ours >= 4x faster than SQLiteSession.get_items(limit={n})",
+            ours_last, session_last, 4.0,
+        ),
+        _at_most(
+            f"last-{n} read on {results['settings']['big_convs']:,} conversations no slower "
+            f"than on {results['settings']['read_convs']:,} "
+            f"(allowing {NOISE_ALLOWANCE}x for noise)",
+            _cell(big, OURS, "last_p50_us"), ours_last, NOISE_ALLOWANCE,
+        ),
+    ]
