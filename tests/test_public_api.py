@@ -35,8 +35,11 @@ def test_supervisors_never_imports_memoryd() -> None:
     import supervisors
 
     root = Path(supervisors.__file__).parent
-    offenders = [p.name for p in root.glob("*.py") if "import memoryd" in p.read_text()
-                 or "from memoryd" in p.read_text()]
+    offenders = [
+        p.name
+        for p in root.glob("*.py")
+        if "import memoryd" in p.read_text() or "from memoryd" in p.read_text()
+    ]
     assert offenders == []
 
 
@@ -45,11 +48,34 @@ def test_contract_names_from_the_design_are_exported() -> None:
     import memoryd
     import supervisors
 
-    for name in ["LmdbStore", "EphemeralStore", "default_store", "whereis", "shutdown",
-                 "Event", "Change", "MemorydError", "InvalidMessage", "InvalidConversationId",
-                 "ConflictError", "AlreadyStarted", "StoreUnavailable", "WriteTimeout",
-                 "StorageError", "messages"]:
+    for name in [
+        "LmdbStore",
+        "EphemeralStore",
+        "default_store",
+        "whereis",
+        "shutdown",
+        "Event",
+        "Change",
+        "MemorydError",
+        "InvalidMessage",
+        "InvalidConversationId",
+        "ConflictError",
+        "AlreadyStarted",
+        "StoreUnavailable",
+        "WriteTimeout",
+        "StorageError",
+        "messages",
+    ]:
         assert hasattr(memoryd, name), name
-    for name in ["Supervisor", "DynamicSupervisor", "ChildSpec", "Restart", "Strategy",
-                 "SupervisedActor", "whereis", "register", "kill"]:
+    for name in [
+        "Supervisor",
+        "DynamicSupervisor",
+        "ChildSpec",
+        "Restart",
+        "Strategy",
+        "SupervisedActor",
+        "whereis",
+        "register",
+        "kill",
+    ]:
         assert hasattr(supervisors, name), name

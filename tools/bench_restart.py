@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pykka  # noqa: E402
-from pykka.messages import ProxyCall  # noqa: E402
+import pykka
+from pykka.messages import ProxyCall
 
-from supervisors import ChildSpec, Exit, SupervisedActor, Supervisor, kill, whereis  # noqa: E402
+from supervisors import ChildSpec, Exit, SupervisedActor, Supervisor, kill, whereis
 
 PING = ProxyCall(attr_path=("ping",), args=(), kwargs={})
 
@@ -54,9 +54,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def supervised(cycles: int) -> list[float]:
-    sup = Supervisor.start(
-        max_restarts=10**9, children=[ChildSpec(id="probe", start=Probe.start)]
-    )
+    sup = Supervisor.start(max_restarts=10**9, children=[ChildSpec(id="probe", start=Probe.start)])
     out = []
     for _ in range(cycles):
         old = whereis("bench.probe")
@@ -98,15 +96,17 @@ def main() -> None:
     by_hand(100)
     sup = supervised(args.cycles)
     raw = by_hand(args.cycles)
-    rows = [("supervised kill -> restarted -> answering", sup), ("by hand: stop + start + ask", raw)]
+    rows = [
+        ("supervised kill -> restarted -> answering", sup),
+        ("by hand: stop + start + ask", raw),
+    ]
     print(f"restart latency over {args.cycles} cycles (lower is better)")
     print(f"{'':44} {'p50 µs':>9} {'p99 µs':>9} {'p50 ratio':>10}")
     base = statistics.median(sup)
     for label, values in rows:
         p50 = statistics.median(values)
         print(
-            f"{label:44} {p50 * 1e6:9.0f} {percentile(values, 0.99) * 1e6:9.0f} "
-            f"{p50 / base:9.2f}x"
+            f"{label:44} {p50 * 1e6:9.0f} {percentile(values, 0.99) * 1e6:9.0f} {p50 / base:9.2f}x"
         )
 
 

@@ -40,7 +40,7 @@ def test_a_name_held_by_a_live_actor_cannot_be_taken(refs) -> None:
     """A duplicate name raises NameTaken and keeps the first holder."""
     first, second = refs(), refs()
     register("reg.b", first)
-    with pytest.raises(NameTaken, match="reg.b"):
+    with pytest.raises(NameTaken, match=r"reg\.b"):
         register("reg.b", second)
     assert whereis("reg.b") is first
     unregister("reg.b")

@@ -28,7 +28,9 @@ def test_a_thousand_kill_restart_cycles_leak_no_threads() -> None:
             return ref if ref is not None and ref is not old else None
 
         ref = wait_until(fresh)
-        assert ref.ask(ProxyCall(attr_path=("ping",), args=(), kwargs={}), timeout=5) == "pong:victim"
+        assert (
+            ref.ask(ProxyCall(attr_path=("ping",), args=(), kwargs={}), timeout=5) == "pong:victim"
+        )
     assert journal.of("exit:killed").count("victim") == 1000
     sup.stop()
     wait_until(lambda: threading.active_count() == baseline)

@@ -23,7 +23,7 @@ from supervisors import (
     whereis,
 )
 
-from ._support import FakeClock, Journal, Worker, wait_until, worker_spec
+from ._support import FakeClock, Journal, wait_until, worker_spec
 
 
 def call(ref: pykka.ActorRef, method: str, *args: object) -> Any:
@@ -179,7 +179,10 @@ def test_temporary_sibling_taken_down_by_one_for_all_is_not_restarted() -> None:
     journal = Journal()
     sup = Supervisor.start(
         strategy=Strategy.ONE_FOR_ALL,
-        children=[worker_spec(journal, "tmp", restart=Restart.TEMPORARY), worker_spec(journal, "k")],
+        children=[
+            worker_spec(journal, "tmp", restart=Restart.TEMPORARY),
+            worker_spec(journal, "k"),
+        ],
     )
     old = whereis("k")
     kill("k")
@@ -215,7 +218,9 @@ def test_restarts_spread_wider_than_the_period_never_exhaust_the_supervisor() ->
     """With the fake clock moved past the window between deaths, it keeps restarting."""
     journal = Journal()
     clock = FakeClock()
-    sup = Supervisor.start(max_restarts=1, period_s=5.0, clock=clock, children=[worker_spec(journal, "a")])
+    sup = Supervisor.start(
+        max_restarts=1, period_s=5.0, clock=clock, children=[worker_spec(journal, "a")]
+    )
     for _ in range(5):
         old = whereis("a")
         kill("a")
@@ -228,7 +233,9 @@ def test_the_window_edge_is_inclusive_in_the_supervisor() -> None:
     """A death exactly period_s after the last restart still counts: max_restarts=1 gives up."""
     journal = Journal()
     clock = FakeClock()
-    sup = Supervisor.start(max_restarts=1, period_s=5.0, clock=clock, children=[worker_spec(journal, "a")])
+    sup = Supervisor.start(
+        max_restarts=1, period_s=5.0, clock=clock, children=[worker_spec(journal, "a")]
+    )
     old = whereis("a")
     kill("a")
     restarted("a", old)

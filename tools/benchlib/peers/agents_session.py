@@ -42,7 +42,7 @@ class AgentsSessionPeer(Peer):
     def probe(cls) -> str | None:
         """Return why ``agents.SQLiteSession`` is unusable, or None."""
         try:
-            from agents import SQLiteSession  # noqa: F401, PLC0415
+            from agents import SQLiteSession  # noqa: F401
         except ImportError as exc:
             return f"openai-agents: {exc}"
         return None
@@ -59,7 +59,7 @@ class AgentsSessionPeer(Peer):
 
     def setup(self, directory: Path) -> None:
         """Remember the database path; sessions are created on first use."""
-        from agents import SQLiteSession  # noqa: PLC0415
+        from agents import SQLiteSession
 
         self._session_cls = SQLiteSession
         self._db = directory / "agents.sqlite3"

@@ -36,11 +36,11 @@ class LangchainSqlPeer(Peer):
     def probe(cls) -> str | None:
         """Return why langchain-community / SQLAlchemy are unusable, or None."""
         try:
-            import sqlalchemy  # noqa: F401, PLC0415
-            from langchain_community.chat_message_histories import (  # noqa: F401, PLC0415
+            import sqlalchemy  # noqa: F401
+            from langchain_community.chat_message_histories import (  # noqa: F401
                 SQLChatMessageHistory,
             )
-            from langchain_core.messages import HumanMessage  # noqa: F401, PLC0415
+            from langchain_core.messages import HumanMessage  # noqa: F401
         except ImportError as exc:
             return exc.name or str(exc)[:100]
         return None
@@ -57,11 +57,11 @@ class LangchainSqlPeer(Peer):
 
     def setup(self, directory: Path) -> None:
         """Create the engine for ``sqlite:///<directory>/langchain.sqlite3``."""
-        import sqlalchemy  # noqa: PLC0415
-        from langchain_community.chat_message_histories import (  # noqa: PLC0415
+        import sqlalchemy
+        from langchain_community.chat_message_histories import (
             SQLChatMessageHistory,
         )
-        from langchain_core.messages import AIMessage, HumanMessage  # noqa: PLC0415
+        from langchain_core.messages import AIMessage, HumanMessage
 
         self._history_cls = SQLChatMessageHistory
         self._human, self._ai = HumanMessage, AIMessage

@@ -24,7 +24,7 @@ def _quiet_logging(memoryd: Any) -> None:
     configure = getattr(getattr(memoryd, "logging", None), "configure", None)
     if configure is None:
         try:
-            from memoryd.logging import configure  # noqa: PLC0415
+            from memoryd.logging import configure
         except ImportError:
             return
     with _open_lock:
@@ -53,7 +53,7 @@ class OursPeer(Peer):
     def probe(cls) -> str | None:
         """Return why memoryd.LmdbStore is unusable, or None."""
         try:
-            import memoryd  # noqa: PLC0415 - optional at bench time
+            import memoryd
         except ImportError as exc:
             return f"memoryd: {exc}"
         if not hasattr(memoryd, "LmdbStore"):
@@ -62,7 +62,7 @@ class OursPeer(Peer):
 
     def notes(self) -> str:
         """Return the store's configuration."""
-        import memoryd  # noqa: PLC0415
+        import memoryd
 
         version = getattr(memoryd, "__version__", "?")
         return (
@@ -73,7 +73,7 @@ class OursPeer(Peer):
     def setup(self, directory: Path) -> None:
         """Start a store named ``bench-<n>`` on ``directory``."""
         global _open_stores  # noqa: PLW0603 - counts stores across adapters
-        import memoryd  # noqa: PLC0415
+        import memoryd
 
         _quiet_logging(memoryd)
         self._memoryd = memoryd

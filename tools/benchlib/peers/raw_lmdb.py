@@ -39,15 +39,15 @@ class RawLmdbPeer(Peer):
     def probe(cls) -> str | None:
         """Return why lmdb or msgpack is unusable, or None."""
         try:
-            import lmdb  # noqa: F401, PLC0415
-            import msgpack  # noqa: F401, PLC0415
+            import lmdb  # noqa: F401
+            import msgpack  # noqa: F401
         except ImportError as exc:
             return f"{exc.name}: {exc}"
         return None
 
     def notes(self) -> str:
         """Return the environment's configuration."""
-        import lmdb  # noqa: PLC0415
+        import lmdb
 
         engine = ".".join(str(part) for part in lmdb.version())
         return (
@@ -59,8 +59,8 @@ class RawLmdbPeer(Peer):
 
     def setup(self, directory: Path) -> None:
         """Open a durable environment in ``directory``."""
-        import lmdb  # noqa: PLC0415
-        import msgpack  # noqa: PLC0415
+        import lmdb
+        import msgpack
 
         self._lmdb = lmdb
         self._msgpack = msgpack
