@@ -15,6 +15,7 @@ closed, and the supervisor restarts the store.
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from functools import partial
 from typing import Any
 
@@ -25,8 +26,9 @@ from pykka.messages import ProxyCall
 from memoryd.errors import StorageError, StoreUnavailable
 from memoryd.store import engines, lmdb_ops
 from memoryd.store.config import StoreConfig
+from memoryd.store.group_commit import GroupCommit
 from memoryd.store.lmdb_engine import LmdbEngine
-from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
 from supervisors import Exit, SupervisedActor
 
 __all__ = ["NotWritten", "StoreActor"]
@@ -34,6 +36,7 @@ __all__ = ["NotWritten", "StoreActor"]
 log = structlog.get_logger(__name__)
 
 _FLUSH = ProxyCall(attr_path=("flush",), args=(), kwargs={})
+_NAP_S = 20e-6
 
 Pending = tuple[WriteRequest, pykka.Future[Any]]
 
@@ -58,7 +61,10 @@ class StoreActor(SupervisedActor):
         self.config = config
         self._engine: LmdbEngine | None = None
         self._pending: list[Pending] = []
+        self._writers: set[Hashable] = set()
+        self._first_arrival = 0.0
         self._flush_scheduled = False
+        self._policy = GroupCommit(max_linger_s=config.max_linger_s)
 
     def init(self) -> None:
         """Open the environment and publish it to readers. Runs in the actor's thread."""
@@ -74,7 +80,7 @@ class StoreActor(SupervisedActor):
             engines.withdraw(self.config.name, engine)
             if not exit.abnormal and self._pending:
                 self._engine = engine
-                self.flush()  # an orderly stop commits what was already accepted
+                self.flush(force=True)  # an orderly stop commits what was already accepted
                 self._engine = None
             self._hand_back(NotWritten(f"store {self.config.name!r} stopped before this write"))
             engine.close()
@@ -82,24 +88,57 @@ class StoreActor(SupervisedActor):
             self._hand_back(NotWritten(f"store {self.config.name!r} did not start"))
         log.info("store_closed", store=self.config.name, reason=exit.describe())
 
-    def submit(self, request: WriteRequest, future: pykka.Future[Any]) -> None:
-        """Queue a write; it is committed by the next flush. Runs in the actor's thread."""
+    def submit(
+        self, request: WriteRequest, future: pykka.Future[Any], writer: Hashable = None
+    ) -> None:
+        """Queue a write; it is committed by the next flush. Runs in the actor's thread.
+
+        Args:
+            request: the write.
+            future: answered with the result once the write is committed.
+            writer: identifies the calling writer (a thread), for the group-commit policy.
+        """
+        if not self._pending:
+            self._first_arrival = time.monotonic()
         self._pending.append((request, future))
+        self._writers.add(writer)
         if self._flush_scheduled:
             return
-        if self.actor_inbox.empty():
-            self.flush()  # nothing else is waiting to share this commit
+        if self.actor_inbox.empty() and self._ready():
+            self.flush()  # nobody else is about to share this commit
         else:
-            self._flush_scheduled = True
-            self.actor_ref.tell(_FLUSH)  # handled after the writes queued before it
+            self._schedule_flush()
 
-    def flush(self) -> None:
-        """Commit every queued write, ``max_batch`` per transaction. Runs in the actor's thread."""
+    def flush(self, *, force: bool = False) -> None:
+        """Commit the queued writes, ``max_batch`` per transaction. Runs in the actor's thread.
+
+        Unless ``force``, a batch still expecting writers from the recent commits is
+        held back (briefly, see ``GroupCommit``) by sending the flush to the back of
+        the inbox again, behind whatever arrived meanwhile.
+        """
         self._flush_scheduled = False
+        if not force and self._pending and not self._ready():
+            if self.actor_inbox.empty():
+                time.sleep(_NAP_S)  # lets waking writers run and send their writes
+            self._schedule_flush()
+            return
         while self._pending and self._engine is not None:
             size = self.config.max_batch
             batch, self._pending = self._pending[:size], self._pending[size:]
+            writers, self._writers = self._writers, set()
+            started = time.monotonic()
             self._commit(batch)
+            self._policy.committed(writers, duration_s=time.monotonic() - started)
+            if self._pending:
+                self._first_arrival = time.monotonic()
+
+    def _ready(self) -> bool:
+        waited = time.monotonic() - self._first_arrival
+        return self._policy.ready(self._writers, waited_s=waited)
+
+    def _schedule_flush(self) -> None:
+        self._flush_scheduled = True
+        self.actor_ref.tell(_FLUSH)  # handled after the writes queued before it
 
     def _commit(self, batch: list[Pending]) -> None:
         engine = self._engine
@@ -152,5 +191,18 @@ def _apply(
     if isinstance(request, Fork):
         return lmdb_ops.fork(
             txn, dbs, ctr, request.source, request.target, at_version=request.at_version, now=now
+        )
+    if isinstance(request, Record):
+        return lmdb_ops.record(
+            txn,
+            dbs,
+            ctr,
+            request.cid,
+            kind=request.kind,
+            messages=list(request.messages),
+            data=request.data,
+            idempotency_key=request.idempotency_key,
+            expected_version=request.expected_version,
+            now=now,
         )
     raise TypeError(f"unknown write request {request!r}")

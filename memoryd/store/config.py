@@ -29,6 +29,8 @@ class StoreConfig:
         max_message_bytes: the largest message accepted (compact JSON, UTF-8).
         call_timeout_s: the deadline of every call made through a handle.
         max_batch: the most writes committed in one transaction.
+        max_linger_s: the longest a batch waits for writers expected from the
+            recent commits (group commit); 0 commits at once.
         delete_on_stop: remove ``path`` when the store stops normally.
     """
 
@@ -40,6 +42,7 @@ class StoreConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     max_batch: int = 1024
+    max_linger_s: float = 0.001
     delete_on_stop: bool = False
 
     def __post_init__(self) -> None:
@@ -49,6 +52,9 @@ class StoreConfig:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{field} must be an int >= {low}, not {value!r}")
+        linger = self.max_linger_s
+        if isinstance(linger, bool) or not isinstance(linger, int | float) or not 0 <= linger <= 1:
+            raise ValueError(f"max_linger_s must be a number of seconds in [0, 1], not {linger!r}")
         timeout = self.call_timeout_s
         if (
             isinstance(timeout, bool)

@@ -7,14 +7,50 @@ Every backend (LMDB, ephemeral, Redis, remote) subclasses it and implements the
 from __future__ import annotations
 
 import abc
+import json
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd import messages as msgs
+from memoryd.errors import InvalidMessage
 from memoryd.events import Change, Event
 from memoryd.store import validate as check
-from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
 
-__all__ = ["StoreHandle"]
+__all__ = ["RECORD_KINDS", "StoreHandle"]
+
+RECORD_KINDS = frozenset({"compacted", "memo"})
+"""The event kinds `StoreHandle.record` writes: they leave the history unchanged."""
+
+
+def _plain_json(value: Any, path: str, depth: int = 0) -> Any:
+    """A plain copy of a JSON-compatible value, or ValueError naming where it is not."""
+    if depth > 64:
+        raise ValueError(f"{path} nests deeper than 64 levels; flatten it")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path} is {value}; JSON has no NaN or infinity")
+        return float(value)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{path} has the key {key!r}; keys must be str")
+            out[str(key)] = _plain_json(item, f"{path}[{key!r}]", depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain_json(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+    raise ValueError(
+        f"{path} is of type {type(value).__name__}; only JSON values "
+        "(str, int, float, bool, None, list, dict) can be recorded"
+    )
 
 
 class StoreHandle(abc.ABC):
@@ -62,6 +98,75 @@ class StoreHandle(abc.ABC):
         request = Add(
             cid=cid,
             messages=tuple(checked),
+            idempotency_key=check.check_idempotency_key(idempotency_key),
+            expected_version=check.check_version_arg(expected_version, "expected_version"),
+        )
+        return int(self._write(request))
+
+    def record(
+        self,
+        cid: str,
+        kind: str,
+        *,
+        messages: Sequence[dict[str, Any]] = (),
+        data: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Append a ``memo`` or ``compacted`` event; the history `get` returns is unchanged.
+
+        Providers use it: a session's memo is the ``data`` of the newest ``memo``
+        event; a summary is a ``compacted`` event whose ``messages`` hold the summary
+        and whose ``data`` names the versions it replaces. Read them with `events`.
+
+        Args:
+            cid: the conversation id.
+            kind: ``"memo"`` or ``"compacted"``.
+            messages: messages the event carries (may be empty).
+            data: a JSON-compatible mapping (str keys) stored with the event.
+            idempotency_key: as in `add`.
+            expected_version: as in `add`.
+
+        Returns:
+            The conversation's new version.
+
+        Raises:
+            InvalidConversationId: a bad ``cid``.
+            InvalidMessage: a bad or oversized message.
+            ValueError: an unknown ``kind``, or ``data`` that is not a JSON-compatible
+                mapping or is larger than the store's ``max_message_bytes``.
+            ConflictError: ``expected_version`` did not match.
+            WriteTimeout: no answer in time; retry with the same idempotency key.
+            StoreUnavailable: the store is not running.
+        """
+        cid = msgs.validate_conversation_id(cid)
+        if not isinstance(kind, str) or kind not in RECORD_KINDS:
+            raise ValueError(
+                f"record() writes only the kinds {sorted(RECORD_KINDS)}, not {kind!r}; "
+                "use add, clear, pop or fork for the others"
+            )
+        if not isinstance(messages, list | tuple):
+            raise InvalidMessage(
+                f"messages must be a list or tuple of message dicts, got {type(messages).__name__}"
+            )
+        checked = (
+            msgs.validate_many(messages, max_bytes=self.max_message_bytes) if messages else []
+        )
+        plain: dict[str, Any] | None = None
+        if data is not None:
+            if not isinstance(data, Mapping):
+                raise ValueError(f"data must be a mapping or None, not {type(data).__name__}")
+            plain = _plain_json(data, "data")
+            size = len(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode())
+            if size > self.max_message_bytes:
+                raise ValueError(
+                    f"data is {size} bytes as compact JSON; the limit is {self.max_message_bytes}"
+                )
+        request = Record(
+            cid=cid,
+            kind=kind,
+            messages=tuple(checked),
+            data=plain,
             idempotency_key=check.check_idempotency_key(idempotency_key),
             expected_version=check.check_version_arg(expected_version, "expected_version"),
         )

@@ -188,7 +188,8 @@ class LmdbEngine:
                 except (MemorydError, ValueError) as exc:
                     results.append((False, exc))
             counters.save(txn, self.dbs)
-        self.counters = counters  # committed: the transaction block exited cleanly
+        counters.committed()  # the transaction block exited cleanly: it is durable
+        self.counters = counters
         position = counters.next_pos - 1
         with self.changed:
             self.last_position = position

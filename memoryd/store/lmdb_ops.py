@@ -9,7 +9,7 @@ the shared batch transaction.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
@@ -31,11 +31,13 @@ __all__ = [
     "meta_of",
     "open_dbs",
     "pop",
+    "record",
     "tail",
 ]
 
 SYS_DB = b"sys"
 _LIVE = b"live_conversations"
+_META_CACHE_SIZE = 1 << 16
 _APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value
 _CLEARED = EventKind.CLEARED.value
@@ -121,6 +123,10 @@ class Counters:
     next_pos: int
     live: int
     saved_live: int
+    cache: dict[str, Meta] = field(default_factory=dict)
+    """Committed metadata the writer has seen (shared across batches)."""
+    dirty: dict[str, Meta] = field(default_factory=dict)
+    """Metadata this batch wrote; merged into ``cache`` only if the batch commits."""
 
     @classmethod
     def load(cls, txn: lmdb.Transaction, dbs: Dbs) -> Counters:
@@ -133,6 +139,24 @@ class Counters:
             saved_live=live,
         )
 
+    def meta(self, txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
+        """The conversation's metadata as this batch sees it (cached; else read)."""
+        meta = self.dirty.get(cid)
+        if meta is None:
+            meta = self.cache.get(cid)
+        if meta is None:
+            meta = meta_of(txn, dbs, cid)
+            if meta is not None:
+                self.cache[cid] = meta  # committed state: safe to keep
+        return meta
+
+    def committed(self) -> None:
+        """The batch committed: its metadata becomes the cached state."""
+        if len(self.cache) > _META_CACHE_SIZE:
+            self.cache.clear()
+        self.cache.update(self.dirty)
+        self.dirty = {}
+
     def save(self, txn: lmdb.Transaction, dbs: Dbs) -> None:
         """Write what changed into the batch's transaction."""
         if self.live != self.saved_live:
@@ -140,8 +164,8 @@ class Counters:
             self.saved_live = self.live
 
     def copy(self) -> Counters:
-        """An independent copy (a batch works on one and keeps it only if it commits)."""
-        return Counters(self.next_conv, self.next_pos, self.live, self.saved_live)
+        """A copy for one batch, kept only if it commits (the cache is shared, read-mostly)."""
+        return Counters(self.next_conv, self.next_pos, self.live, self.saved_live, self.cache)
 
 
 # -- reads ------------------------------------------------------------------
@@ -315,24 +339,53 @@ def _write_event(
     leaves the transaction untouched.
     """
     record = codec.pack_event(event, trusted=True)
+    return _write_record(
+        txn,
+        dbs,
+        ctr,
+        old,
+        cid=cid,
+        record=record,
+        version=event.version,
+        kind=event.kind,
+        idempotency_key=event.idempotency_key,
+        count=count,
+    )
+
+
+def _write_record(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    ctr: Counters,
+    old: Meta | None,
+    *,
+    cid: str,
+    record: bytes,
+    version: int,
+    kind: str,
+    idempotency_key: str | None,
+    count: int,
+) -> Meta:
+    """Write an encoded event record with its position, metadata and idempotency key."""
     if old is None:
         conv = ctr.next_conv
         ctr.next_conv += 1
         txn.put(cid.encode("utf-8"), keys.conv_num_bytes(conv), db=dbs.names)
         old = Meta(conv, 0, 1, 0, cid)
-    first = event.version if event.kind == _CLEARED else old.first
-    meta = Meta(old.conv, event.version, first, count, cid)
-    event_key = keys.event_key(meta.conv, event.version)
+    first = version if kind == _CLEARED else old.first
+    meta = Meta(old.conv, version, first, count, cid)
+    event_key = keys.event_key(meta.conv, version)
     txn.put(event_key, record, db=dbs.events)
     txn.put(keys.position_key(ctr.next_pos), event_key, db=dbs.positions)
     ctr.next_pos += 1
     _put_meta(txn, dbs, meta)
+    ctr.dirty[cid] = meta
     if (old.count > 0) != (count > 0):
         ctr.live += 1 if count > 0 else -1
-    if event.idempotency_key is not None:
+    if idempotency_key is not None:
         txn.put(
-            keys.idempotency_key(meta.conv, event.idempotency_key),
-            event.version.to_bytes(8, "big"),
+            keys.idempotency_key(meta.conv, idempotency_key),
+            version.to_bytes(8, "big"),
             db=dbs.idem,
         )
     return meta
@@ -354,6 +407,60 @@ def add(
     Raises:
         ConflictError: ``expected_version`` is not the current version.
     """
+    meta = ctr.meta(txn, dbs, cid)
+    if idempotency_key is not None and meta is not None:
+        done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
+        if done is not None:
+            return int.from_bytes(done, "big")
+    current = 0 if meta is None else meta.version
+    if expected_version is not None and expected_version != current:
+        raise ConflictError(expected=expected_version, actual=current)
+    if not messages:
+        raise ValueError("an appended event needs at least one message")
+    record = codec.pack_event_fields(
+        version=current + 1,
+        kind=_APPENDED,
+        messages=messages,
+        timestamp=now,
+        idempotency_key=idempotency_key,
+        trusted=True,
+    )
+    count = (0 if meta is None else meta.count) + len(messages)
+    written = _write_record(
+        txn,
+        dbs,
+        ctr,
+        meta,
+        cid=cid,
+        record=record,
+        version=current + 1,
+        kind=_APPENDED,
+        idempotency_key=idempotency_key,
+        count=count,
+    )
+    return written.version
+
+
+def record(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    ctr: Counters,
+    cid: str,
+    *,
+    kind: str,
+    messages: list[dict[str, Any]],
+    data: dict[str, Any] | None,
+    idempotency_key: str | None,
+    expected_version: int | None,
+    now: float,
+) -> int:
+    """Append a ``memo`` or ``compacted`` event (history and message count unchanged).
+
+    Mirrors `add`: a repeated idempotency key returns the original version.
+
+    Raises:
+        ConflictError: ``expected_version`` is not the current version.
+    """
     meta = meta_of(txn, dbs, cid)
     if idempotency_key is not None and meta is not None:
         done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
@@ -364,18 +471,19 @@ def add(
         raise ConflictError(expected=expected_version, actual=current)
     event = Event(
         version=current + 1,
-        kind=_APPENDED,
+        kind=kind,
         messages=tuple(messages),
         timestamp=now,
         idempotency_key=idempotency_key,
+        data=data,
     )
-    count = (0 if meta is None else meta.count) + len(messages)
+    count = 0 if meta is None else meta.count
     return _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=count).version
 
 
 def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float) -> None:
     """Delete the conversation's events and write a ``cleared`` marker (no-op when empty)."""
-    meta = meta_of(txn, dbs, cid)
+    meta = ctr.meta(txn, dbs, cid)
     if meta is None or meta.count == 0:
         return
     event = Event(version=meta.version + 1, kind=_CLEARED, messages=(), timestamp=now)
@@ -392,7 +500,7 @@ def pop(
     txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float
 ) -> dict[str, Any] | None:
     """Remove the last message with a ``popped`` event; None (no write) when empty."""
-    meta = meta_of(txn, dbs, cid)
+    meta = ctr.meta(txn, dbs, cid)
     if meta is None or meta.count == 0:
         return None
     last = history(txn, dbs, meta, limit=1)
@@ -419,10 +527,10 @@ def fork(
         ValueError: ``at_version`` is out of range.
         ConflictError: ``target`` holds messages.
     """
-    src = meta_of(txn, dbs, source)
+    src = ctr.meta(txn, dbs, source)
     copied = history(txn, dbs, src, at_version=at_version)
     source_version = (0 if src is None else src.version) if at_version is None else at_version
-    dst = meta_of(txn, dbs, target)
+    dst = ctr.meta(txn, dbs, target)
     if dst is not None and dst.count > 0:
         raise ConflictError(
             f"fork target {target!r} already holds {dst.count} messages (version "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -94,7 +95,13 @@ class _LmdbHandle(StoreHandle):
                 continue
             future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
             try:
-                ref.tell(ProxyCall(attr_path=("submit",), args=(request, future), kwargs={}))
+                ref.tell(
+                    ProxyCall(
+                        attr_path=("submit",),
+                        args=(request, future, threading.get_ident()),
+                        kwargs={},
+                    )
+                )
             except pykka.ActorDeadError:
                 continue  # nothing was sent
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Add", "Clear", "Fork", "Pop", "WriteRequest"]
+__all__ = ["Add", "Clear", "Fork", "Pop", "Record", "WriteRequest"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,4 +41,16 @@ class Fork:
     at_version: int | None = None
 
 
-WriteRequest = Add | Clear | Pop | Fork
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Record:
+    """Append a ``memo`` or ``compacted`` event to ``cid``; its history is unchanged."""
+
+    cid: str
+    kind: str
+    messages: tuple[dict[str, Any], ...] = ()
+    data: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    expected_version: int | None = None
+
+
+WriteRequest = Add | Clear | Pop | Fork | Record
