@@ -62,14 +62,32 @@ _tree = _Tree()
 _active: dict[str, StoreConfig] = {}
 
 
+def _store_spec(config: StoreConfig) -> ChildSpec:
+    return ChildSpec(
+        id=config.name,
+        start=StoreActor.start,
+        args=(config,),
+        restart=Restart.PERMANENT,
+        shutdown_s=60.0,
+        start_timeout_s=60.0,
+    )
+
+
 def _start_stores() -> DynamicSupervisor:
-    return DynamicSupervisor.start(name=STORES, max_restarts=5, period_s=5.0)
+    """Start the stores supervisor with every store started so far.
+
+    When the stores supervisor itself is restarted (its stores crashed too often),
+    the root restarts it and it reopens the stores users started, so handles
+    reach them again; if they cannot start, the failure escalates to the root.
+    """
+    children = [_store_spec(config) for config in list(_active.values())]
+    return DynamicSupervisor.start(name=STORES, max_restarts=5, period_s=5.0, children=children)
 
 
 def _stores(timeout_s: float = 10.0) -> DynamicSupervisor:
     with _lock:
         if _tree.root is None or not _tree.root.is_alive():
-            _active.clear()
+            _discard_all()
             _tree.root = Supervisor.start(
                 name=ROOT,
                 max_restarts=3,
@@ -93,14 +111,7 @@ def start_store(config: StoreConfig) -> None:
         AlreadyStarted: the name is taken or the data directory is in use.
         StorageError: the store failed to open its environment.
     """
-    spec = ChildSpec(
-        id=config.name,
-        start=StoreActor.start,
-        args=(config,),
-        restart=Restart.PERMANENT,
-        shutdown_s=60.0,
-        start_timeout_s=60.0,
-    )
+    spec = _store_spec(config)
     with _lock:
         if config.name in _active and whereis(config.name) is not None:
             raise AlreadyStarted(f"a store named {config.name!r} is already running")
@@ -134,6 +145,13 @@ def stop_store(name: str) -> None:
                 pass
             except Exception as exc:  # the store is gone either way; say why
                 log.warning("store_stop_failed", store=name, error=repr(exc))
+        _discard(config)
+
+
+def _discard_all() -> None:
+    configs = list(_active.values())
+    _active.clear()
+    for config in configs:
         _discard(config)
 
 

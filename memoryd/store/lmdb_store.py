@@ -124,11 +124,11 @@ class _LmdbHandle(StoreHandle):
         while True:
             remaining = deadline - time.monotonic()
             try:
-                return future.get(timeout=max(min(remaining, _POLL_S), 0.001))
+                return future.get(timeout=max(0.0, min(remaining, _POLL_S)))
             except pykka.Timeout:
                 if not ref.is_alive():
                     raise NotWritten(f"store {self.name!r} stopped before the write") from None
-                if remaining <= _POLL_S:
+                if time.monotonic() >= deadline:
                     raise WriteTimeout(
                         f"store {self.name!r} did not confirm the write within "
                         f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
