@@ -2,7 +2,8 @@
 
 ```
 Supervisor "memoryd"            one_for_one, intensity 3 / 5 s
-└── DynamicSupervisor "memoryd.stores"   one store actor per started store
+├── DynamicSupervisor "memoryd.stores"   one store actor per started store
+└── Server "memoryd.server"              only in the daemon (start_server)
 ```
 
 The tree starts on first use and stops with ``shutdown()``; the next use after
@@ -39,7 +40,9 @@ __all__ = [
     "STORES",
     "active_config",
     "lock",
+    "register_backend",
     "shutdown",
+    "start_server",
     "start_store",
     "stop_store",
 ]
@@ -62,10 +65,25 @@ _tree = _Tree()
 _active: dict[str, StoreConfig] = {}
 
 
+_ACTORS: dict[str, Any] = {"lmdb": StoreActor, "ephemeral": StoreActor}
+
+
+def register_backend(kind: str, actor_class: Any) -> None:
+    """Name the store actor class that serves ``StoreConfig.kind == kind``.
+
+    Backends other than LMDB (Redis, ...) register their actor class here; the
+    class is started as ``actor_class.start(config)`` under ``memoryd.stores``.
+    """
+    _ACTORS[kind] = actor_class
+
+
 def _store_spec(config: StoreConfig) -> ChildSpec:
+    actor_class = _ACTORS.get(config.kind)
+    if actor_class is None:
+        raise ValueError(f"no store backend is registered for kind {config.kind!r}")
     return ChildSpec(
         id=config.name,
-        start=StoreActor.start,
+        start=actor_class.start,
         args=(config,),
         restart=Restart.PERMANENT,
         shutdown_s=60.0,
@@ -128,6 +146,21 @@ def start_store(config: StoreConfig) -> None:
                 raise AlreadyStarted(f"the name {config.name!r} is already in use") from None
             raise StorageError(f"store {config.name!r} failed to start: {cause or exc}") from exc
         _active[config.name] = config
+
+
+def start_server(spec: ChildSpec) -> None:
+    """Start the daemon's listener as a child of the root supervisor, after the stores.
+
+    ``shutdown()`` stops it first (reverse start order), so in-flight requests
+    finish while the stores still run.
+
+    Raises:
+        StartError: the listener failed to start (the cause is chained).
+    """
+    with _lock:
+        _stores()
+        assert _tree.root is not None
+        _tree.root.start_child(spec)
 
 
 def stop_store(name: str) -> None:
