@@ -12,10 +12,10 @@ import pytest
 
 import memoryd
 import supervisors
-from tests.contract.base import Store, StoreContract, StoreFactory, texts, user
+from tests.contract.base import RecordContract, Store, StoreContract, StoreFactory, texts, user
 
 
-class TestEphemeralStore(StoreContract):
+class TestEphemeralStore(StoreContract, RecordContract):
     """Every contract behaviour, on an ephemeral store (temp dir, no fsync)."""
 
     @pytest.fixture

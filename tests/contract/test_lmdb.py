@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 import memoryd
-from tests.contract.base import Store, StoreContract, StoreFactory
+from tests.contract.base import RecordContract, Store, StoreContract, StoreFactory
 
 
-class TestLmdbStore(StoreContract):
+class TestLmdbStore(StoreContract, RecordContract):
     """Every contract behaviour, on an LMDB store in a fresh directory under tmp_path."""
 
     @pytest.fixture

@@ -1,0 +1,35 @@
+"""What memoryd needs from a chat model: one call, messages in, an assistant message out."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from memoryd.errors import MemorydError
+
+__all__ = ["ChatModel", "LLMError"]
+
+
+class LLMError(MemorydError):
+    """A chat model failed to answer (transport error, refusal, malformed reply, ...)."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat-completions model (OpenAI Chat Completions message format)."""
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Answer a conversation.
+
+        Args:
+            messages: The conversation, OpenAI-format message dicts, oldest first.
+            tools: Tool definitions (OpenAI ``tools`` format) the model may call.
+
+        Returns:
+            One assistant message dict (``content`` and/or ``tool_calls``).
+
+        Raises:
+            LLMError: The model could not answer.
+        """
+        ...

@@ -1,0 +1,258 @@
+"""DefaultProvider: a store plus an optional safe window and preprocessors (beamai, Koog).
+
+The window and the preprocessors shape only what is sent (`prepare`); the store always
+keeps the full history. With a window, `history` reads only the tail of the
+conversation the window can use (``get(limit=...)``), so a long conversation costs
+O(window) per call, not O(history).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memoryd import messages as msgs
+from memoryd.api import default_store
+from memoryd.messages import is_system
+from memoryd.provider import preprocessors as pre
+from memoryd.provider.safe_window import check_messages, check_window, safe_window
+from memoryd.store.handle import StoreHandle
+
+__all__ = ["DefaultProvider", "window"]
+
+Message = dict[str, Any]
+_STORE_METHODS = ("get", "add", "clear", "version", "events")
+
+
+def _check_store(store: Any) -> Any:
+    missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
+    if missing:
+        raise TypeError(
+            f"store must be a store handle (memoryd.LmdbStore.start(...), "
+            f"memoryd.EphemeralStore.start(), memoryd.default_store()), got {store!r:.80}"
+        )
+    return store
+
+
+class DefaultProvider:
+    """beamai's default provider: history from a store, a window applied only in `prepare`.
+
+    Args:
+        store: The store handle holding the conversations.
+        window: Send at most the last ``window`` non-system messages (`safe_window`);
+            None sends everything.
+        preprocessors: Callables ``list -> list`` run in order inside `prepare`, after
+            the window (Koog: order matters).
+        store_preprocessors: Callables ``list -> list`` run in order on the messages
+            `append` records, before they are stored (for example `preprocessors.redact`).
+        read_tail: With a window, let `history` read only the last messages the window
+            can use. System messages stored before that tail are then not loaded; pass
+            False to read whole histories.
+
+    Raises:
+        TypeError: ``store`` is not a store handle, or a preprocessor is not callable.
+        ValueError: ``window`` is not None or an int >= 0.
+    """
+
+    def __init__(
+        self,
+        store: StoreHandle,
+        window: int | None = None,
+        *,
+        preprocessors: Sequence[pre.Preprocessor] = (),
+        store_preprocessors: Sequence[pre.Preprocessor] = (),
+        read_tail: bool = True,
+    ) -> None:
+        self._store: StoreHandle | None = None
+        self._resolve: Callable[[], StoreHandle] | None = None
+        if callable(store) and not hasattr(store, "get"):
+            self._resolve = store
+        else:
+            self._store = _check_store(store)
+        self._window = None if window is None else check_window(window, "window")
+        self._preprocessors = pre.check_steps(preprocessors, "preprocessors")
+        self._store_preprocessors = pre.check_steps(store_preprocessors, "store_preprocessors")
+        self._read_tail = bool(read_tail)
+
+    @classmethod
+    def on_default_store(
+        cls,
+        window: int | None = None,
+        *,
+        preprocessors: Sequence[pre.Preprocessor] = (),
+        store_preprocessors: Sequence[pre.Preprocessor] = (),
+    ) -> DefaultProvider:
+        """A provider on the shared default store, which is started on first use.
+
+        The store is looked up on every call, so the provider keeps working after
+        ``memoryd.shutdown()`` (the next call starts a fresh default store).
+
+        Args:
+            window: As in the constructor.
+            preprocessors: As in the constructor.
+            store_preprocessors: As in the constructor.
+
+        Returns:
+            The provider.
+        """
+        return cls(
+            default_store,  # type: ignore[arg-type]
+            window,
+            preprocessors=preprocessors,
+            store_preprocessors=store_preprocessors,
+        )
+
+    # -- configuration ----------------------------------------------------------------
+
+    @property
+    def store(self) -> StoreHandle:
+        """The store handle (the default store is started here on first use)."""
+        if self._store is not None:
+            return self._store
+        assert self._resolve is not None
+        return self._resolve()
+
+    @property
+    def window(self) -> int | None:
+        """The window size, or None."""
+        return self._window
+
+    @property
+    def preprocessors(self) -> tuple[pre.Preprocessor, ...]:
+        """The preprocessors `prepare` runs after the window."""
+        return self._preprocessors
+
+    @property
+    def store_preprocessors(self) -> tuple[pre.Preprocessor, ...]:
+        """The preprocessors `append` runs before storing."""
+        return self._store_preprocessors
+
+    def stages(self) -> list[tuple[str, pre.Preprocessor]]:
+        """The steps of `prepare`, named, in order (what `memoryd.explain` reports).
+
+        Returns:
+            ``(name, step)`` pairs.
+        """
+        steps: list[tuple[str, pre.Preprocessor]] = []
+        if self._window is not None:
+            size = self._window
+            steps.append(
+                (
+                    f"safe_window({size}): the last {size} non-system messages, "
+                    "system messages kept, tool calls kept whole",
+                    lambda messages: safe_window(messages, size),
+                )
+            )
+        steps.extend((pre.name_of(step), step) for step in self._preprocessors)
+        return steps
+
+    # -- MemoryProvider -----------------------------------------------------------------
+
+    def history(self, cid: str) -> list[Message]:
+        """The stored history; with a window, only the tail the window can use.
+
+        With a window of ``n`` (and ``read_tail``), reads the last messages until they
+        hold ``n`` non-system messages or the history is exhausted.
+
+        Args:
+            cid: The conversation id.
+
+        Returns:
+            Fresh copies of the messages, oldest first.
+
+        Raises:
+            InvalidConversationId: A bad ``cid``.
+            StoreUnavailable: The store is not running.
+        """
+        store = self.store
+        if self._window is None or not self._read_tail:
+            return store.get(cid)
+        wanted = self._window
+        limit = max(wanted, 1)
+        while True:
+            tail = store.get(cid, limit=limit)
+            if len(tail) < limit or sum(1 for m in tail if not is_system(m)) >= wanted:
+                return tail
+            limit *= 2
+
+    def append(
+        self, cid: str, messages: list[Message], *, idempotency_key: str | None = None
+    ) -> int:
+        """Store ``messages`` (after the store preprocessors) as one event.
+
+        Args:
+            cid: The conversation id.
+            messages: The messages to add (at least one).
+            idempotency_key: A repeated key writes nothing and returns the first version.
+
+        Returns:
+            The conversation's version after the write (unchanged when the store
+            preprocessors left nothing to store).
+
+        Raises:
+            InvalidConversationId: A bad ``cid``.
+            InvalidMessage: A bad message (nothing is written).
+            TypeError: A store preprocessor returned something other than a list.
+            ConflictError, WriteTimeout, StoreUnavailable: As for the store's ``add``.
+        """
+        cid = msgs.validate_conversation_id(cid)
+        batch = msgs.validate_many(messages, max_bytes=None)
+        batch = pre.run(self._store_preprocessors, batch)
+        store = self.store
+        if not batch:
+            return store.version(cid)
+        return store.add(cid, batch, idempotency_key=idempotency_key)
+
+    def prepare(self, cid: str, messages: list[Message]) -> list[Message]:
+        """Apply the window, then the preprocessors in order. Pure.
+
+        Args:
+            cid: The conversation id.
+            messages: History and the current turn, oldest first. Not mutated: a
+                preprocessor not from `memoryd.preprocessors` gets deep copies.
+
+        Returns:
+            The messages to send.
+
+        Raises:
+            InvalidConversationId: A bad ``cid``.
+            InvalidMessage: ``messages`` is not a list of message dicts.
+            TypeError: A preprocessor returned something other than a list of dicts.
+        """
+        msgs.validate_conversation_id(cid)
+        items = check_messages(messages)
+        if self._window is not None:
+            items = safe_window(items, self._window)
+        if any(type(step).__module__ != pre.__name__ for step in self._preprocessors):
+            items = copy.deepcopy(items)
+        return pre.run(self._preprocessors, items)
+
+    def clear(self, cid: str) -> None:
+        """Clear the conversation in the store (the log keeps a ``cleared`` marker).
+
+        Args:
+            cid: The conversation id.
+        """
+        self.store.clear(cid)
+
+    def __repr__(self) -> str:
+        store = self._store.name if self._store is not None else "default store"
+        return f"DefaultProvider({store!r}, window={self._window!r})"
+
+
+def window(n: int) -> DefaultProvider:
+    """A safe window of ``n`` messages on the shared default store (started on first use).
+
+    ``Agent(memory=memoryd.window(50))`` is beamai's ``{window, 50}``.
+
+    Args:
+        n: The window size.
+
+    Returns:
+        ``DefaultProvider.on_default_store(n)``.
+
+    Raises:
+        ValueError: ``n`` is not an int >= 0.
+    """
+    return DefaultProvider.on_default_store(check_window(n, "window"))
