@@ -39,6 +39,7 @@ unit: $(STAMP)
 bench: $(BSTAMP)
 	$(BIN)/python tools/bench_restart.py
 	$(BIN)/python tools/bench.py
+	$(BIN)/python tools/bench_prepare.py
 
 ## soak: the long crash and restart runs
 soak: $(STAMP)
