@@ -391,6 +391,35 @@ def _write_record(
     return meta
 
 
+def _preflight(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    ctr: Counters,
+    cid: str,
+    *,
+    idempotency_key: str | None,
+    expected_version: int | None,
+) -> tuple[Meta | None, int | None]:
+    """The checks every append-like write makes before writing anything.
+
+    Returns:
+        ``(meta, done)``: ``done`` is the original version when the idempotency key
+        was seen before (nothing is to be written), else None.
+
+    Raises:
+        ConflictError: ``expected_version`` is not the current version.
+    """
+    meta = ctr.meta(txn, dbs, cid)
+    if idempotency_key is not None and meta is not None:
+        done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
+        if done is not None:
+            return meta, int.from_bytes(done, "big")
+    current = 0 if meta is None else meta.version
+    if expected_version is not None and expected_version != current:
+        raise ConflictError(expected=expected_version, actual=current)
+    return meta, None
+
+
 def add(
     txn: lmdb.Transaction,
     dbs: Dbs,
@@ -407,14 +436,12 @@ def add(
     Raises:
         ConflictError: ``expected_version`` is not the current version.
     """
-    meta = ctr.meta(txn, dbs, cid)
-    if idempotency_key is not None and meta is not None:
-        done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
-        if done is not None:
-            return int.from_bytes(done, "big")
+    meta, done = _preflight(
+        txn, dbs, ctr, cid, idempotency_key=idempotency_key, expected_version=expected_version
+    )
+    if done is not None:
+        return done
     current = 0 if meta is None else meta.version
-    if expected_version is not None and expected_version != current:
-        raise ConflictError(expected=expected_version, actual=current)
     if not messages:
         raise ValueError("an appended event needs at least one message")
     record = codec.pack_event_fields(
@@ -461,14 +488,12 @@ def record(
     Raises:
         ConflictError: ``expected_version`` is not the current version.
     """
-    meta = meta_of(txn, dbs, cid)
-    if idempotency_key is not None and meta is not None:
-        done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
-        if done is not None:
-            return int.from_bytes(done, "big")
+    meta, done = _preflight(
+        txn, dbs, ctr, cid, idempotency_key=idempotency_key, expected_version=expected_version
+    )
+    if done is not None:
+        return done
     current = 0 if meta is None else meta.version
-    if expected_version is not None and expected_version != current:
-        raise ConflictError(expected=expected_version, actual=current)
     event = Event(
         version=current + 1,
         kind=kind,
