@@ -47,6 +47,9 @@ MAX_RECORD_BYTES = 1 << 30
 MAX_VALUE_BYTES = 64 << 20
 """The largest internal value `pack_value` writes and `unpack_value` reads (64 MiB)."""
 
+MAX_WIRE_BYTES = 1 << 30
+"""The largest network body `pack_wire` writes and `unpack_wire` reads by default (1 GiB)."""
+
 SUPPORTED_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 """Event schema versions this code can read."""
 
@@ -198,6 +201,24 @@ def pack_value(obj: Any, *, max_bytes: int = MAX_VALUE_BYTES) -> bytes:
             ``max_bytes``.
     """
     return _pack(obj, allow_bytes=True, max_bytes=max_bytes, what="value")
+
+
+def pack_wire(obj: Any, *, max_bytes: int = MAX_WIRE_BYTES, trusted: bool = False) -> bytes:
+    """Encode a JSON-compatible value as an ``application/msgpack`` network body.
+
+    Args:
+        obj: str, int, float, bool, None, and lists/tuples/dicts (str keys) of them.
+        max_bytes: The largest body to produce.
+        trusted: the value holds only validated messages and plain values, so the
+            pre-pack walk over it is skipped.
+
+    Returns:
+        The body bytes.
+
+    Raises:
+        ValueError: ``obj`` holds a value JSON cannot carry, or encodes past ``max_bytes``.
+    """
+    return _pack(obj, allow_bytes=False, max_bytes=max_bytes, what="body", trusted=trusted)
 
 
 # --------------------------------------------------------------------------- unpacking
@@ -357,3 +378,21 @@ def unpack_value(data: _Buffer, *, max_bytes: int = MAX_VALUE_BYTES) -> Any:
         TypeError: ``data`` is not a bytes-like object.
     """
     return _unpack(data, allow_bytes=True, max_bytes=max_bytes, what="stored value")
+
+
+def unpack_wire(data: _Buffer, *, max_bytes: int = MAX_WIRE_BYTES) -> Any:
+    """Decode an ``application/msgpack`` network body, bounded like every unpack here.
+
+    Args:
+        data: The body bytes.
+        max_bytes: The largest body to accept.
+
+    Returns:
+        The value: lists, dicts with str keys, str, int, float, bool, None.
+
+    Raises:
+        CorruptRecord: The bytes are not one valid msgpack value of JSON-compatible
+            types (garbage, truncated, trailing bytes, binary data, ext types, too large).
+        TypeError: ``data`` is not a bytes-like object.
+    """
+    return _unpack(data, allow_bytes=False, max_bytes=max_bytes, what="msgpack body")

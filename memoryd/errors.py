@@ -6,7 +6,9 @@ MemorydError
 ├── InvalidConversationId(ValueError)  a conversation id is empty, too long or has controls
 ├── ConflictError                      add(expected_version=...) did not match
 ├── AlreadyStarted                     a store name or a data directory is already in use
+├── AuthenticationError(PermissionError)  the daemon refused the token, Host or Origin
 ├── StoreUnavailable                   not running, or not back within the call timeout
+│   ├── StoreNotRunning                the daemon runs no store of that name (stopped)
 │   └── WriteTimeout                   the outcome is unknown: retry with the same
 │                                      idempotency_key
 └── StorageError                       the backend failed (the store crashes and restarts)
@@ -24,12 +26,14 @@ from typing import Any
 
 __all__ = [
     "AlreadyStarted",
+    "AuthenticationError",
     "ConflictError",
     "CorruptRecord",
     "InvalidConversationId",
     "InvalidMessage",
     "MemorydError",
     "StorageError",
+    "StoreNotRunning",
     "StoreUnavailable",
     "WriteTimeout",
 ]
@@ -123,6 +127,17 @@ class AlreadyStarted(MemorydError):
 
 class StoreUnavailable(MemorydError):
     """The store is not running, or did not come back within the call timeout."""
+
+
+class StoreNotRunning(StoreUnavailable):
+    """The daemon runs no store of that name (it was stopped): calls fail at once, unretried.
+
+    Start it again (``RemoteStore.start``, or ``memoryd.connect``, which starts it on use).
+    """
+
+
+class AuthenticationError(MemorydError, PermissionError):
+    """The daemon refused the request: a missing or wrong token, or a foreign Host or Origin."""
 
 
 class WriteTimeout(StoreUnavailable):

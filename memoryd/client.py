@@ -1,0 +1,442 @@
+"""The daemon's client: `connect` and `RemoteStore`, a store handle over HTTP.
+
+```python
+store = memoryd.connect("unix:///srv/memoryd/memoryd.sock")          # the default store
+notes = memoryd.connect("http://127.0.0.1:8765", token=t, store="notes")
+notes.add("session-1", [messages.user("hi")])
+```
+
+A `RemoteStore` has exactly the store methods and raises the same exceptions as a
+local store (arguments are checked in the caller's thread before anything is
+sent), so providers, kernels and agents work against the daemon unchanged.
+
+Every ``add`` carries an idempotency key (one is generated when the caller gives
+none), so an add whose answer was lost (daemon restarting, connection dropped,
+``504``) is sent again until the call's deadline: no loss, no duplicate. Reads
+are retried the same way. ``pop``, ``clear`` and ``fork`` have no key: they are
+retried only when the daemon surely did not run them, otherwise they raise
+``WriteTimeout``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from typing import Any, Self
+from urllib.parse import quote
+
+import httpx
+
+from memoryd import codec
+from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
+from memoryd.events import Change, Event
+from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
+from memoryd.store.handle import StoreHandle
+from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
+from memoryd.wire import (
+    AUTO_KEY_PREFIX,
+    DEFAULT_STORE_NAME,
+    ProtocolError,
+    change_from_wire,
+    check_store_name,
+    error_from_wire,
+    event_from_wire,
+)
+
+__all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
+
+DEFAULT_TIMEOUT_S = 30.0
+"""The default deadline of one call, retries included."""
+
+_MSGPACK = "application/msgpack"
+_TAIL_SLICE_S = 60.0
+_FIRST_BACKOFF_S = 0.02
+_MAX_BACKOFF_S = 0.5
+
+
+def _parse_address(address: str) -> tuple[str, str | None]:
+    """``(base_url, unix_socket_path or None)`` for an address.
+
+    Raises:
+        ValueError: an address that is neither ``unix://PATH``, a socket path, nor
+            ``http://HOST:PORT`` (or ``HOST:PORT``).
+    """
+    if not isinstance(address, str) or not address:
+        raise ValueError(f"a daemon address must be a non-empty str, not {address!r}")
+    if address.startswith("unix://"):
+        return "http://memoryd", address[len("unix://") :]
+    if address.startswith("unix:"):
+        return "http://memoryd", address[len("unix:") :]
+    if address.startswith(("http://", "https://")):
+        return address.rstrip("/"), None
+    if "/" in address or address.endswith(".sock"):
+        return "http://memoryd", address
+    if ":" in address:
+        return f"http://{address}", None
+    raise ValueError(
+        f"cannot read daemon address {address!r}: use unix:///path/to/memoryd.sock, "
+        "a socket path, or http://HOST:PORT"
+    )
+
+
+def _segment(cid: str) -> str:
+    """A conversation id as one URL path segment (dots escaped so no client normalises them)."""
+    return quote(cid, safe="").replace(".", "%2E")
+
+
+def _decode(response: httpx.Response) -> Any:
+    kind = response.headers.get("content-type", "")
+    try:
+        if kind.startswith(_MSGPACK):
+            return codec.unpack_wire(response.content)
+        return json.loads(response.content) if response.content else {}
+    except ValueError as exc:
+        raise ProtocolError(
+            f"the daemon answered HTTP {response.status_code} with an unreadable body: {exc}"
+        ) from None
+
+
+class RemoteStore(StoreHandle):
+    """A store served by a memoryd daemon.
+
+    Prefer `connect` (or `RemoteStore.start` to start a named store exclusively).
+
+    Args:
+        address: ``unix:///path/memoryd.sock``, a socket path, or ``http://host:port``.
+        token: the daemon's bearer token (TCP).
+        store: a named store, or None for the daemon's default store.
+        timeout: the deadline of each call in seconds, retries included.
+        autostart: let the daemon start the named store on first use; False makes
+            calls on a stopped store raise `StoreNotRunning`, as with a local handle.
+        max_message_bytes: the largest message checked locally before sending.
+        wire: ``"msgpack"`` (default) or ``"json"`` bodies.
+
+    Raises:
+        ValueError: a bad address, store name, timeout or wire format.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: str | None = None,
+        store: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        autostart: bool = True,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        wire: str = "msgpack",
+    ) -> None:
+        base_url, uds = _parse_address(address)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        if wire not in ("msgpack", "json"):
+            raise ValueError(f"wire must be 'msgpack' or 'json', not {wire!r}")
+        self.name = DEFAULT_STORE_NAME if store is None else check_store_name(store)
+        self.address = address
+        self.timeout = float(timeout)
+        self.max_message_bytes = max_message_bytes
+        self._token = token
+        self._autostart = autostart
+        self._msgpack = wire == "msgpack"
+        self._prefix = "/v1" if self.name == DEFAULT_STORE_NAME else f"/v1/stores/{self.name}"
+        headers = {"accept": _MSGPACK if self._msgpack else "application/json"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        if not autostart:
+            headers["memoryd-autostart"] = "no"
+        transport = httpx.HTTPTransport(uds=uds) if uds is not None else httpx.HTTPTransport()
+        self._http = httpx.Client(
+            base_url=base_url, transport=transport, headers=headers, trust_env=False
+        )
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        address: str,
+        *,
+        name: str,
+        token: str | None = None,
+        ephemeral: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        wire: str = "msgpack",
+    ) -> RemoteStore:
+        """Start a named store on the daemon, like ``LmdbStore.start`` does locally.
+
+        The handle does not restart the store: once it is stopped, calls raise
+        `StoreNotRunning`.
+
+        Args:
+            address: the daemon's address.
+            name: the store's name.
+            token: the daemon's token.
+            ephemeral: an ephemeral store (deleted when stopped) instead of a durable one.
+            timeout: the deadline of each call.
+            wire: ``"msgpack"`` or ``"json"``.
+
+        Returns:
+            A handle on the new store.
+
+        Raises:
+            AlreadyStarted: a store of that name runs on the daemon.
+            ValueError: a bad name or address.
+            StoreUnavailable: the daemon cannot be reached.
+        """
+        handle = cls(address, token=token, store=name, timeout=timeout, autostart=False, wire=wire)
+        try:
+            body = {"kind": "ephemeral" if ephemeral else "lmdb", "exclusive": True}
+            info = handle._call("PUT", f"/v1/stores/{handle.name}", body=body, retry=False)
+        except BaseException:
+            handle.close()
+            raise
+        handle.max_message_bytes = int(info.get("max_message_bytes", handle.max_message_bytes))
+        return handle
+
+    def close(self) -> None:
+        """Close this handle's connections (the daemon's store keeps running)."""
+        self._closed = True
+        self._http.close()
+
+    def stop(self) -> None:
+        """Stop the store on the daemon and close this handle.
+
+        The daemon's default store runs as long as the daemon: for it, this only
+        closes the handle.
+        """
+        if self._closed:
+            return
+        try:
+            if self.name != DEFAULT_STORE_NAME:
+                self._call("DELETE", f"/v1/stores/{self.name}", retry=True)
+        finally:
+            self.close()
+
+    def crash(self) -> bool:
+        """Fault injection: crash the store's actor on the daemon (``--fault-injection``).
+
+        Returns:
+            True if the crash was delivered.
+        """
+        body = self._call("POST", f"/v1/stores/{self.name}/crash", retry=False)
+        return bool(body.get("killed"))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, RemoteStore)
+            and other.name == self.name
+            and other.address == self.address
+        )
+
+    def __hash__(self) -> int:
+        return hash(("RemoteStore", self.address, self.name))
+
+    def __repr__(self) -> str:
+        return f"<RemoteStore {self.name!r} at {self.address}>"
+
+    # -- transport -------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+        retry: bool,
+        wait_s: float = 0.0,
+    ) -> Any:
+        """One API call with retries until the deadline.
+
+        Args:
+            method: the HTTP method.
+            path: the path under the daemon's base URL.
+            params: query parameters (None values are left out).
+            body: the request body.
+            retry: the call may run twice without harm (reads, keyed adds), so it is
+                resent after an answer was lost; otherwise only when it was surely not run.
+            wait_s: how long the daemon may hold the request on purpose (long-poll).
+
+        Returns:
+            The decoded answer.
+        """
+        if self._closed:
+            raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        content: bytes | None = None
+        headers: dict[str, str] = {}
+        if body is not None:
+            if self._msgpack:
+                content = codec.pack_wire(body, trusted=True)
+                headers["content-type"] = _MSGPACK
+            else:
+                content = json.dumps(body, ensure_ascii=False).encode()
+                headers["content-type"] = "application/json"
+        deadline = time.monotonic() + self.timeout + wait_s
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                response = self._http.request(
+                    method,
+                    path,
+                    params=query,
+                    content=content,
+                    headers=headers,
+                    timeout=max(remaining, 0.05),
+                )
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                failure: Exception = StoreUnavailable(
+                    f"cannot reach the memoryd daemon at {self.address}: {exc}; is it running?"
+                )
+            except httpx.TransportError as exc:
+                failure = WriteTimeout(
+                    f"the connection to {self.address} failed during a {method} of {path} "
+                    f"({type(exc).__name__}: {exc}); its outcome is unknown"
+                )
+                if not retry:
+                    raise failure from None
+            else:
+                if response.status_code < 400:
+                    return _decode(response)
+                error = error_from_wire(response.status_code, _decode(response))
+                if isinstance(error, StoreNotRunning) or not isinstance(error, StoreUnavailable):
+                    raise error
+                if isinstance(error, WriteTimeout) and not retry:
+                    raise error
+                failure = error
+            if time.monotonic() + backoff >= deadline:
+                raise failure
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    def _conv(self, cid: str, suffix: str) -> str:
+        return f"{self._prefix}/conversations/{_segment(cid)}/{suffix}"
+
+    # -- backend hooks ---------------------------------------------------------------
+
+    def _write(self, request: WriteRequest) -> Any:
+        if isinstance(request, Add):
+            key = request.idempotency_key or AUTO_KEY_PREFIX + uuid.uuid4().hex
+            body = {
+                "messages": list(request.messages),
+                "idempotency_key": key,
+                "expected_version": request.expected_version,
+            }
+            return self._call("POST", self._conv(request.cid, "messages"), body=body, retry=True)[
+                "version"
+            ]
+        if isinstance(request, Clear):
+            self._call("DELETE", self._conv(request.cid, "messages"), retry=False)
+            return None
+        if isinstance(request, Pop):
+            return self._call("POST", self._conv(request.cid, "pop"), retry=False)["message"]
+        if isinstance(request, Fork):
+            body = {"target": request.target, "at_version": request.at_version}
+            return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
+                "version"
+            ]
+        raise TypeError(f"unknown write request {request!r}")
+
+    def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
+        params = {"limit": limit, "at_version": at_version}
+        messages: list[dict[str, Any]] = self._call(
+            "GET", self._conv(cid, "messages"), params=params, retry=True
+        )["messages"]
+        return messages
+
+    def _version(self, cid: str) -> int:
+        return int(self._call("GET", self._conv(cid, "version"), retry=True)["version"])
+
+    def _events(self, cid: str, after: int) -> list[Event]:
+        body = self._call("GET", self._conv(cid, "events"), params={"after": after}, retry=True)
+        return [event_from_wire(e) for e in body["events"]]
+
+    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        params = {"prefix": prefix or None, "after": after, "limit": limit}
+        names: list[str] = self._call(
+            "GET", f"{self._prefix}/conversations", params=params, retry=True
+        )["conversations"]
+        return names
+
+    def _tail(self, after: int, limit: int, timeout: float) -> list[Change]:
+        until = time.monotonic() + timeout
+        while True:
+            wait = max(0.0, min(until - time.monotonic(), _TAIL_SLICE_S))
+            params = {"after": after, "limit": limit, "timeout": round(wait, 3)}
+            body = self._call("GET", f"{self._prefix}/tail", params=params, retry=True, wait_s=wait)
+            changes = [change_from_wire(c) for c in body["changes"]]
+            if changes or time.monotonic() >= until:
+                return changes
+
+    def stats(self) -> dict[str, Any]:
+        """The store's counts and sizes, as the daemon reports them."""
+        stats: dict[str, Any] = self._call("GET", f"{self._prefix}/stats", retry=True)
+        return stats
+
+
+def connect(
+    address: str | None = None,
+    *,
+    token: str | None = None,
+    store: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    wire: str = "msgpack",
+) -> RemoteStore:
+    """A handle on a store served by a memoryd daemon (no connection is made yet).
+
+    Args:
+        address: ``unix:///path/memoryd.sock``, a socket path, or ``http://host:port``;
+            default ``$MEMORYD_ADDRESS``.
+        token: the daemon's bearer token; default ``$MEMORYD_TOKEN``.
+        store: a named store (started by the daemon on first use), or None for the
+            daemon's default store.
+        timeout: the deadline of each call in seconds, retries included.
+        wire: ``"msgpack"`` (default) or ``"json"`` bodies.
+
+    Returns:
+        The handle.
+
+    Raises:
+        ValueError: no address given nor in ``$MEMORYD_ADDRESS``, or a bad one.
+    """
+    if address is None:
+        address = os.environ.get("MEMORYD_ADDRESS")
+        if not address:
+            raise ValueError("no daemon address: pass one or set MEMORYD_ADDRESS")
+    if token is None:
+        token = os.environ.get("MEMORYD_TOKEN") or None
+    return RemoteStore(address, token=token, store=store, timeout=timeout, wire=wire)
+
+
+def whereis(
+    address: str, name: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> RemoteStore | None:
+    """A handle on the daemon's running store ``name``, or None if it runs no such store.
+
+    The handle does not restart the store (calls raise `StoreNotRunning` once it stops).
+
+    Raises:
+        ValueError: a bad address or name.
+        StoreUnavailable: the daemon cannot be reached.
+    """
+    handle = RemoteStore(address, token=token, store=name, timeout=timeout, autostart=False)
+    try:
+        info = handle._call("GET", f"/v1/stores/{handle.name}", retry=True)
+    except StoreNotRunning:
+        handle.close()
+        return None
+    except BaseException:
+        handle.close()
+        raise
+    handle.max_message_bytes = int(info.get("max_message_bytes", handle.max_message_bytes))
+    return handle

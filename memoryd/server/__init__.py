@@ -1,0 +1,21 @@
+"""The memoryd daemon: an HTTP/JSON API over every store, as a supervised listener.
+
+The only package that imports the web stack (Starlette on uvicorn).
+"""
+
+from memoryd.server.actor import SERVER, Server
+from memoryd.server.config import ServerConfig, parse_listen
+from memoryd.server.daemon import run
+from memoryd.server.routes import create_app, openapi
+from memoryd.server.stores import StoreRegistry
+
+__all__ = [
+    "SERVER",
+    "Server",
+    "ServerConfig",
+    "StoreRegistry",
+    "create_app",
+    "openapi",
+    "parse_listen",
+    "run",
+]

@@ -1,0 +1,176 @@
+"""Server: the supervised network listener ("memoryd.server" in the app's tree).
+
+``init`` binds the sockets in the actor's thread (so a taken port fails the
+start with a clear error) and runs uvicorn in a thread of its own, with its own
+event loop. ``terminate`` stops accepting, lets in-flight requests finish within
+the grace period, and removes the Unix socket. If the uvicorn thread ends on its
+own, the actor crashes and its supervisor starts a new listener.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+import uvicorn
+
+from memoryd.server.config import ServerConfig
+from memoryd.server.metrics import Metrics
+from memoryd.server.routes import ServerContext, create_app
+from memoryd.server.stores import StoreRegistry
+from supervisors import Exit, SupervisedActor, kill
+
+__all__ = ["SERVER", "Server", "bind_tcp", "bind_unix"]
+
+SERVER = "memoryd.server"
+
+log = structlog.get_logger("memoryd.server")
+
+
+def bind_unix(path: Path) -> socket.socket:
+    """A listening Unix socket at ``path``, mode 0600 from the moment it appears.
+
+    It is bound in a private 0700 directory beside ``path``, set to 0600, then
+    renamed into place, so no other user can ever connect to it. A stale socket
+    file left by a killed daemon is replaced.
+    """
+    private = Path(tempfile.mkdtemp(prefix=".sock-", dir=path.parent))
+    temp = private / "s"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(temp))
+        os.chmod(temp, 0o600)
+        sock.listen(1024)
+        os.replace(temp, path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        temp.unlink(missing_ok=True)
+        private.rmdir()
+    return sock
+
+
+def bind_tcp(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class Server(SupervisedActor):
+    """The HTTP listener as a supervised child.
+
+    Args:
+        config: what to listen on and accept.
+        stores: the daemon's stores.
+        ready: called once listening, with ``{"unix": path, "tcp": "host:port"}``.
+    """
+
+    start_timeout_s = 30.0
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        stores: StoreRegistry,
+        ready: Callable[[dict[str, str]], None] | None = None,
+    ) -> None:
+        super().__init__(name=SERVER)
+        self.config = config
+        self.stores = stores
+        self._ready = ready
+        self._ctx: ServerContext | None = None
+        self._uvicorn: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sockets: list[socket.socket] = []
+        self._stopping = False
+        self.addresses: dict[str, str] = {}
+
+    def init(self) -> None:
+        """Bind the sockets and start serving. Runs in the actor's thread."""
+        cfg = self.config
+        self._sockets.append(bind_unix(cfg.unix_socket))
+        self.addresses["unix"] = str(cfg.unix_socket)
+        if cfg.listen is not None:
+            tcp = bind_tcp(*cfg.listen)
+            self._sockets.append(tcp)
+            host, port = tcp.getsockname()[:2]
+            self.addresses["tcp"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._ctx = ServerContext(config=cfg, stores=self.stores, metrics=Metrics(self.stores))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(self._ctx),
+                log_config=None,
+                access_log=False,
+                lifespan="on",
+                loop="asyncio",
+                http="h11",
+                ws="none",
+                timeout_graceful_shutdown=max(int(cfg.grace_s), 1),
+                limit_concurrency=4096,
+                timeout_keep_alive=30,
+            )
+        )
+        self._uvicorn = server
+        self._thread = threading.Thread(target=self._serve, name="memoryd-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the HTTP server stopped while starting; see the log")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the HTTP server did not start in time")
+            time.sleep(0.005)
+        log.info("server_listening", **self.addresses)
+        if self._ready is not None:
+            self._ready(dict(self.addresses))
+
+    def _serve(self) -> None:
+        server = self._uvicorn
+        assert server is not None
+        try:
+            server.run(sockets=self._sockets)
+        except BaseException as exc:  # uvicorn exits with SystemExit on startup failures
+            log.error("server_thread_failed", error=repr(exc))
+        finally:
+            if not self._stopping:
+                log.error("server_thread_exited")
+                kill(self.actor_ref, "the HTTP server thread exited")
+
+    def terminate(self, exit: Exit) -> None:
+        """Stop accepting, finish in-flight requests, release the sockets. Actor's thread."""
+        self._stopping = True
+        if self._ctx is not None:
+            self._ctx.stopping.set()
+        server, thread = self._uvicorn, self._thread
+        if server is not None and thread is not None and thread.is_alive():
+            server.should_exit = True
+            thread.join(self.config.grace_s + 5.0)
+            if thread.is_alive():
+                server.force_exit = True
+                thread.join(5.0)
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+        if "unix" in self.addresses:
+            with_path = Path(self.addresses["unix"])
+            try:
+                if with_path.is_socket():
+                    with_path.unlink()
+            except OSError:
+                pass
+        log.info("server_stopped", reason=exit.describe())

@@ -1,0 +1,188 @@
+"""HTTP plumbing: request bodies (JSON or msgpack, bounded), responses, errors, guards.
+
+`Guard` is a pure ASGI middleware that runs before any endpoint: it refuses
+browser origins and foreign ``Host`` headers (DNS rebinding), checks the bearer
+token in constant time on TCP, and refuses bodies announced larger than the limit.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memoryd import codec
+from memoryd.errors import CorruptRecord
+from memoryd.server.config import ServerConfig, is_loopback
+from memoryd.wire import error_to_wire
+
+__all__ = [
+    "JSON",
+    "MSGPACK",
+    "Guard",
+    "HttpError",
+    "encode",
+    "error_response",
+    "read_body",
+    "wants_msgpack",
+]
+
+JSON = "application/json"
+MSGPACK = "application/msgpack"
+_OPEN_PATHS = frozenset({"/healthz"})
+
+
+class HttpError(Exception):
+    """An error the HTTP layer answers itself (bad body, too large, unauthorised, unknown).
+
+    Args:
+        status: the HTTP status.
+        type_name: the error ``type`` in the body.
+        message: what was wrong and what to do.
+    """
+
+    def __init__(self, status: int, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type_name = type_name
+
+
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def error_response(status: int, body: Mapping[str, Any]) -> Response:
+    """A JSON error response (errors are always JSON, whatever was asked for)."""
+    return Response(_dumps(body), status_code=status, media_type=JSON)
+
+
+def wants_msgpack(request: Request) -> bool:
+    """True when the client asked for ``application/msgpack`` answers."""
+    return MSGPACK in request.headers.get("accept", "")
+
+
+def encode(payload: Any, msgpack: bool) -> tuple[bytes, str]:
+    """Encode an answer as msgpack or JSON; returns the bytes and the media type."""
+    if msgpack:
+        return codec.pack_wire(payload, trusted=True), MSGPACK
+    return _dumps(payload), JSON
+
+
+async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
+    """Read and decode a request body of at most ``max_bytes`` into an object.
+
+    An empty body is ``{}``.
+
+    Raises:
+        HttpError: 413 over the limit, 415 for an unknown content type, 400 when the
+            body is not one JSON (or msgpack) object.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise HttpError(
+                413,
+                "PayloadTooLarge",
+                f"the request body is over {max_bytes} bytes, the daemon's limit; "
+                "split the write into smaller adds",
+            )
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw:
+        return {}
+    kind = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
+    try:
+        if kind == MSGPACK:
+            body = codec.unpack_wire(raw, max_bytes=max_bytes)
+        elif kind in (JSON, "text/json", "", "application/x-www-form-urlencoded"):
+            # curl -d sends a form content type unless told otherwise: read it as JSON
+            body = json.loads(raw)
+        else:
+            raise HttpError(415, "UnsupportedMediaType", f"send {JSON} or {MSGPACK}, not {kind!r}")
+    except (ValueError, CorruptRecord) as exc:
+        raise HttpError(400, "ValueError", f"the request body cannot be decoded: {exc}") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, "ValueError", "the request body must be an object")
+    return body
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Guard:
+    """Origin, Host, token and announced body size checks, before anything else runs.
+
+    Args:
+        app: the wrapped ASGI app.
+        config: the server's config.
+    """
+
+    def __init__(self, app: ASGIApp, config: ServerConfig) -> None:
+        self.app = app
+        self.config = config
+        listen_host = config.listen[0] if config.listen is not None else None
+        self._hosts = {"localhost", "127.0.0.1", "::1"}
+        if listen_host is not None:
+            self._hosts.add(listen_host)
+        self._check_host = listen_host is not None and is_loopback(listen_host)
+        self._token = config.token.encode() if config.token is not None else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse the request early, or pass it on."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        problem = self._problem(scope)
+        if problem is not None:
+            error = HttpError(*problem)
+            body = error_to_wire(error, type_name=error.type_name)
+            await error_response(error.status, body)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _problem(self, scope: Scope) -> tuple[int, str, str] | None:
+        origin = _header(scope, b"origin")
+        if origin is not None and origin not in self.config.allowed_origins:
+            return 403, "Forbidden", f"requests from browser origin {origin!r} are refused"
+        server = scope.get("server")
+        on_tcp = server is not None and server[1] is not None
+        if on_tcp:
+            host = _header(scope, b"host")
+            if self._check_host and (host is None or _host_name(host) not in self._hosts):
+                return 403, "Forbidden", f"Host {host!r} is not this daemon's loopback address"
+            if self._token is not None and scope.get("path") not in _OPEN_PATHS:
+                given = _header(scope, b"authorization")
+                if given is None or not given.startswith("Bearer "):
+                    return (
+                        401,
+                        "Unauthorized",
+                        "missing token: send 'Authorization: Bearer <token>'",
+                    )
+                if not hmac.compare_digest(given[7:].strip().encode(), self._token):
+                    return 401, "Unauthorized", "wrong token"
+        length = _header(scope, b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
+            return (
+                413,
+                "PayloadTooLarge",
+                f"the request body is {length} bytes; the daemon's limit is "
+                f"{self.config.max_body_bytes}: split the write into smaller adds",
+            )
+        return None

@@ -1,0 +1,147 @@
+"""Prometheus metrics: requests and latencies per operation, and the stores' counters.
+
+Store figures (fsyncs, commits, appends, mean group-commit batch, sizes, restarts)
+are read from ``stats()`` when ``/metrics`` is scraped; the request counters are
+kept by `Observe`, an ASGI middleware that also logs one event per request at debug.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memoryd.errors import MemorydError
+from memoryd.server.stores import StoreRegistry
+
+__all__ = ["CONTENT_TYPE", "Metrics", "Observe"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+log = structlog.get_logger("memoryd.server")
+
+_COUNTERS = (
+    ("fsyncs", "fsyncs of committed write transactions (this incarnation)"),
+    ("commits", "write transactions committed (this incarnation)"),
+    ("appends", "writes committed (this incarnation)"),
+)
+_GAUGES = (
+    ("mean_batch", "mean writes per commit: the group-commit batch size"),
+    ("conversations", "conversations holding messages"),
+    ("events", "events stored"),
+    ("used_bytes", "bytes of the LMDB map in use"),
+    ("map_size", "LMDB map size in bytes"),
+)
+
+
+class _StoreCollector(Collector):
+    def __init__(self, stores: StoreRegistry) -> None:
+        self.stores = stores
+
+    def collect(self) -> Iterator[Any]:
+        counters = {
+            key: CounterMetricFamily(f"memoryd_store_{key}", text, labels=["store"])
+            for key, text in _COUNTERS
+        }
+        gauges = {
+            key: GaugeMetricFamily(f"memoryd_store_{key}", text, labels=["store"])
+            for key, text in _GAUGES
+        }
+        restarts = CounterMetricFamily(
+            "memoryd_store_restarts", "store restarts observed by the daemon", labels=["store"]
+        )
+        for name, count in self.stores.restarts().items():
+            restarts.add_metric([name], count)
+            try:
+                stats = self.stores.resolve(name, autostart=False).stats()
+            except MemorydError:
+                continue
+            for key, counter in counters.items():
+                value = stats.get(key)
+                if isinstance(value, int | float):
+                    counter.add_metric([name], float(value))
+            for key, gauge in gauges.items():
+                value = stats.get(key)
+                if isinstance(value, int | float):
+                    gauge.add_metric([name], float(value))
+        yield from counters.values()
+        yield from gauges.values()
+        yield restarts
+
+
+class Metrics:
+    """The daemon's metrics, in a registry of their own.
+
+    Args:
+        stores: read for the store figures at each scrape.
+    """
+
+    def __init__(self, stores: StoreRegistry) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "memoryd_http_requests",
+            "HTTP requests answered",
+            ["method", "op", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "memoryd_http_request_seconds",
+            "HTTP request latency",
+            ["op"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0),
+            registry=self.registry,
+        )
+        self.registry.register(_StoreCollector(stores))
+
+    def render(self) -> bytes:
+        """The exposition text."""
+        return bytes(generate_latest(self.registry))
+
+
+class Observe:
+    """Counts, times and logs (at debug) every request.
+
+    Args:
+        app: the wrapped ASGI app.
+        metrics: where to count.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the request and record it."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def record_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            elapsed = time.perf_counter() - started
+            op = str(scope.get("memoryd.op", "other"))
+            self.metrics.requests.labels(scope["method"], op, str(status)).inc()
+            self.metrics.latency.labels(op).observe(elapsed)
+            log.debug(
+                "request",
+                method=scope["method"],
+                path=scope["path"],
+                op=op,
+                status=status,
+                ms=round(elapsed * 1000, 3),
+            )

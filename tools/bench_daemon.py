@@ -1,0 +1,243 @@
+"""Benchmark the daemon against durable Redis, measured in the same run.
+
+* appends: 8 client processes each appending one message per call, through the
+  daemon over TCP and over its Unix socket, vs 8 processes doing RPUSH against
+  redis-server with ``appendonly yes`` and ``appendfsync always`` (the durable
+  Redis setup a user would pick instead);
+* reads: ``get(limit=50)`` p50 over HTTP vs ``LRANGE key -50 -1``.
+
+Prints a table and the ratios (ours / Redis; higher is better for rates, lower
+for latencies). Without redis-server (or the redis package) the Redis rows read
+"not installed".
+
+Usage: python tools/bench_daemon.py [--adds 400] [--reads 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CLIENTS = 8
+TOKEN = "bench-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def _memoryd_writer(args: tuple[str, str | None, int, int, Any]) -> tuple[float, float]:
+    import memoryd
+
+    address, token, worker, adds, barrier = args
+    store = memoryd.connect(address, token=token)
+    store.version("warm")
+    barrier.wait()
+    started = time.monotonic()
+    for i in range(adds):
+        store.add(f"bench-{worker}", [{"role": "user", "content": f"message {i} " + "x" * 100}])
+    return started, time.monotonic()
+
+
+def _redis_writer(args: tuple[int, int, int, Any]) -> tuple[float, float]:
+    import redis
+
+    port, worker, adds, barrier = args
+    r = redis.Redis(port=port)
+    r.ping()
+    barrier.wait()
+    started = time.monotonic()
+    for i in range(adds):
+        r.rpush(f"bench-{worker}", f'{{"role":"user","content":"message {i} {"x" * 100}"}}')
+    return started, time.monotonic()
+
+
+def _rate(fn: Any, jobs: list[tuple[Any, ...]], adds: int) -> float:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(len(jobs))
+        with ctx.Pool(len(jobs)) as pool:
+            spans = pool.map(fn, [(*job, barrier) for job in jobs])
+    elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
+    return len(jobs) * adds / elapsed
+
+
+# --------------------------------------------------------------------------- daemon
+
+
+def _start_daemon(root: Path) -> tuple[subprocess.Popen[str], str, str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memoryd.cli",
+            "serve",
+            "--data",
+            str(root / "data"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--token",
+            TOKEN,
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    words = proc.stdout.readline().split()
+    if not words or words[0] != "memoryd":
+        proc.kill()
+        raise SystemExit("the daemon did not start")
+    return proc, words[2], words[3]
+
+
+def _memoryd_reads(address: str, samples: int) -> float:
+    import memoryd
+
+    store = memoryd.connect(address, token=TOKEN)
+    for i in range(4):
+        store.add(
+            "reads", [{"role": "user", "content": f"m{i}-{j} " + "y" * 100} for j in range(50)]
+        )
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        store.get("reads", limit=50)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+# --------------------------------------------------------------------------- redis
+
+
+def _start_redis(root: Path) -> tuple[subprocess.Popen[bytes], int] | None:
+    binary = shutil.which("redis-server")
+    try:
+        import redis
+    except ImportError:
+        return None
+    if binary is None:
+        return None
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--dir",
+            str(root),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import redis
+
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            redis.Redis(port=port).ping()
+            return proc, port
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                return None
+            time.sleep(0.05)
+
+
+def _redis_reads(port: int, samples: int) -> float:
+    import redis
+
+    r = redis.Redis(port=port)
+    for i in range(200):
+        r.rpush("reads", f'{{"role":"user","content":"m{i} {"y" * 100}"}}')
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        r.lrange("reads", -50, -1)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--adds", type=int, default=400, help="appends per client process")
+    parser.add_argument("--reads", type=int, default=2000, help="get(limit=50) samples")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="md-bench-", dir="/tmp"))
+    daemon, unix, http = _start_daemon(root)
+    redis_proc = None
+    try:
+        jobs_tcp = [(http, TOKEN, w, args.adds) for w in range(CLIENTS)]
+        jobs_unix = [(unix, None, w + CLIENTS, args.adds) for w in range(CLIENTS)]
+        tcp_rate = _rate(_memoryd_writer, jobs_tcp, args.adds)
+        unix_rate = _rate(_memoryd_writer, jobs_unix, args.adds)
+        get_p50 = _memoryd_reads(http, args.reads)
+        started = _start_redis(root)
+        redis_rate: float | None = None
+        lrange_p50: float | None = None
+        if started is not None:
+            redis_proc, port = started
+            redis_rate = _rate(
+                _redis_writer, [(port, w, args.adds) for w in range(CLIENTS)], args.adds
+            )
+            lrange_p50 = _redis_reads(port, args.reads)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+        if redis_proc is not None:
+            redis_proc.terminate()
+            redis_proc.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+
+    def ratio(ours: float, theirs: float | None) -> str:
+        return "not installed" if theirs is None else f"{ours / theirs:.2f}x"
+
+    missing = "not installed"
+    print(f"memoryd daemon vs redis-server (appendonly yes, appendfsync always), {CLIENTS} clients")
+    print(f"{'measure':44} {'memoryd':>12} {'redis':>14} {'ratio':>14}")
+    rows = [
+        ("appends/s, 8 processes, TCP", tcp_rate),
+        ("appends/s, 8 processes, Unix socket", unix_rate),
+    ]
+    for label, ours in rows:
+        shown = f"{redis_rate:.0f}" if redis_rate is not None else missing
+        print(f"{label:44} {ours:>12.0f} {shown:>14} {ratio(ours, redis_rate):>14}")
+    shown = f"{lrange_p50 * 1e6:.0f} us" if lrange_p50 is not None else missing
+    print(
+        f"{'get(limit=50) p50 over HTTP vs LRANGE':44} {get_p50 * 1e6:>9.0f} us {shown:>14} "
+        f"{ratio(get_p50, lrange_p50):>14}"
+    )
+    print(
+        "append ratio = memoryd rate / redis rate (target >= 1.0x); "
+        "read ratio = memoryd p50 / redis p50 (target <= 2.0x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
