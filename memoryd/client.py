@@ -27,11 +27,10 @@ import uuid
 from typing import Any, Self
 from urllib.parse import quote
 
-import httpx
-
 from memoryd import codec
 from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.events import Change, Event
+from memoryd.http_transport import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.store.handle import StoreHandle
 from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
@@ -86,15 +85,14 @@ def _segment(cid: str) -> str:
     return quote(cid, safe="").replace(".", "%2E")
 
 
-def _decode(response: httpx.Response) -> Any:
-    kind = response.headers.get("content-type", "")
+def _decode(response: Reply) -> Any:
     try:
-        if kind.startswith(_MSGPACK):
-            return codec.unpack_wire(response.content)
-        return json.loads(response.content) if response.content else {}
+        if response.content_type.startswith(_MSGPACK):
+            return codec.unpack_wire(response.body)
+        return json.loads(response.body) if response.body else {}
     except ValueError as exc:
         raise ProtocolError(
-            f"the daemon answered HTTP {response.status_code} with an unreadable body: {exc}"
+            f"the daemon answered HTTP {response.status} with an unreadable body: {exc}"
         ) from None
 
 
@@ -146,10 +144,7 @@ class RemoteStore(StoreHandle):
             headers["authorization"] = f"Bearer {token}"
         if not autostart:
             headers["memoryd-autostart"] = "no"
-        transport = httpx.HTTPTransport(uds=uds) if uds is not None else httpx.HTTPTransport()
-        self._http = httpx.Client(
-            base_url=base_url, transport=transport, headers=headers, trust_env=False
-        )
+        self._http = HttpTransport(base_url, uds=uds, headers=headers)
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -294,11 +289,11 @@ class RemoteStore(StoreHandle):
                     headers=headers,
                     timeout=max(remaining, 0.05),
                 )
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            except ConnectFailed as exc:
                 failure: Exception = StoreUnavailable(
                     f"cannot reach the memoryd daemon at {self.address}: {exc}; is it running?"
                 )
-            except httpx.TransportError as exc:
+            except TransportFailed as exc:
                 failure = WriteTimeout(
                     f"the connection to {self.address} failed during a {method} of {path} "
                     f"({type(exc).__name__}: {exc}); its outcome is unknown"
@@ -306,9 +301,9 @@ class RemoteStore(StoreHandle):
                 if not retry:
                     raise failure from None
             else:
-                if response.status_code < 400:
+                if response.status < 400:
                     return _decode(response)
-                error = error_from_wire(response.status_code, _decode(response))
+                error = error_from_wire(response.status, _decode(response))
                 if isinstance(error, StoreNotRunning) or not isinstance(error, StoreUnavailable):
                     raise error
                 if isinstance(error, WriteTimeout) and not retry:

@@ -117,8 +117,8 @@ class Server(SupervisedActor):
                 log_config=None,
                 access_log=False,
                 lifespan="on",
-                loop="asyncio",
-                http="h11",
+                loop="auto",  # uvloop when installed
+                http="auto",  # httptools when installed
                 ws="none",
                 timeout_graceful_shutdown=max(int(cfg.grace_s), 1),
                 limit_concurrency=4096,
