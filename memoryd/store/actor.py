@@ -15,7 +15,7 @@ closed, and the supervisor restarts the store.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Any
 
@@ -31,7 +31,7 @@ from memoryd.store.lmdb_engine import LmdbEngine
 from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
 from supervisors import Exit, SupervisedActor
 
-__all__ = ["NotWritten", "StoreActor"]
+__all__ = ["FAULT_POINTS", "NotWritten", "StoreActor", "fault_hook"]
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +39,20 @@ _FLUSH = ProxyCall(attr_path=("flush",), args=(), kwargs={})
 _NAP_S = 20e-6
 
 Pending = tuple[WriteRequest, pykka.Future[Any]]
+
+FAULT_POINTS = ("init", "before_commit", "after_commit")
+"""Where ``fault_hook`` is called: ``init`` after the environment is opened and before it
+is published; ``before_commit`` before a batch's write transaction begins;
+``after_commit`` after the batch committed and before any of its writers is answered."""
+
+fault_hook: Callable[[str, str], None] | None = None
+"""Test-only fault injection, None (no cost but one global lookup) outside tests.
+
+When set, it is called as ``fault_hook(point, store_name)`` at each of ``FAULT_POINTS``
+in the actor's thread; whatever it raises happens there, as a bug would: at ``init``
+the start fails, elsewhere the actor crashes and its supervisor restarts it.
+Used by ``tests/reliability`` and ``tools/soak.py``; never set it in production.
+"""
 
 
 class NotWritten(StoreUnavailable):
@@ -69,7 +83,11 @@ class StoreActor(SupervisedActor):
     def init(self) -> None:
         """Open the environment and publish it to readers. Runs in the actor's thread."""
         cfg = self.config
-        self._engine = LmdbEngine(cfg.path, durable=cfg.durable, map_size=cfg.map_size)
+        self._engine = LmdbEngine(
+            cfg.path, durable=cfg.durable, map_size=cfg.map_size, max_map_size=cfg.max_map_size
+        )
+        if fault_hook is not None:
+            fault_hook("init", cfg.name)
         engines.publish(cfg.name, self._engine)
         log.info("store_opened", store=cfg.name, path=str(cfg.path), durable=cfg.durable)
 
@@ -128,7 +146,11 @@ class StoreActor(SupervisedActor):
             writers, self._writers = self._writers, set()
             started = time.monotonic()
             self._commit(batch)
-            self._policy.committed(writers, duration_s=time.monotonic() - started)
+            self._policy.committed(
+                writers,
+                duration_s=time.monotonic() - started,
+                waiting=len(self._pending) + self.actor_inbox.qsize(),
+            )
             if self._pending:
                 self._first_arrival = time.monotonic()
 
@@ -143,6 +165,8 @@ class StoreActor(SupervisedActor):
     def _commit(self, batch: list[Pending]) -> None:
         engine = self._engine
         assert engine is not None
+        if fault_hook is not None:
+            fault_hook("before_commit", self.config.name)
         now = time.time()
         ops = [partial(_apply, request, now) for request, _ in batch]
         try:
@@ -158,6 +182,8 @@ class StoreActor(SupervisedActor):
                 _fail(future, error)
             self.crash(error)
             return
+        if fault_hook is not None:
+            fault_hook("after_commit", self.config.name)
         for (_, future), (ok, value) in zip(batch, results, strict=True):
             if ok:
                 future.set(value)

@@ -7,6 +7,10 @@ that alternate (two groups of four instead of one of eight). The policy knows
 which writers were active in the last few commits and holds a batch back until
 they have all arrived, or until a short linger runs out, so a writer that went
 quiet costs at most one linger. A single writer never waits.
+
+Writer identities are only hints (a server's worker threads rotate between
+requests of one client), so the count expected is also capped by the most
+writes seen outstanding at once (committed plus queued when a commit ended).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class GroupCommit:
             raise ValueError(f"memory must be >= 1, not {memory!r}")
         self.max_linger_s = max_linger_s
         self._recent: deque[frozenset[Hashable]] = deque(maxlen=memory)
+        self._concurrency: deque[int] = deque(maxlen=memory)
         self._last_commit_s = max_linger_s
 
     def expected(self) -> int:
@@ -42,7 +47,8 @@ class GroupCommit:
         active: set[Hashable] = set()
         for writers in self._recent:
             active |= writers
-        return len(active)
+        peak = max(self._concurrency, default=len(active))
+        return min(len(active), peak)
 
     def ready(self, pending: Iterable[Hashable], *, waited_s: float) -> bool:
         """True if the batch should be committed now.
@@ -58,7 +64,17 @@ class GroupCommit:
             return True
         return waited_s >= min(self.max_linger_s, self._last_commit_s)
 
-    def committed(self, writers: Iterable[Hashable], *, duration_s: float) -> None:
-        """Record a commit: who was in it and how long it took."""
-        self._recent.append(frozenset(writers))
+    def committed(
+        self, writers: Iterable[Hashable], *, duration_s: float, waiting: int = 0
+    ) -> None:
+        """Record a commit.
+
+        Args:
+            writers: who had a write in it.
+            duration_s: how long it took.
+            waiting: writes already queued when it ended (they arrived during it).
+        """
+        batch = frozenset(writers)
+        self._recent.append(batch)
+        self._concurrency.append(len(batch) + max(waiting, 0))
         self._last_commit_s = max(duration_s, 0.0)

@@ -15,8 +15,8 @@ def test_a_single_writer_never_waits() -> None:
 def test_a_batch_waits_for_writers_seen_in_recent_commits() -> None:
     """Two groups of writers alternating are merged: the batch waits for the others."""
     policy = GroupCommit(max_linger_s=0.001)
-    policy.committed({"a", "b"}, duration_s=0.0005)
-    policy.committed({"c", "d"}, duration_s=0.0005)
+    policy.committed({"a", "b"}, duration_s=0.0005, waiting=2)
+    policy.committed({"c", "d"}, duration_s=0.0005, waiting=2)
     assert policy.expected() == 4
     assert not policy.ready({"a", "b"}, waited_s=0.0001)
     assert policy.ready({"a", "b", "c", "d"}, waited_s=0.0)
@@ -52,3 +52,12 @@ def test_bad_settings_are_refused(kwargs: dict) -> None:
     """Negative linger or zero memory raise ValueError."""
     with pytest.raises(ValueError):
         GroupCommit(**kwargs)
+
+
+def test_rotating_writer_ids_of_one_client_do_not_make_it_wait() -> None:
+    """A client served by changing threads is one writer: nothing was ever concurrent."""
+    policy = GroupCommit(max_linger_s=0.001)
+    for thread in ("t1", "t2", "t3"):
+        policy.committed({thread}, duration_s=0.0005, waiting=0)
+    assert policy.expected() == 1
+    assert policy.ready({"t4"}, waited_s=0.0)
