@@ -149,10 +149,17 @@ class StoreActor(SupervisedActor):
             self._policy.committed(
                 writers,
                 duration_s=time.monotonic() - started,
-                waiting=len(self._pending) + self.actor_inbox.qsize(),
+                waiting=len(self._pending) + self._queued(),
             )
             if self._pending:
                 self._first_arrival = time.monotonic()
+
+    def _queued(self) -> int:
+        """Messages waiting in the inbox (a ThreadingActor's inbox is a ``queue.Queue``)."""
+        qsize = getattr(self.actor_inbox, "qsize", None)
+        if callable(qsize):
+            return int(qsize())
+        return 0 if self.actor_inbox.empty() else 1
 
     def _ready(self) -> bool:
         waited = time.monotonic() - self._first_arrival
