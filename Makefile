@@ -7,7 +7,7 @@ BSTAMP := $(VENV)/.installed-bench
 DATA   ?= data
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint typecheck unit bench soak clean
+.PHONY: install run demo test lint typecheck unit bench soak clean
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,7 +23,11 @@ install: $(STAMP)
 
 ## run: install, then serve memoryd on an embedded LMDB data directory ($(DATA)/)
 run: $(STAMP)
-	$(BIN)/python -m memoryd.demo --data $(DATA)
+	$(BIN)/memoryd serve --data $(DATA)
+
+## demo: a short in-process tour of the library (no daemon)
+demo: $(STAMP)
+	$(BIN)/python -m memoryd.demo --data $(DATA)/demo
 
 ## test: lint, type-check, then the whole test suite
 test: lint unit
@@ -40,6 +44,7 @@ bench: $(BSTAMP)
 	$(BIN)/python tools/bench_restart.py
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_prepare.py
+	$(BIN)/python tools/bench_daemon.py
 
 ## soak: the long crash and restart runs
 soak: $(STAMP)

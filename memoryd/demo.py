@@ -1,8 +1,8 @@
-"""``make run``: start memoryd on an embedded LMDB data directory and show it working.
+"""``make demo``: a short in-process tour of the library on an embedded LMDB directory.
 
-The network daemon (``memoryd serve``) is not built yet; until it is, this runs
-the library in-process against a durable store in ``--data`` and prints what a
-conversation looks like before and after a crash of the store's actor.
+It runs the library against a durable store in ``--data`` and prints what a
+conversation looks like before and after a crash of the store's actor. The
+daemon is ``memoryd serve`` (``make run``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{stats['used_bytes']} bytes used"
     )
     print(f"conversations on disk: {', '.join(store.conversations()[-5:])}")
-    print("the daemon (memoryd serve) is not built yet; this was the in-process library.")
+    print("this was the in-process library; `make run` serves the same stores over HTTP.")
     memoryd.shutdown()
     return 0
 
