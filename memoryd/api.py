@@ -36,6 +36,10 @@ def whereis(name: str) -> StoreHandle | None:
     config = app.active_config(name)
     if config is None:
         return None
+    if config.kind == "redis":  # imported on use: redis-py is an optional extra
+        from memoryd.store.redis_store import RedisStore  # noqa: PLC0415
+
+        return RedisStore(config)
     return _KINDS[config.kind](config)
 
 

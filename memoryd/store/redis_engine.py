@@ -1,0 +1,375 @@
+"""RedisEngine: one store's redis-py client, its reads, and its batch writer.
+
+The engine is created and closed by its store actor; any thread may read through
+it (redis-py clients are thread-safe, each call borrows a pooled connection).
+Writes come from the actor only, as batches (group commit): every write of a
+batch is planned from the actor's view of its conversation and sent as one
+`redis_scripts.WRITE` call, all in one pipeline. A write whose view was out of
+date (another daemon wrote meanwhile) is planned again and resent; nothing it
+sent was written. Every write carries a fresh token the script remembers, so a
+pipeline resent after a lost connection cannot write anything twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+import redis
+import redis.cluster
+import structlog
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from memoryd import codec
+from memoryd.errors import CorruptRecord
+from memoryd.events import Change, Event, EventKind
+from memoryd.store import redis_scripts as lua
+from memoryd.store.redis_scripts import redact
+from memoryd.store.redis_writes import Batch, View
+from memoryd.store.requests import WriteRequest
+
+__all__ = ["EngineClosed", "RedisEngine", "detect_cluster", "walk_history"]
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+_APPENDED = EventKind.APPENDED.value
+_POPPED = EventKind.POPPED.value
+_CLEARED = EventKind.CLEARED.value
+_FORKED = EventKind.FORKED.value
+
+
+class EngineClosed(Exception):
+    """The engine was closed (its actor stopped): look the current one up again."""
+
+
+def walk_history(
+    newest_first: Sequence[tuple[str, Event | None]], limit: int | None
+) -> list[dict[str, Any]]:
+    """The history from events met walking back from the wanted version. Pure.
+
+    Popped events hide one earlier message each; a ``cleared`` event ends the walk,
+    a ``forked`` one ends it after its messages; ``memo`` and ``compacted`` leave
+    the history alone. The LMDB store walks its cursor the same way.
+
+    Args:
+        newest_first: ``(kind, event)`` pairs; the event may be None for ``popped``.
+        limit: keep only the last ``limit`` messages.
+
+    Returns:
+        The messages, oldest first.
+    """
+    out: list[dict[str, Any]] = []
+    if limit == 0:
+        return out
+    skip = 0
+    for kind, event in newest_first:
+        if kind == _POPPED:
+            skip += 1
+            continue
+        if kind == _CLEARED:
+            break
+        if kind in (_APPENDED, _FORKED) and event is not None:
+            for message in reversed(event.messages):
+                if skip:
+                    skip -= 1
+                    continue
+                out.append(message)
+                if limit is not None and len(out) >= limit:
+                    break
+            if kind == _FORKED or (limit is not None and len(out) >= limit):
+                break
+    out.reverse()
+    return out
+
+
+def text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def decode_event(raw: Any, where: str) -> Event:
+    if not isinstance(raw, bytes | bytearray):
+        raise CorruptRecord(f"{where} holds no encoded event")
+    return codec.unpack_event(raw)
+
+
+class RedisEngine:
+    """A store's connection to Redis (single server or Cluster).
+
+    Args:
+        url: a ``redis://``, ``rediss://`` or ``unix://`` URL.
+        prefix: the key prefix (checked by `redis_scripts.check_prefix`).
+        cluster: talk to a Redis Cluster (redis-py ``RedisCluster``).
+        call_timeout_s: socket timeout, and how long a batch is retried while
+            Redis is unreachable.
+        wait_replicas: after each batch, ``WAIT`` for this many replica acknowledgements.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str,
+        cluster: bool,
+        call_timeout_s: float,
+        wait_replicas: int = 0,
+    ) -> None:
+        self.url = url
+        self.prefix = lua.check_prefix(prefix)
+        self.cluster = cluster
+        self.call_timeout_s = call_timeout_s
+        self.wait_replicas = wait_replicas
+        self.feed_stream, self.feed_state = lua.feed_keys(prefix)
+        self.closed = False
+        self.commits = 0
+        self.writes = 0
+        self.reconnects = 0
+        self.script_loaded = False
+        """The write script is in the server's cache (EVALSHA; reloaded on NOSCRIPT)."""
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self.views: dict[str, View] = {}
+        """The writer's view of recently written conversations (see `redis_writes`)."""
+
+    # -- the client ----------------------------------------------------------------------
+
+    def client(self) -> Any:
+        """The redis-py client, created on first use (so a restart needs no connection).
+
+        Raises:
+            EngineClosed: the engine was closed.
+        """
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self.closed:
+                raise EngineClosed(self.url)
+            if self._client is None:
+                options: dict[str, Any] = {
+                    "socket_timeout": self.call_timeout_s,
+                    "socket_connect_timeout": min(self.call_timeout_s, 2.0),
+                }
+                if self.cluster:
+                    self._client = redis.cluster.RedisCluster.from_url(self.url, **options)
+                else:
+                    self._client = redis.Redis.from_url(
+                        self.url, retry=Retry(NoBackoff(), 0), **options
+                    )
+            return self._client
+
+    def close(self) -> None:
+        """Close the connection pool; later calls raise `EngineClosed`. Owner's thread."""
+        with self._lock:
+            self.closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception as exc:  # closing a dead connection is not an error
+                log.debug("redis_close_failed", error=repr(exc))
+
+    def _call(self, fn: Callable[[Any], T]) -> T:
+        if self.closed:
+            raise EngineClosed(self.url)
+        return fn(self.client())
+
+    def pipeline(self) -> Any:
+        return self.client().pipeline(transaction=False)
+
+    # -- reads (any thread) --------------------------------------------------------------
+
+    def _history_raw(
+        self, cid: str, at_version: int | None, limit: int | None
+    ) -> tuple[int, int, list[tuple[str, Event | None]]]:
+        keys = lua.conv_keys(self.prefix, cid)
+        args = ["" if at_version is None else at_version, -1 if limit is None else limit]
+        raw = self.client().eval(lua.HISTORY, 1, keys.stream, *args)
+        current, first = int(raw[0]), int(raw[1])
+        pairs: list[tuple[str, Event | None]] = []
+        for i in range(2, len(raw), 2):
+            kind = text(raw[i])
+            event = None if kind == _POPPED else decode_event(raw[i + 1], f"{cid!r}")
+            pairs.append((kind, event))
+        return current, first, pairs
+
+    def history(
+        self, cid: str, limit: int | None, at_version: int | None
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """The conversation's version and history (at ``at_version``), last ``limit`` messages.
+
+        Raises:
+            ValueError: ``at_version`` is past the end or before the last clear.
+        """
+        if self.closed:
+            raise EngineClosed(self.url)
+        current, first, pairs = self._history_raw(cid, at_version, limit)
+        if at_version is not None:
+            if at_version > current:
+                raise ValueError(
+                    f"at_version={at_version} is past the end of {cid!r}, "
+                    f"which is at version {current}"
+                )
+            if 0 < at_version < first:
+                raise ValueError(
+                    f"version {at_version} of {cid!r} was cleared at version {first}; "
+                    "history before a clear is deleted"
+                )
+        return current, walk_history(pairs, limit)
+
+    def version(self, cid: str) -> int:
+        """The conversation's version (0 if never written)."""
+        meta = lua.conv_keys(self.prefix, cid).meta
+        raw = self._call(lambda c: c.hget(meta, "v"))
+        return 0 if raw is None else int(raw)
+
+    def events(self, cid: str, after: int) -> list[Event]:
+        """The conversation's stored events above version ``after``, oldest first."""
+        stream = lua.conv_keys(self.prefix, cid).stream
+        entries = self._call(lambda c: c.xrange(stream, f"{after + 1}-0", "+"))
+        return [decode_event(fields.get(b"e"), f"{cid!r}") for _, fields in entries]
+
+    def _meta_keys(self, cid_prefix: str) -> list[str]:
+        pattern = lua.scan_pattern(self.prefix, cid_prefix)
+        return [
+            text(key) for key in self._call(lambda c: list(c.scan_iter(match=pattern, count=1000)))
+        ]
+
+    def conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        """Ids of conversations holding messages now, in UTF-8 byte order, paged.
+
+        Scans every metadata key under the id prefix (SCAN on every primary of a
+        Cluster), so a page costs a walk over the matching keys.
+        """
+        keys = self._meta_keys(prefix)
+        pipe = self.pipeline()
+        for key in keys:
+            pipe.hget(key, "n")
+        counts = pipe.execute()
+        floor = None if after is None else after.encode("utf-8")
+        found: list[bytes] = []
+        for key, count in zip(keys, counts, strict=True):
+            cid = lua.cid_of_hex(key)
+            if cid is None or count is None or int(count) <= 0:
+                continue
+            raw = cid.encode("utf-8")
+            if floor is None or raw > floor:
+                found.append(raw)
+        found.sort()
+        if limit is not None:
+            found = found[:limit]
+        return [raw.decode("utf-8") for raw in found]
+
+    def tail(self, after: int, limit: int, block_s: float) -> tuple[int, list[Change]]:
+        """Changes above position ``after`` (deleted ones skipped), up to ``limit``.
+
+        Args:
+            after: the last position the caller saw.
+            limit: the most changes to return.
+            block_s: when nothing is new, wait this long for a change (0: do not wait).
+
+        Returns:
+            The last feed position read (to continue from) and the changes.
+        """
+        out: list[Change] = []
+        seen = after
+        while len(out) < limit:
+            want = limit - len(out)
+            if block_s > 0 and not out:
+                millis = max(1, int(block_s * 1000))
+                streams = {self.feed_stream: f"{seen}-0"}
+                reply = self._call(partial(_xread, streams=streams, count=want, block=millis))
+                entries = reply[0][1] if reply else []
+                block_s = 0.0
+            else:
+                entries = self._call(
+                    partial(_xrange, name=self.feed_stream, low=f"{seen + 1}-0", count=want)
+                )
+            if not entries:
+                break
+            pipe = self.pipeline()
+            refs: list[tuple[int, str, int]] = []
+            for entry_id, fields in entries:
+                position = int(text(entry_id).split("-", 1)[0])
+                cid = bytes.fromhex(text(fields[b"c"])).decode("utf-8")
+                version = int(fields[b"v"])
+                refs.append((position, cid, version))
+                stream = lua.conv_keys(self.prefix, cid).stream
+                pipe.xrange(stream, f"{version}-0", f"{version}-0")
+            for (position, cid, _), found in zip(refs, pipe.execute(), strict=True):
+                seen = position
+                if found:  # else deleted by a later clear
+                    event = decode_event(found[0][1].get(b"e"), f"{cid!r}")
+                    out.append(Change.from_event(event, position=position, conversation_id=cid))
+            if len(entries) < want:
+                break
+        return seen, out
+
+    def stats(self) -> dict[str, Any]:
+        """Counts: conversations holding messages, ever written, stored events, last position."""
+        keys = self._meta_keys("")
+        pipe = self.pipeline()
+        for key in keys:
+            pipe.hget(key, "n")
+            pipe.xlen(key[:-1] + "s")
+        values = pipe.execute()
+        counts, lengths = values[0::2], values[1::2]
+        last = self._call(lambda c: c.hget(self.feed_state, "#"))
+        return {
+            "url": redact(self.url),
+            "prefix": self.prefix,
+            "cluster": self.cluster,
+            "wait_replicas": self.wait_replicas,
+            "conversations": sum(1 for n in counts if n is not None and int(n) > 0),
+            "conversations_ever": len(keys),
+            "events": sum(int(n) for n in lengths),
+            "last_position": 0 if last is None else int(last),
+            "commits": self.commits,
+            "appends": self.writes,
+            "reconnects": self.reconnects,
+        }
+
+    # -- writes (the owner's thread) -----------------------------------------------------
+
+    def write_batch(self, requests: Sequence[WriteRequest], now: float) -> list[tuple[bool, Any]]:
+        """Commit a batch of writes; returns ``(ok, value or exception)`` per request.
+
+        See `redis_writes.Batch`. Runs in the owning actor's thread.
+
+        Raises:
+            redis.RedisError: anything but a lost connection (the actor crashes).
+        """
+        if self.closed:
+            raise EngineClosed(self.url)
+        return Batch(self, requests, now).commit()
+
+
+def detect_cluster(url: str, timeout_s: float) -> bool:
+    """True if the server at ``url`` runs in cluster mode (``INFO cluster``).
+
+    Raises:
+        redis.RedisError: the server cannot be reached or refused the command.
+    """
+    client = redis.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=min(timeout_s, 2.0),
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        info = client.info("cluster")
+    finally:
+        client.close()
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+def _xread(client: Any, *, streams: dict[str, str], count: int, block: int) -> Any:
+    return client.xread(streams, count=count, block=block)
+
+
+def _xrange(client: Any, *, name: str, low: str, count: int) -> Any:
+    return client.xrange(name, low, "+", count=count)

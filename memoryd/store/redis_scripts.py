@@ -1,0 +1,237 @@
+"""The Lua scripts of the Redis store, and the key layout they work on. Pure: no I/O.
+
+Why Lua and not MULTI/WATCH: a write must check the write token, the idempotency
+key, ``expected_version`` and the writer's view of the conversation, and only then
+append. With WATCH that is a read round trip, then a MULTI/EXEC that fails
+whenever anything else touched the keys, then a retry loop on the client: under
+concurrent writers from many daemons most attempts fail and every attempt costs
+two round trips. A script runs the checks and the append as one atomic step on
+the server in one round trip, many scripts go in one pipeline (the group commit),
+and Redis replicates and logs only the script's effects.
+
+Key layout (``P`` is the store's prefix, ``H`` the conversation id's UTF-8 bytes
+in hex, so that no id can break out of the ``{...}`` hash tag and every key of a
+conversation lands in one Redis Cluster slot)::
+
+    P:{H}:s    stream: one entry per event, id "<version>-0",
+               fields k (kind), n (message count), e (the msgpack event)
+    P:{H}:m    hash: v (version), f (first live version), n (messages now),
+               t (token of the last write)
+    P:{H}:i    hash: idempotency key -> version (kept for the conversation's life)
+    P:{H}:w    hash: write token -> version (the last MAX_TOKENS writes)
+    P:{H}:wl   list: those tokens, oldest first
+    {P}:feed   stream: the global change feed, id "<position>-0", fields c (H), v
+    {P}:fed    hash: "#" -> last position; H -> last version fed
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = [
+    "FEED",
+    "HISTORY",
+    "MAX_TOKENS",
+    "PREFIX_PATTERN",
+    "WRITE",
+    "ConvKeys",
+    "check_prefix",
+    "cid_of_hex",
+    "conv_keys",
+    "feed_keys",
+    "redact",
+    "scan_pattern",
+]
+
+MAX_TOKENS = 256
+"""Write tokens remembered per conversation: a retry older than this many writes is
+no longer recognised (retries happen within one call timeout, so this is ample)."""
+
+PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def check_prefix(prefix: object) -> str:
+    """The key prefix, checked: 1 to 64 of ``A-Z a-z 0-9 _ . : -``.
+
+    Raises:
+        ValueError: anything else (braces would break the hash tags, glob
+            characters the SCAN patterns).
+    """
+    if not isinstance(prefix, str) or not PREFIX_PATTERN.fullmatch(prefix):
+        raise ValueError(
+            f"prefix must be 1 to 64 characters from A-Z a-z 0-9 _ . : -, not {prefix!r}"
+        )
+    return prefix
+
+
+class ConvKeys(tuple[str, str, str, str, str]):
+    """The five keys of one conversation: stream, meta, idem, tokens, token list."""
+
+    __slots__ = ()
+
+    @property
+    def stream(self) -> str:
+        """The event stream."""
+        return self[0]
+
+    @property
+    def meta(self) -> str:
+        """The metadata hash."""
+        return self[1]
+
+
+def conv_keys(prefix: str, cid: str) -> ConvKeys:
+    """The keys of conversation ``cid`` (already validated) under ``prefix``."""
+    tag = f"{prefix}:{{{cid.encode('utf-8').hex()}}}"
+    return ConvKeys((f"{tag}:s", f"{tag}:m", f"{tag}:i", f"{tag}:w", f"{tag}:wl"))
+
+
+def feed_keys(prefix: str) -> tuple[str, str]:
+    """The change feed's stream and state hash (one slot of their own)."""
+    return f"{{{prefix}}}:feed", f"{{{prefix}}}:fed"
+
+
+def scan_pattern(prefix: str, cid_prefix: str) -> str:
+    """The SCAN MATCH pattern of the metadata keys of ids starting with ``cid_prefix``."""
+    return f"{prefix}:{{{cid_prefix.encode('utf-8').hex()}*}}:m"
+
+
+def cid_of_hex(key: str | bytes) -> str | None:
+    """The conversation id of a metadata key, or None if the key is not one."""
+    text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start or not text.endswith("}:m"):
+        return None
+    try:
+        return bytes.fromhex(text[start + 1 : end]).decode("utf-8")
+    except ValueError:
+        return None
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs and stats."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+_FEED_FUNCTION = """
+local function feed(stream, state, hex, ver)
+  local fed = tonumber(redis.call('HGET', state, hex)) or 0
+  if fed >= ver then return end
+  for v = fed + 1, ver do
+    local pos = redis.call('HINCRBY', state, '#', 1)
+    redis.call('XADD', stream, pos .. '-0', 'c', hex, 'v', v)
+  end
+  redis.call('HSET', state, hex, ver)
+end
+"""
+
+WRITE = (
+    _FEED_FUNCTION
+    + """
+-- KEYS: stream, meta, idem, tokens, token list [, feed stream, feed state]
+-- ARGV: 1 token, 2 idempotency key or '', 3 expected version or '', 4 base version,
+--       5 token of the write this one follows in the same pipeline or '',
+--       6 message count after the write, 7 '1' to delete the stream first (clear),
+--       8 kind, 9 messages in the event, 10 the encoded event, 11 '1' to feed,
+--       12 the id in hex, 13 tokens to keep
+local token, idem = ARGV[1], ARGV[2]
+local done = redis.call('HGET', KEYS[4], token)
+if done then return {'dup', tonumber(done)} end
+if idem ~= '' then
+  done = redis.call('HGET', KEYS[3], idem)
+  if done then return {'dup', tonumber(done)} end
+end
+local meta = redis.call('HMGET', KEYS[2], 'v', 'f', 'n', 't')
+local cur = tonumber(meta[1]) or 0
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= cur then return {'conflict', cur} end
+if tonumber(ARGV[4]) ~= cur or (ARGV[5] ~= '' and ARGV[5] ~= meta[4]) then
+  return {'stale', cur, tonumber(meta[2]) or 1, tonumber(meta[3]) or 0}
+end
+local ver = cur + 1
+local first = tonumber(meta[2]) or 1
+if ARGV[7] == '1' then
+  redis.call('DEL', KEYS[1])
+  first = ver
+end
+redis.call('XADD', KEYS[1], ver .. '-0', 'k', ARGV[8], 'n', ARGV[9], 'e', ARGV[10])
+redis.call('HSET', KEYS[2], 'v', ver, 'f', first, 'n', ARGV[6], 't', token)
+if idem ~= '' then redis.call('HSET', KEYS[3], idem, ver) end
+redis.call('HSET', KEYS[4], token, ver)
+if redis.call('RPUSH', KEYS[5], token) > tonumber(ARGV[13]) then
+  redis.call('HDEL', KEYS[4], redis.call('LPOP', KEYS[5]))
+end
+if ARGV[11] == '1' then feed(KEYS[6], KEYS[7], ARGV[12], ver) end
+return {'ok', ver}
+"""
+)
+"""Append one event if the writer's view is current; see the ARGV list in the script.
+
+Returns ``{'ok', version}``, ``{'dup', version}`` (the token or idempotency key was
+seen), ``{'conflict', current}`` or ``{'stale', current, first, count}`` (the view
+was out of date: nothing written, plan again).
+"""
+
+FEED = (
+    _FEED_FUNCTION
+    + """
+-- KEYS: feed stream, feed state.  ARGV: the id in hex, its version.
+feed(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]))
+return 1
+"""
+)
+"""Feed every version of one conversation not fed yet, in order (Redis Cluster only)."""
+
+HISTORY = """
+-- KEYS: stream.  ARGV: 1 version to read at or '' for the newest, 2 limit or -1.
+-- Returns {current, first, kind1, event1, kind2, event2, ...}, newest first: the
+-- events the reverse walk needs (a popped entry comes without its payload).
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #newest == 0 then return {0, 0} end
+local cur = tonumber(string.match(newest[1][1], '^(%d+)'))
+local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+local first = tonumber(string.match(oldest[1][1], '^(%d+)'))
+local upto = cur
+if ARGV[1] ~= '' then upto = tonumber(ARGV[1]) end
+local out = {cur, first}
+local limit = tonumber(ARGV[2])
+if upto > cur or upto < first or limit == 0 then return out end
+local skip, got, start = 0, 0, upto .. '-0'
+while true do
+  local batch = redis.call('XREVRANGE', KEYS[1], start, '-', 'COUNT', 64)
+  local stop = false
+  for _, entry in ipairs(batch) do
+    local f = entry[2]
+    local kind, n = f[2], tonumber(f[4])
+    if kind == 'popped' then
+      skip = skip + 1
+      out[#out + 1] = kind
+      out[#out + 1] = ''
+    elseif kind == 'cleared' then
+      stop = true
+      break
+    elseif kind == 'appended' or kind == 'forked' then
+      out[#out + 1] = kind
+      out[#out + 1] = f[6]
+      local used = math.min(skip, n)
+      skip = skip - used
+      got = got + n - used
+      if kind == 'forked' or (limit >= 0 and got >= limit) then
+        stop = true
+        break
+      end
+    end
+  end
+  if stop or #batch < 64 then break end
+  start = '(' .. batch[#batch][1]
+end
+return out
+"""
+"""Read the events a history needs, newest first, in one atomic step (O(limit))."""

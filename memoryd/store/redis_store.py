@@ -1,0 +1,218 @@
+"""RedisStore: a handle on a store kept in Redis or Redis Cluster.
+
+The same contract as `LmdbStore`, on Redis Streams: one stream of msgpack events
+per conversation, a small metadata hash beside it, all keys of a conversation in
+one Cluster slot (see `redis_scripts`). Writes go to the store's actor, which
+commits every write queued at that moment as one pipeline of atomic Lua scripts
+(group commit). Reads skip the actor: the caller's thread asks Redis through the
+actor's connection pool, so several daemons on one Redis answer every
+conversation alike.
+
+Durability is Redis's: with ``appendonly yes`` and ``appendfsync always`` an
+acknowledged write is on the primary's disk; ``wait_replicas=N`` also waits for N
+replicas (``WAIT``). On Redis Cluster the change feed (``tail``) is written right
+after each commit rather than in the same step (see docs/redis.md).
+
+Importing this module registers the ``"redis"`` backend with the app.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
+
+import redis
+
+from memoryd import app
+from memoryd.errors import StorageError, StoreUnavailable
+from memoryd.events import Change, Event
+from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
+from memoryd.store import redis_scripts
+from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, StoreConfig
+from memoryd.store.lmdb_store import _LmdbHandle
+from memoryd.store.redis_actor import RedisStoreActor
+from memoryd.store.redis_engine import EngineClosed, RedisEngine, detect_cluster
+from memoryd.store.redis_scripts import redact
+from memoryd.store.redis_writes import CONNECTION_ERRORS
+
+__all__ = ["URL_SCHEMES", "RedisStore"]
+
+T = TypeVar("T")
+
+URL_SCHEMES = ("redis", "rediss", "unix")
+"""The URL schemes redis-py connects with."""
+
+_PAUSE_S = 0.05
+_MAX_BLOCK_S = 1.0
+
+app.register_backend("redis", RedisStoreActor)
+
+
+def _check_url(url: object) -> str:
+    if not isinstance(url, str) or urlsplit(url).scheme not in URL_SCHEMES:
+        raise ValueError(
+            f"url must be a str starting with one of "
+            f"{', '.join(s + '://' for s in URL_SCHEMES)}, not {url!r}"
+        )
+    return url
+
+
+def _tail(engine: RedisEngine, *, after: int, limit: int, block: float) -> tuple[int, list[Change]]:
+    return engine.tail(after, limit, block)
+
+
+class RedisStore(_LmdbHandle):
+    """A store in Redis or Redis Cluster; many processes and daemons may share one.
+
+    The write path (a tell to the actor, a sliced wait, resending only writes
+    never attempted) is the LMDB handle's; the reads are Redis's.
+    """
+
+    @classmethod
+    def start(
+        cls,
+        url: str,
+        *,
+        name: str | None = None,
+        prefix: str = "memoryd",
+        wait_replicas: int = 0,
+        cluster: bool | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        max_batch: int = 1024,
+    ) -> RedisStore:
+        """Start a store actor on the Redis at ``url`` under the app's tree.
+
+        Args:
+            url: ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or
+                ``unix:///path/to/redis.sock``; for a Cluster, any node's URL.
+            name: the registered name (default ``"redis:<url without password>/<prefix>"``).
+            prefix: the key prefix: stores with different prefixes share a server
+                without seeing each other (1 to 64 of ``A-Z a-z 0-9 _ . : -``).
+            wait_replicas: make every write wait for this many replica
+                acknowledgements (``WAIT``); not reached in time: `WriteTimeout`.
+            cluster: True for Redis Cluster, False for a single server, None to ask
+                the server (``INFO cluster``), which must then be reachable.
+            max_message_bytes: the largest message accepted.
+            call_timeout_s: the deadline of every call through this handle.
+            max_batch: the most writes sent in one pipeline.
+
+        Returns:
+            A handle on the running store.
+
+        Raises:
+            ValueError: a bad url, prefix or option, or ``wait_replicas`` with a Cluster.
+            StoreUnavailable: ``cluster=None`` and the server cannot be reached.
+            AlreadyStarted: the name is in use.
+        """
+        url = _check_url(url)
+        prefix = redis_scripts.check_prefix(prefix)
+        if cluster is not None and not isinstance(cluster, bool):
+            raise ValueError(f"cluster must be True, False or None, not {cluster!r}")
+        if cluster is None:
+            try:
+                cluster = detect_cluster(url, min(call_timeout_s, 5.0))
+            except redis.RedisError as exc:
+                raise StoreUnavailable(
+                    f"cannot reach Redis at {redact(url)} ({exc}); start it, or pass "
+                    "cluster=True/False to start the store before Redis is up"
+                ) from exc
+        if cluster and wait_replicas:
+            raise ValueError(
+                "wait_replicas is not supported on Redis Cluster: WAIT counts the replicas "
+                "of one connection's node; use a single primary with replicas, or "
+                "wait_replicas=0"
+            )
+        config = StoreConfig(
+            name=name if name is not None else f"redis:{redact(url)}/{prefix}",
+            kind="redis",
+            path=Path(os.devnull),  # unused: the data is in Redis
+            durable=True,
+            max_message_bytes=max_message_bytes,
+            call_timeout_s=call_timeout_s,
+            max_batch=max_batch,
+            url=url,
+            prefix=prefix,
+            cluster=cluster,
+            wait_replicas=wait_replicas,
+        )
+        return cls._start(config)
+
+    @property
+    def url(self) -> str:
+        """The Redis URL, without its password."""
+        return redact(self.config.url or "")
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _redis_read(self, fn: Callable[[RedisEngine], T]) -> T:
+        """Run ``fn`` on the current engine, through restarts and lost connections.
+
+        Raises:
+            StoreUnavailable: the store is not running, or Redis stayed unreachable
+                for the whole call timeout.
+            StorageError: Redis refused the command.
+        """
+        deadline = time.monotonic() + self.call_timeout_s
+        while True:
+            engine = cast(RedisEngine, self._engine(deadline))
+            try:
+                return fn(engine)
+            except EngineClosed:
+                continue
+            except Exception as exc:
+                if engine.closed:  # closed under the read by a restart: read again
+                    continue
+                self._read_failed(exc, deadline)
+
+    def _read_failed(self, exc: Exception, deadline: float) -> None:
+        """Wait a moment after a lost connection, or raise what the caller should see."""
+        if isinstance(exc, CONNECTION_ERRORS):
+            if time.monotonic() + _PAUSE_S >= deadline:
+                raise StoreUnavailable(
+                    f"Redis at {self.url} did not answer within {self.call_timeout_s:g} s "
+                    f"({exc}); the store {self.name!r} reconnects by itself once it is back"
+                ) from exc
+            time.sleep(_PAUSE_S)
+            return
+        if isinstance(exc, redis.RedisError):
+            raise StorageError(f"Redis at {self.url} refused a read: {exc}") from exc
+        raise exc
+
+    def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
+        return self._redis_read(lambda e: e.history(cid, limit, at_version))[1]
+
+    def _version(self, cid: str) -> int:
+        return self._redis_read(lambda e: e.version(cid))
+
+    def _events(self, cid: str, after: int) -> list[Event]:
+        return self._redis_read(lambda e: e.events(cid, after))
+
+    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        return self._redis_read(lambda e: e.conversations(prefix, after, limit))
+
+    def _tail(self, after: int, limit: int, timeout: float) -> list[Change]:
+        wait_until = time.monotonic() + timeout
+        most = min(_MAX_BLOCK_S, self.call_timeout_s / 2)
+        block = 0.0
+        while True:
+            seen, changes = self._redis_read(partial(_tail, after=after, limit=limit, block=block))
+            remaining = wait_until - time.monotonic()
+            if changes or remaining <= 0 or limit == 0:
+                return changes
+            after = seen  # positions up to here were deleted by a clear
+            block = min(remaining, most)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts (conversations, events, last position), commits and the Redis URL."""
+        out = self._redis_read(lambda e: e.stats())
+        out["name"] = self.name
+        out["kind"] = self.config.kind
+        commits = out["commits"]
+        out["mean_batch"] = out["appends"] / commits if commits else 0.0
+        return out

@@ -1,0 +1,415 @@
+"""One batch of writes to Redis: planned from the writer's view, sent as one pipeline.
+
+Every write is one `redis_scripts.WRITE` call. The actor plans it from its view of
+the conversation (version, first live version, message count), encodes the event
+with the version it will get, and the script appends it only if that view is
+still current; otherwise it answers ``stale`` with the current state and the
+write is planned again. Several writes to one conversation in one pipeline are
+chained: each must follow the token of the one before it, so a write never
+lands on a state it was not planned for, whichever daemon wrote meanwhile.
+
+Adds and records are planned together; a pop, fork or clear reads what it needs
+first (the last message, the source's history, the fresh state) and goes alone.
+Each write carries a fresh token that the script remembers, so a pipeline resent
+after a lost connection writes nothing twice, even without an idempotency key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis
+import structlog
+
+from memoryd import codec
+from memoryd.errors import ConflictError, CorruptRecord, StorageError, WriteTimeout
+from memoryd.events import EventKind
+from memoryd.store import redis_scripts as lua
+from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
+
+if TYPE_CHECKING:
+    from memoryd.store.redis_engine import RedisEngine
+
+__all__ = ["CONNECTION_ERRORS", "Batch", "Plan", "View"]
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
+"""The errors that mean "Redis is not reachable now", not "the request is wrong"."""
+
+_POPPED = EventKind.POPPED.value
+_WRITE_SHA = hashlib.sha1(lua.WRITE.encode("utf-8"), usedforsecurity=False).hexdigest()
+_MAX_ROUNDS = 1000
+_CACHE_SIZE = 1 << 16
+_RETRY_PAUSE_S = 0.05
+
+Result = tuple[bool, Any]
+
+
+@dataclass(slots=True)
+class View:
+    """What the writer knows of one conversation; exact when its version is current,
+    since a version is never reused."""
+
+    version: int
+    first: int
+    count: int
+    token: str = ""
+
+
+@dataclass(slots=True)
+class Plan:
+    """One write as it will be sent: the script's keys and arguments."""
+
+    index: int
+    cid: str
+    keys: list[str]
+    args: list[Any]
+    after: View
+    popped: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """What a plan writes: kind, messages, the conversation's count after it."""
+
+    kind: str
+    messages: Sequence[dict[str, Any]]
+    count: int
+    data: dict[str, Any] | None = None
+    idem: str | None = None
+    expected: int | None = None
+    clear: bool = False
+
+
+class _Unreachable(Exception):
+    """Redis stayed unreachable until the batch's deadline."""
+
+
+class Batch:
+    """Commits one batch of write requests through ``engine``. Runs in the actor's thread.
+
+    Args:
+        engine: the store's engine (client, prefix, the writer's views).
+        requests: the writes, in arrival order.
+        now: the commit timestamp of every event of the batch.
+    """
+
+    def __init__(self, engine: RedisEngine, requests: Sequence[WriteRequest], now: float) -> None:
+        self.engine = engine
+        self.requests = requests
+        self.now = now
+        self.tokens = [uuid.uuid4().hex for _ in requests]
+        self.results: list[Result | None] = [None] * len(requests)
+        self.deadline = time.monotonic() + engine.call_timeout_s
+
+    def commit(self) -> list[Result]:
+        """Send every write; ``(True, value)`` or ``(False, exception)`` per request.
+
+        While Redis is unreachable the writes are resent until the call timeout;
+        then what is left fails with `WriteTimeout`.
+
+        Raises:
+            redis.RedisError: anything but a lost connection (the actor crashes).
+        """
+        group: list[int] = []
+        try:
+            for index, request in enumerate(self.requests):
+                if isinstance(request, Add | Record):
+                    group.append(index)
+                    continue
+                if group:
+                    self._run(group)
+                    group = []
+                self._run([index])
+            if group:
+                self._run(group)
+        except WriteTimeout as exc:  # too few replicas acknowledged
+            self.engine.views.clear()
+            return [(False, exc) if r is None else r for r in self.results]
+        except _Unreachable as exc:
+            self.engine.views.clear()
+            error = WriteTimeout(
+                f"Redis at {lua.redact(self.engine.url)} was unreachable for "
+                f"{self.engine.call_timeout_s:g} s ({exc.__cause__!r}); the write's outcome "
+                "is unknown: retry with the same idempotency_key"
+            )
+            return [(False, error) if r is None else r for r in self.results]
+        return [(False, StorageError("not attempted")) if r is None else r for r in self.results]
+
+    # -- rounds ---------------------------------------------------------------------------
+
+    def _run(self, indices: list[int]) -> None:
+        """Plan, send and plan again until each of ``indices`` has an answer."""
+        todo = list(indices)
+        for _ in range(_MAX_ROUNDS):
+            if not todo:
+                return
+            plans = self._retrying(partial(self._plan, todo))
+            if not plans:
+                return
+            replies = self._retrying(partial(self._send, plans))
+            todo = self._answer(plans, replies)
+        raise StorageError(f"writes stayed stale for {_MAX_ROUNDS} rounds")
+
+    def _answer(self, plans: list[Plan], replies: list[Any]) -> list[int]:
+        """Record each reply; returns the indices to plan again."""
+        views = self.engine.views
+        fed: list[tuple[str, int]] = []
+        again: list[int] = []
+        for plan, reply in zip(plans, replies, strict=True):
+            status = _text(reply[0])
+            if status == "ok":
+                self._remember(plan.cid, plan.after)
+                fed.append((plan.cid, int(reply[1])))
+                self.results[plan.index] = (True, self._value(plan, int(reply[1])))
+            elif status == "dup":
+                views.pop(plan.cid, None)
+                self.results[plan.index] = (True, self._value(plan, int(reply[1])))
+            elif status == "conflict":
+                views.pop(plan.cid, None)
+                expected = getattr(self.requests[plan.index], "expected_version", None)
+                error = ConflictError(expected=expected, actual=int(reply[1]))
+                self.results[plan.index] = (False, error)
+            else:  # stale: nothing written; plan again from the state Redis sent
+                self._remember(plan.cid, View(int(reply[1]), int(reply[2]), int(reply[3])))
+                again.append(plan.index)
+        self.engine.commits += 1
+        self.engine.writes += len(fed)
+        if fed and self.engine.cluster:
+            self._feed(fed)
+        return again
+
+    @staticmethod
+    def _value(plan: Plan, version: int) -> Any:
+        return plan.popped if plan.args[7] == _POPPED else version
+
+    def _remember(self, cid: str, view: View) -> None:
+        views = self.engine.views
+        if len(views) > _CACHE_SIZE:
+            views.clear()
+        views[cid] = view
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        """Call ``fn`` until it does not fail for a lost connection, or the deadline passes."""
+        while True:
+            try:
+                return fn()
+            except CONNECTION_ERRORS as exc:
+                self.engine.reconnects += 1
+                log.warning("redis_unreachable", url=lua.redact(self.engine.url), error=repr(exc))
+                if time.monotonic() + _RETRY_PAUSE_S >= self.deadline:
+                    raise _Unreachable() from exc
+                time.sleep(_RETRY_PAUSE_S)
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _fresh_views(self, cids: list[str]) -> None:
+        pipe = self.engine.pipeline()
+        for cid in cids:
+            pipe.hmget(lua.conv_keys(self.engine.prefix, cid).meta, "v", "f", "n", "t")
+        for cid, (v, f, n, t) in zip(cids, pipe.execute(), strict=True):
+            self._remember(
+                cid,
+                View(
+                    0 if v is None else int(v),
+                    1 if f is None else int(f),
+                    0 if n is None else int(n),
+                    "" if t is None else _text(t),
+                ),
+            )
+
+    def _plan(self, todo: list[int]) -> list[Plan]:
+        """Build the script calls for ``todo``; answer at once what needs no write."""
+        views = self.engine.views
+        missing = {
+            request.cid
+            for request in (self.requests[i] for i in todo)
+            if isinstance(request, Add | Record) and request.cid not in views
+        }
+        if missing:
+            self._fresh_views(sorted(missing))
+        chained: dict[str, str] = {}
+        plans: list[Plan] = []
+        for index in todo:
+            plan = self._plan_one(index, chained)
+            if plan is not None:
+                chained[plan.cid] = self.tokens[index]
+                views[plan.cid] = plan.after
+                plans.append(plan)
+        return plans
+
+    def _plan_one(self, index: int, chained: dict[str, str]) -> Plan | None:
+        request = self.requests[index]
+        if isinstance(request, Add):
+            view = self.engine.views[request.cid]
+            event = _Event(
+                EventKind.APPENDED.value,
+                request.messages,
+                view.count + len(request.messages),
+                idem=request.idempotency_key,
+                expected=request.expected_version,
+            )
+            return self._make(index, request.cid, view, chained, event)
+        if isinstance(request, Record):
+            view = self.engine.views[request.cid]
+            event = _Event(
+                request.kind,
+                request.messages,
+                view.count,
+                data=request.data,
+                idem=request.idempotency_key,
+                expected=request.expected_version,
+            )
+            return self._make(index, request.cid, view, chained, event)
+        if isinstance(request, Clear | Pop):
+            return self._plan_removal(index, request, chained)
+        if isinstance(request, Fork):
+            return self._plan_fork(index, request, chained)
+        raise TypeError(f"unknown write request {request!r}")
+
+    def _plan_removal(
+        self, index: int, request: Clear | Pop, chained: dict[str, str]
+    ) -> Plan | None:
+        self._fresh_views([request.cid])
+        view = self.engine.views[request.cid]
+        if view.count == 0:
+            self.results[index] = (True, None)
+            return None
+        if isinstance(request, Clear):
+            event = _Event(EventKind.CLEARED.value, (), 0, clear=True)
+            return self._make(index, request.cid, view, chained, event)
+        _, last = self.engine.history(request.cid, 1, view.version)
+        if not last:
+            raise CorruptRecord(f"{request.cid!r} counts {view.count} messages but has none")
+        event = _Event(_POPPED, last, view.count - 1)
+        plan = self._make(index, request.cid, view, chained, event)
+        plan.popped = last[0]
+        return plan
+
+    def _plan_fork(self, index: int, request: Fork, chained: dict[str, str]) -> Plan | None:
+        try:
+            source_version, copied = self.engine.history(request.source, None, request.at_version)
+        except ValueError as exc:
+            self.results[index] = (False, exc)
+            return None
+        if request.at_version is not None:
+            source_version = request.at_version
+        self._fresh_views([request.target])
+        view = self.engine.views[request.target]
+        if view.count > 0:
+            error = ConflictError(
+                f"fork target {request.target!r} already holds {view.count} messages "
+                f"(version {view.version}); clear it or fork into a new conversation id",
+                expected=None,
+                actual=view.version,
+            )
+            self.results[index] = (False, error)
+            return None
+        data = {"source": request.source, "source_version": source_version}
+        event = _Event(EventKind.FORKED.value, copied, len(copied), data=data)
+        return self._make(index, request.target, view, chained, event)
+
+    def _make(
+        self, index: int, cid: str, view: View, chained: dict[str, str], event: _Event
+    ) -> Plan:
+        engine = self.engine
+        token = self.tokens[index]
+        payload = codec.pack_event_fields(
+            version=view.version + 1,
+            kind=event.kind,
+            messages=event.messages,
+            timestamp=self.now,
+            idempotency_key=event.idem,
+            data=event.data,
+            trusted=True,
+        )
+        keys = list(lua.conv_keys(engine.prefix, cid))
+        if not engine.cluster:
+            keys += [engine.feed_stream, engine.feed_state]
+        args: list[Any] = [
+            token,
+            event.idem or "",
+            "" if event.expected is None else event.expected,
+            view.version,
+            chained.get(cid, ""),
+            event.count,
+            "1" if event.clear else "0",
+            event.kind,
+            len(event.messages),
+            payload,
+            "0" if engine.cluster else "1",
+            cid.encode("utf-8").hex(),
+            lua.MAX_TOKENS,
+        ]
+        first = view.version + 1 if event.clear else view.first
+        after = View(view.version + 1, first, event.count, token)
+        return Plan(index=index, cid=cid, keys=keys, args=args, after=after)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _send(self, plans: list[Plan]) -> list[Any]:
+        engine = self.engine
+        if not engine.cluster and not engine.script_loaded:
+            engine.client().script_load(lua.WRITE)
+            engine.script_loaded = True
+        try:
+            replies = self._pipeline(plans, cached=not engine.cluster)
+        except redis.exceptions.NoScriptError:  # a restarted server: load it, send again
+            engine.client().script_load(lua.WRITE)
+            replies = self._pipeline(plans, cached=True)
+        if engine.wait_replicas:
+            acked = int(replies.pop())
+            if acked < engine.wait_replicas and any(_text(r[0]) == "ok" for r in replies):
+                raise WriteTimeout(
+                    f"the write reached the Redis primary but only {acked} of "
+                    f"{engine.wait_replicas} replicas acknowledged it in time; its durability "
+                    "is unknown: retry with the same idempotency_key"
+                )
+        return replies
+
+    def _pipeline(self, plans: list[Plan], *, cached: bool) -> list[Any]:
+        """Send the plans (and WAIT); EVALSHA on a single server, EVAL on a Cluster,
+        whose redis-py pipelines refuse EVALSHA."""
+        engine = self.engine
+        pipe = engine.pipeline()
+        for plan in plans:
+            if cached:
+                pipe.evalsha(_WRITE_SHA, len(plan.keys), *plan.keys, *plan.args)
+            else:
+                pipe.execute_command("EVAL", lua.WRITE, len(plan.keys), *plan.keys, *plan.args)
+        if engine.wait_replicas:
+            timeout_ms = max(1, int(engine.call_timeout_s * 500))
+            pipe.execute_command("WAIT", engine.wait_replicas, timeout_ms)
+        return list(pipe.execute())
+
+    def _feed(self, fed: list[tuple[str, int]]) -> None:
+        """Add committed writes to the change feed (Redis Cluster: after the commit)."""
+        engine = self.engine
+        try:
+            pipe = engine.pipeline()
+            for cid, version in fed:
+                hexid = cid.encode("utf-8").hex()
+                pipe.execute_command(
+                    "EVAL", lua.FEED, 2, engine.feed_stream, engine.feed_state, hexid, version
+                )
+            pipe.execute()
+        except CONNECTION_ERRORS as exc:  # the conversation's next write feeds them
+            log.warning("redis_feed_deferred", url=lua.redact(engine.url), error=repr(exc))
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,192 @@
+"""Real redis-server processes for the Redis store's tests: one server, or a local Cluster.
+
+The tests need Debian's ``redis-server`` and ``redis-cli`` on PATH (``.ci/run``
+installs them). Without them a fixture fails with a message that says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.helpers import wait_until
+
+__all__ = ["RedisCluster", "RedisServer", "free_port", "require_binaries"]
+
+_CLUSTER_OPTIONS = (
+    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+    "--cluster-node-timeout", "5000",
+)  # fmt: skip
+DURABLE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+
+
+def require_binaries() -> None:
+    """Fail (never skip) when redis-server or redis-cli is missing."""
+    missing = [name for name in ("redis-server", "redis-cli") if shutil.which(name) is None]
+    if missing:
+        pytest.fail(
+            f"{' and '.join(missing)} not found on PATH: the Redis store's tests run a real "
+            "server; install it with `apt-get install -y redis-server` (as .ci/run does)",
+            pytrace=False,
+        )
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(*, with_bus: bool = False) -> int:
+    """A free loopback port (and, for Cluster, its bus port + 10000 free too)."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if not with_bus or (port < 55535 and _port_free(port + 10000)):
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+class RedisServer:
+    """One redis-server on 127.0.0.1 with its data (AOF) in ``directory``.
+
+    Args:
+        directory: the server's working directory (created).
+        port: the port (a free one by default); a restart reuses it.
+        extra: more server options, e.g. ``("--cluster-enabled", "yes")``.
+    """
+
+    def __init__(
+        self, directory: Path, *, port: int | None = None, extra: tuple[str, ...] = ()
+    ) -> None:
+        require_binaries()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.port = port if port is not None else free_port(with_bus=bool(extra))
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        """A plain client on this server (for the tests' own checks)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+    def start(self) -> RedisServer:
+        """Start the server and wait until it answers PING (and has loaded its AOF)."""
+        args = [
+            "redis-server",
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            *DURABLE,
+            *self.extra,
+        ]  # fmt: skip
+        log = (self.directory / "server.log").open("ab")
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        client = self.client()
+
+        def answers() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                text = (self.directory / "server.log").read_text(errors="replace")[-2000:]
+                raise AssertionError(f"redis-server exited: {text}")
+            try:
+                return bool(client.ping())
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                return False
+
+        try:
+            wait_until(answers, timeout=20, interval=0.02, message="redis-server did not start")
+        finally:
+            client.close()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the server (no shutdown, no final fsync) and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def stop(self) -> None:
+        """Stop the server for good (SIGKILL: nothing of it is needed after the test)."""
+        self.kill()
+
+
+class RedisCluster:
+    """A three-master Redis Cluster on loopback, without replicas.
+
+    Args:
+        directory: one sub-directory per node is created under it.
+    """
+
+    def __init__(self, directory: Path, masters: int = 3) -> None:
+        self.nodes = [
+            RedisServer(
+                directory / f"node-{i}",
+                extra=_CLUSTER_OPTIONS,
+            )
+            for i in range(masters)
+        ]
+
+    @property
+    def url(self) -> str:
+        """The URL of the first node (redis-py discovers the others)."""
+        return self.nodes[0].url
+
+    def start(self) -> RedisCluster:
+        """Start the nodes, join them with ``redis-cli --cluster create``, wait for ok."""
+        for node in self.nodes:
+            node.start()
+        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *addresses,
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+
+        def all_ok() -> bool:
+            for node in self.nodes:
+                client = node.client()
+                try:
+                    info = client.execute_command("CLUSTER", "INFO")
+                finally:
+                    client.close()
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                if "cluster_state:ok" not in text:
+                    return False
+            return True
+
+        wait_until(all_ok, timeout=30, interval=0.05, message="the cluster did not become ok")
+        return self
+
+    def flush(self) -> None:
+        """FLUSHALL on every node."""
+        for node in self.nodes:
+            client = node.client()
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        """Kill every node."""
+        for node in self.nodes:
+            node.stop()

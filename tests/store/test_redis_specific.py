@@ -1,0 +1,185 @@
+"""What only the Redis store does: redis-server crashes, lost connections, replicas, tokens.
+
+Each test starts its own redis-server (``appendonly yes``, ``appendfsync always``), since
+it kills or reconfigures it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memoryd
+from memoryd import codec
+from memoryd.events import Event, replay
+from memoryd.store import redis_scripts
+from memoryd.store.redis_engine import RedisEngine, walk_history
+from memoryd.store.requests import Add, Pop
+from tests.helpers import Worker, wait_until
+from tests.redis_servers import RedisServer
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    started = RedisServer(tmp_path / "redis").start()
+    yield started
+    started.stop()
+
+
+def test_sigkilled_redis_server_loses_no_acknowledged_write(server: RedisServer) -> None:
+    """4 writers add until redis-server is SIGKILLed; after a restart every acked add is there.
+
+    The server runs with appendfsync always, so an acknowledgement means the AOF was
+    fsynced; writes in flight at the kill may or may not be there, but none twice.
+    """
+    store = memoryd.RedisStore.start(server.url, call_timeout_s=2.0)
+    acked: dict[int, list[int]] = {t: [] for t in range(4)}
+    enough = threading.Event()
+
+    def writer(t: int) -> None:
+        i = 0
+        while True:
+            try:
+                store.add(f"w{t}", [user(f"{t}-{i}")], idempotency_key=f"{t}-{i}")
+            except memoryd.StoreUnavailable:
+                return
+            acked[t].append(i)
+            if sum(len(v) for v in acked.values()) >= 400:
+                enough.set()
+            i += 1
+
+    workers = [Worker(lambda t=t: writer(t)) for t in range(4)]
+    for w in workers:
+        w.start()
+    assert enough.wait(60)
+    server.kill()
+    for w in workers:
+        w.outcome(timeout=60)
+    server.start()
+    for t, done in acked.items():
+        stored = [m["content"] for m in store.get(f"w{t}")]
+        assert stored[: len(done)] == [f"{t}-{i}" for i in done]
+        assert len(stored) <= len(done) + 1  # at most the one write in flight at the kill
+        assert len(set(stored)) == len(stored)
+
+
+def test_lost_connection_fails_within_the_deadline_then_recovers(server: RedisServer) -> None:
+    """With redis-server down, reads and writes raise StoreUnavailable; once back, they work."""
+    store = memoryd.RedisStore.start(server.url, call_timeout_s=1.0)
+    store.add("c", [user("before")])
+    server.kill()
+    with pytest.raises(memoryd.StoreUnavailable):
+        store.get("c")
+    with pytest.raises(memoryd.StoreUnavailable):
+        store.add("c", [user("lost?")], idempotency_key="retry-me")
+    server.start()
+    assert store.add("c", [user("lost?")], idempotency_key="retry-me") == 2
+    assert store.add("c", [user("after")]) == 3
+    assert [m["content"] for m in store.get("c")] == ["before", "lost?", "after"]
+    assert store.stats()["reconnects"] >= 1
+
+
+def test_a_resent_pipeline_writes_nothing_twice(server: RedisServer) -> None:
+    """The same write token sent twice (a resend after a lost reply) appends once."""
+    engine = RedisEngine(server.url, prefix="tok", cluster=False, call_timeout_s=5.0)
+    try:
+        keys = [*redis_scripts.conv_keys("tok", "c"), *redis_scripts.feed_keys("tok")]
+        payload = codec.pack_event_fields(
+            version=1, kind="appended", messages=[user("a")], timestamp=1.0
+        )
+        args = ["token-1", "", "", 0, "", 1, "0", "appended", 1, payload, "1", "63", 256]
+        client = engine.client()
+        first = client.eval(redis_scripts.WRITE, len(keys), *keys, *args)
+        again = client.eval(redis_scripts.WRITE, len(keys), *keys, *args)
+        assert [first[0], int(first[1])] == [b"ok", 1]
+        assert [again[0], int(again[1])] == [b"dup", 1]
+        assert engine.version("c") == 1
+        assert len(engine.events("c", 0)) == 1
+    finally:
+        engine.close()
+
+
+def test_stale_view_is_planned_again(server: RedisServer) -> None:
+    """Two engines (two daemons) writing one conversation: no lost update, no duplicate."""
+    one = RedisEngine(server.url, prefix="two", cluster=False, call_timeout_s=5.0)
+    two = RedisEngine(server.url, prefix="two", cluster=False, call_timeout_s=5.0)
+    try:
+        for i in range(5):
+            for engine, name in ((one, "one"), (two, "two")):
+                batch = [Add(cid="c", messages=(user(f"{name}-{i}"),))] * 2
+                results = engine.write_batch(batch, 1.0)
+                assert all(ok for ok, _ in results)
+        ((ok, popped),) = one.write_batch([Pop(cid="c")], 1.0)
+        assert ok and popped == user("two-4")
+        _, history = two.history("c", None, None)
+        assert len(history) == 19
+        assert one.version("c") == 21
+    finally:
+        one.close()
+        two.close()
+
+
+def test_wait_replicas_with_a_replica_acknowledges(server: RedisServer, tmp_path: Path) -> None:
+    """wait_replicas=1 with a connected replica: adds return and reach the replica."""
+    replica = RedisServer(
+        tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(server.port))
+    )
+    replica.start()
+    try:
+        primary = server.client()
+        try:
+            wait_until(lambda: primary.info("replication").get("connected_slaves") == 1, timeout=20)
+        finally:
+            primary.close()
+        store = memoryd.RedisStore.start(server.url, wait_replicas=1)
+        assert store.add("c", [user("a")]) == 1
+        copy = replica.client()
+        try:
+            assert copy.exists(redis_scripts.conv_keys("memoryd", "c").stream) == 1
+        finally:
+            copy.close()
+    finally:
+        replica.stop()
+
+
+def test_wait_replicas_without_replicas_raises_write_timeout(server: RedisServer) -> None:
+    """wait_replicas=1 with no replica: WriteTimeout that names the replicas."""
+    store = memoryd.RedisStore.start(server.url, wait_replicas=1, call_timeout_s=1.0)
+    with pytest.raises(memoryd.WriteTimeout, match="replica"):
+        store.add("c", [user("a")], idempotency_key="k")
+    assert store.version("c") == 1  # on the primary, not known to be on a replica
+
+
+def test_stores_with_other_prefixes_do_not_see_each_other(server: RedisServer) -> None:
+    """Two prefixes on one server are two stores."""
+    a = memoryd.RedisStore.start(server.url, prefix="a", name=f"a-{uuid.uuid4().hex}")
+    b = memoryd.RedisStore.start(server.url, prefix="a:b", name=f"b-{uuid.uuid4().hex}")
+    a.add("c", [user("in a")])
+    b.add("c", [user("in b")])
+    assert a.conversations() == ["c"]
+    assert [m["content"] for m in b.get("c")] == ["in b"]
+    assert [c.conversation_id for c in b.tail()] == ["c"]
+
+
+def test_walk_history_matches_the_reducer() -> None:
+    """The pure reverse walk returns what replaying the log gives, for every limit."""
+    log = [
+        Event(version=1, kind="appended", messages=(user("a"), user("b")), timestamp=1.0),
+        Event(version=2, kind="popped", messages=(user("b"),), timestamp=1.0),
+        Event(version=3, kind="memo", messages=(), timestamp=1.0, data={"k": 1}),
+        Event(version=4, kind="appended", messages=(user("c"), user("d")), timestamp=1.0),
+        Event(version=5, kind="popped", messages=(user("d"),), timestamp=1.0),
+    ]
+    full = replay(log)
+    walk = [(e.kind, e) for e in reversed(log)]
+    for limit in (None, 0, 1, 2, 3):
+        expected = full if limit is None else full[max(0, len(full) - limit) :] if limit else []
+        assert walk_history(walk, limit) == expected
