@@ -60,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-auth", action="store_true", help="TCP without a token (loopback only)")
     serve.add_argument("--socket", help="the Unix socket (default DATA/memoryd.sock)")
     serve.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    serve.add_argument(
+        "--backend",
+        help="keep every store in Redis (redis://HOST:PORT/DB, rediss://, unix://); "
+        "several daemons may serve one Redis or Redis Cluster",
+    )
     serve.add_argument("--fault-injection", action="store_true", help=argparse.SUPPRESS)
 
     p = command("get", "print a conversation's messages")
@@ -349,6 +354,7 @@ def _serve(args: argparse.Namespace) -> int:
             token=token,
             no_auth=args.no_auth,
             fault_injection=args.fault_injection,
+            backend=args.backend,
         )
     except ValueError as exc:
         print(f"memoryd serve: {exc}", file=sys.stderr)

@@ -70,6 +70,8 @@ class ServerConfig:
         grace_s: on shutdown, how long in-flight requests get to finish.
         allowed_origins: browser origins allowed to call the API (none by default).
         fault_injection: enable ``POST /v1/stores/{name}/crash`` (tests only).
+        backend: ``redis://``, ``rediss://`` or ``unix://`` URL of a Redis (or Redis
+            Cluster node) holding every store, or None for LMDB in ``data``.
     """
 
     data: Path
@@ -85,8 +87,15 @@ class ServerConfig:
     grace_s: float = 10.0
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
     fault_injection: bool = False
+    backend: str | None = None
 
     def __post_init__(self) -> None:
+        if self.backend is not None and not self.backend.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise ValueError(
+                f"--backend must be a redis://, rediss:// or unix:// URL, not {self.backend!r}"
+            )
         object.__setattr__(self, "data", Path(self.data))
         if self.socket_path is None:
             object.__setattr__(self, "socket_path", self.data / "memoryd.sock")

@@ -77,7 +77,9 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
         log.warning("tcp_without_auth", listen=f"{config.listen[0]}:{config.listen[1]}")
     try:
         config.data.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stores = StoreRegistry(config.data, max_message_bytes=config.max_message_bytes)
+        stores = StoreRegistry(
+            config.data, max_message_bytes=config.max_message_bytes, backend=config.backend
+        )
         stores.start_default()
     except AlreadyStarted as exc:
         log.error("data_directory_in_use", data=str(config.data), error=str(exc))

@@ -5,10 +5,15 @@ in ``data/stores/<name>`` (or ephemeral when started so), started by the first
 request that names it unless the request asks not to (``Memoryd-Autostart: no``,
 sent by handles from ``RemoteStore.start``, which behave like local handles:
 once the store is stopped they raise ``StoreNotRunning``).
+
+With a Redis backend (``memoryd serve --backend redis://...``) every store lives
+in Redis instead, under a key prefix derived from its name, so several stateless
+daemons can serve the same stores and any of them answers any conversation.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,9 +25,19 @@ from memoryd.store.lmdb_store import EphemeralStore, LmdbStore
 from memoryd.wire import DEFAULT_STORE_NAME, check_store_name
 from supervisors import whereis as actor_whereis
 
-__all__ = ["KINDS", "StoreRegistry"]
+__all__ = ["KINDS", "StoreRegistry", "redis_prefix"]
 
 KINDS = ("lmdb", "ephemeral")
+
+
+def redis_prefix(name: str) -> str:
+    """The Redis key prefix of a store: the same on every daemon serving that store."""
+    if name == DEFAULT_STORE_NAME:
+        return "memoryd"
+    prefix = f"memoryd:{name}"
+    if len(prefix) <= 64:
+        return prefix
+    return "memoryd:h" + hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
 class StoreRegistry:
@@ -33,9 +48,12 @@ class StoreRegistry:
         max_message_bytes: the largest message the stores accept.
     """
 
-    def __init__(self, data: Path, *, max_message_bytes: int) -> None:
+    def __init__(
+        self, data: Path, *, max_message_bytes: int, backend: str | None = None
+    ) -> None:
         self.data = data
         self.max_message_bytes = max_message_bytes
+        self.backend = backend
         self._lock = threading.Lock()
         self._names: set[str] = set()
         self._incarnations: dict[str, tuple[str, int]] = {}
@@ -46,9 +64,13 @@ class StoreRegistry:
         Raises:
             AlreadyStarted: another process owns the directory (names its pid).
         """
-        handle = LmdbStore.start(
-            self.data, name=DEFAULT_STORE_NAME, max_message_bytes=self.max_message_bytes
-        )
+        handle: StoreHandle
+        if self.backend is not None:
+            handle = self._start_redis(DEFAULT_STORE_NAME)
+        else:
+            handle = LmdbStore.start(
+                self.data, name=DEFAULT_STORE_NAME, max_message_bytes=self.max_message_bytes
+            )
         with self._lock:
             self._names.add(DEFAULT_STORE_NAME)
         return handle
@@ -101,7 +123,9 @@ class StoreRegistry:
             if name == DEFAULT_STORE_NAME:
                 raise StoreNotRunning("the default store is not running")
             started: StoreHandle
-            if kind == "ephemeral":
+            if self.backend is not None and kind == "lmdb":
+                started = self._start_redis(name)
+            elif kind == "ephemeral":
                 started = EphemeralStore.start(name=name, max_message_bytes=self.max_message_bytes)
             else:
                 started = LmdbStore.start(
@@ -111,6 +135,17 @@ class StoreRegistry:
                 )
             self._names.add(name)
             return started, True
+
+    def _start_redis(self, name: str) -> StoreHandle:
+        from memoryd.store.redis_store import RedisStore  # noqa: PLC0415 - optional extra
+
+        assert self.backend is not None
+        return RedisStore.start(
+            self.backend,
+            name=name,
+            prefix=redis_prefix(name),
+            max_message_bytes=self.max_message_bytes,
+        )
 
     def stop(self, name: str) -> bool:
         """Stop a named store. Returns False if it was not running.

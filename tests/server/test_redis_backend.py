@@ -1,0 +1,128 @@
+"""Stateless daemons over one Redis: any daemon answers any conversation, a SIGKILL loses nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import memoryd
+from memoryd.server.stores import redis_prefix
+from tests.helpers import wait_until
+from tests.redis_servers import RedisServer
+from tests.server.daemon import Daemon
+
+CLIENTS = 4
+PER_CLIENT = 150
+
+
+def _acked(path: Path) -> list[tuple[int, int]]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [(int(a), int(b)) for a, b in (line.split() for line in lines if line.count(" ") == 1)]
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+def test_two_daemons_serve_the_same_conversations(redis_server: RedisServer) -> None:
+    """A write through one daemon is read through the other, with the same versions."""
+    a = Daemon(extra=("--backend", redis_server.url)).start()
+    b = Daemon(extra=("--backend", redis_server.url)).start()
+    try:
+        via_a, via_b = a.connect(), b.connect()
+        assert via_a.add("shared", [memoryd.messages.user("from a")]) == 1
+        assert via_b.add("shared", [memoryd.messages.user("from b")], expected_version=1) == 2
+        assert [m["content"] for m in via_a.get("shared")] == ["from a", "from b"]
+        with pytest.raises(memoryd.ConflictError):
+            via_a.add("shared", [memoryd.messages.user("stale")], expected_version=1)
+        notes_a = memoryd.connect(a.address, store="notes")
+        notes_b = memoryd.connect(b.address, store="notes")
+        notes_a.add("n", [memoryd.messages.user("named store")])
+        assert [m["content"] for m in notes_b.get("n")] == ["named store"]
+        assert via_b.get("n") == []  # stores stay apart under their own prefixes
+    finally:
+        a.close()
+        b.close()
+        memoryd.shutdown()
+
+
+def test_a_sigkilled_daemon_loses_and_duplicates_nothing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Clients on two daemons; one daemon is SIGKILLed and restarted mid-run."""
+    a = Daemon(extra=("--backend", redis_server.url)).start()
+    b = Daemon(extra=("--backend", redis_server.url)).start()
+    try:
+        acks = [tmp_path / f"acks-{c}" for c in range(CLIENTS)]
+        clients = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.client._writer",
+                    (a if c % 2 == 0 else b).address,
+                    f"r{c}",
+                    str(PER_CLIENT),
+                    str(acks[c]),
+                ]
+            )
+            for c in range(CLIENTS)
+        ]
+        wait_until(
+            lambda: all(len(_acked(p)) >= PER_CLIENT // 3 for p in acks),
+            timeout=120,
+            message="clients did not get going",
+        )
+        a.restart()  # SIGKILL, then a fresh, stateless daemon on the same Redis
+        for proc in clients:
+            assert proc.wait(timeout=180) == 0
+        store = b.connect()
+        for c, path in enumerate(acks):
+            acked = _acked(path)
+            assert [i for i, _ in acked] == list(range(PER_CLIENT))
+            assert [v for _, v in acked] == list(range(1, PER_CLIENT + 1))
+            texts = [m["content"] for m in store.get(f"r{c}")]
+            assert texts == [f"r{c}-{i}" for i in range(PER_CLIENT)]
+    finally:
+        a.close()
+        b.close()
+        memoryd.shutdown()
+
+
+def test_bad_backend_urls_are_refused_before_serving(tmp_path: Path) -> None:
+    """`--backend` takes a Redis URL; anything else is a usage error naming the flag."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memoryd.cli",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--backend",
+            "postgres://x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--backend must be a redis://" in done.stderr
+
+
+def test_store_prefixes_are_stable_and_bounded() -> None:
+    """Every daemon derives the same prefix for a store name, at most 64 characters."""
+    assert redis_prefix("memoryd.default") == "memoryd"
+    assert redis_prefix("notes") == "memoryd:notes"
+    long_name = "n" * 64
+    assert redis_prefix(long_name) == redis_prefix(long_name)
+    assert len(redis_prefix(long_name)) <= 64
+    assert redis_prefix(long_name) != redis_prefix("n" * 63 + "m")
