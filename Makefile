@@ -45,6 +45,7 @@ bench: $(BSTAMP)
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_prepare.py
 	$(BIN)/python tools/bench_daemon.py
+	$(BIN)/python tools/bench_redis.py
 
 ## soak: the long crash and restart runs
 soak: $(STAMP)
