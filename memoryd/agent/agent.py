@@ -1,0 +1,391 @@
+"""Agent: the tool loop with provider-driven memory, turn-atomic commits and resume.
+
+```python
+agent = memoryd.Agent(llm=model, memory="default", tools=[lookup], system_prompt="Be brief.")
+reply = agent.run("What's my name?", conversation_id="session-1")
+reply.text
+```
+
+Each run (beamai's agent path, Koog's ChatMemory and Persistence):
+
+1. loads the history with the provider's ``history`` (the conversation's version is
+   read first: it is the base the commit checks);
+2. loops: ``prepare`` the history + this turn, never dropping the turn (`keep_turn`),
+   one LLM call through the kernel's ``around_chat`` layers, then the tool calls
+   through its ``around_tool`` layers, until plain text or ``max_steps``;
+   every message is checkpointed in the run journal as it is produced;
+3. commits the whole turn (input, tool calls, tool results, answer) as ONE write with
+   the run id as idempotency key, only when the run succeeded and only if the
+   conversation did not change meanwhile (`ConflictError` otherwise).
+
+A run that fails leaves the history as it was; a run whose process died stays in
+`Agent.pending_runs` and `Agent.resume` finishes it without calling again the tools
+whose results were recorded. Runs on one conversation in one process take turns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from memoryd import messages as msgs
+from memoryd.agent.journal import RunJournal
+from memoryd.agent.locks import conversation_lock, run_active
+from memoryd.agent.memory import commit_turn, keep_turn, resolve_memory, store_of
+from memoryd.errors import InvalidMessage
+from memoryd.kernel.context import Context
+from memoryd.kernel.errors import StepLimitExceeded
+from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
+from memoryd.kernel.memory import MemoryFilter
+from memoryd.kernel.tools import Tool
+from memoryd.llm.base import ChatModel
+from memoryd.provider.protocol import MemoryProvider
+from memoryd.provider.session import Session
+from memoryd.store.handle import StoreHandle
+
+__all__ = ["Agent", "PendingRun", "RunResult"]
+
+log = structlog.get_logger(__name__)
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    """What one `Agent.run` (or `Agent.resume`) produced.
+
+    Attributes:
+        message: The final assistant message.
+        messages: The whole turn: the input, tool calls, tool results, the answer.
+        conversation_id: The conversation (generated when the run was given none).
+        run_id: The run id (the commit's idempotency key).
+        version: The conversation's version after the commit; None without memory.
+    """
+
+    message: Message
+    messages: tuple[Message, ...]
+    conversation_id: str
+    run_id: str
+    version: int | None
+
+    @property
+    def text(self) -> str:
+        """The final answer's text."""
+        return message_text(self.message)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingRun:
+    """A run that never finished (its process died, or it is still running elsewhere).
+
+    Attributes:
+        run_id: The id to pass to `Agent.resume`.
+        conversation_id: Its conversation.
+        messages: The turn as far as the journal recorded it.
+    """
+
+    run_id: str
+    conversation_id: str
+    messages: tuple[Message, ...]
+
+
+def _input_messages(value: Any) -> list[Message]:
+    if isinstance(value, str):
+        return [msgs.user(value)]
+    if isinstance(value, dict):
+        return [msgs.validate(value, max_bytes=None)]
+    if isinstance(value, list | tuple):
+        return msgs.validate_many(value, max_bytes=None)
+    raise InvalidMessage(
+        f"run input must be a str, a message dict or a list of them, got {type(value).__name__}"
+    )
+
+
+def _resolve_journal(journal: Any, provider: MemoryProvider | None) -> RunJournal | None:
+    if journal is False:
+        return None
+    if isinstance(journal, StoreHandle):
+        return RunJournal(journal)
+    if journal is not None:
+        raise TypeError(f"journal must be None, False or a store handle, not {journal!r:.60}")
+    if store_of(provider) is None:
+        return None
+    assert provider is not None
+    return RunJournal(lambda: store_of(provider))  # type: ignore[arg-type,return-value]
+
+
+class Agent:
+    """An LLM agent with tools and conversation memory.
+
+    Args:
+        llm: The chat model.
+        memory: ``"default"`` (the shared default store, no window),
+            ``memoryd.window(n)`` (default store + safe window of n), a store handle
+            (that store, no window), any `MemoryProvider`, or ``False`` (no memory).
+        tools: `Tool` objects or type-hinted functions.
+        system_prompt: Sent first on every LLM call; never stored.
+        max_steps: The most LLM calls one run may make.
+        filters: Kernel filters around each LLM and tool call (not a memory filter:
+            the agent's memory is ``memory=``).
+        journal: Where runs are checkpointed: None for the memory's store (no journal
+            when it has none), a store handle, or False for no journal.
+
+    Raises:
+        TypeError, ValueError: A bad argument (the message names it).
+    """
+
+    def __init__(
+        self,
+        *,
+        llm: ChatModel,
+        memory: Any = "default",
+        tools: Sequence[Tool | Any] = (),
+        system_prompt: str | None = None,
+        max_steps: int = 10,
+        filters: Sequence[Any] = (),
+        journal: StoreHandle | bool | None = None,
+    ) -> None:
+        if any(isinstance(f, MemoryFilter) for f in filters if not isinstance(filters, str)):
+            raise TypeError(
+                "an Agent takes its memory from memory=, not from a memory_filter; "
+                "use memory_filter with a Kernel"
+            )
+        self.kernel = Kernel(
+            llm=llm,
+            tools=tools,
+            filters=filters,
+            system_prompt=system_prompt,
+            max_steps=check_max_steps(max_steps),
+        )
+        self.provider: MemoryProvider | None = resolve_memory(memory)
+        self._journal = _resolve_journal(journal, self.provider)
+        self._session: Session | None = None
+
+    @property
+    def max_steps(self) -> int:
+        """The most LLM calls one run may make."""
+        return self.kernel.max_steps
+
+    # -- sessions (Agently) ----------------------------------------------------------------
+
+    @property
+    def session(self) -> Session | None:
+        """The active session, or None."""
+        return self._session
+
+    def activate_session(self, session_id: str | None = None) -> Session:
+        """Make later `run` calls without a conversation id use this session's conversation.
+
+        Args:
+            session_id: The conversation id (default: a new one).
+
+        Returns:
+            The active `memoryd.Session`.
+
+        Raises:
+            ValueError: The agent has no memory with a store.
+            InvalidConversationId: A bad ``session_id``.
+        """
+        if store_of(self.provider) is None:
+            raise ValueError(
+                "activate_session needs memory kept in a store (memory='default', "
+                "memoryd.window(n), a store handle, or a provider with a .store)"
+            )
+        self._session = Session(session_id, self.provider)
+        return self._session
+
+    def deactivate_session(self) -> None:
+        """Stop using the active session (later runs without an id get a new conversation)."""
+        self._session = None
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def run(self, input: Any, *, conversation_id: str | None = None) -> RunResult:
+        """Run one turn: the tool loop, then one atomic commit of the turn.
+
+        Args:
+            input: The user's text, a message dict, or a list of messages.
+            conversation_id: The conversation (default: the active session's, else a
+                new generated id, returned on the result).
+
+        Returns:
+            The result.
+
+        Raises:
+            InvalidMessage: Bad input.
+            InvalidConversationId: A bad ``conversation_id``.
+            StepLimitExceeded: No final answer within ``max_steps`` LLM calls.
+            ConflictError: The conversation changed during the run (nothing stored).
+            LLMError: The model failed (nothing stored).
+        """
+        turn = _input_messages(input)
+        if conversation_id is None and self._session is not None:
+            conversation_id = self._session.id
+        if conversation_id is None:
+            conversation_id = f"conversation-{uuid.uuid4().hex}"
+        cid = msgs.validate_conversation_id(conversation_id)
+        run_id = uuid.uuid4().hex
+        with run_active(run_id), self._lock(cid):
+            base, history = self._load(cid)
+            if self._journal is not None:
+                self._journal.start(run_id, cid, base, turn)
+            return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
+
+    def pending_runs(self, conversation_id: str) -> list[PendingRun]:
+        """Runs of the conversation that never finished, oldest first.
+
+        Args:
+            conversation_id: The conversation.
+
+        Returns:
+            The pending runs (a crashed process's, or ones still running elsewhere).
+
+        Raises:
+            ValueError: The agent keeps no journal.
+        """
+        journal = self._need_journal("pending_runs")
+        cid = msgs.validate_conversation_id(conversation_id)
+        out = []
+        for run_id in journal.pending(cid):
+            record = journal.load(run_id)
+            if record.status is None:
+                out.append(PendingRun(run_id=run_id, conversation_id=cid, messages=record.messages))
+        return out
+
+    def resume(self, run_id: str) -> RunResult:
+        """Finish a run from its last recorded step, then commit its turn.
+
+        Tool calls whose results were recorded are not called again. The rest of the
+        run continues on the conversation as it is now (a run that crashed after its
+        commit is only marked finished). A committed run returns its result again.
+
+        Args:
+            run_id: The run id (from `pending_runs`).
+
+        Returns:
+            The result.
+
+        Raises:
+            UnknownRun: The journal holds no such run.
+            ValueError: The run is running in this process, or the agent keeps no journal.
+            StepLimitExceeded, ConflictError, LLMError: As for `run`.
+        """
+        journal = self._need_journal("resume")
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+        with run_active(run_id):
+            record = journal.load(run_id)
+            cid = record.conversation_id
+            with self._lock(cid):
+                if record.status == "committed":
+                    return self._result(run_id, cid, list(record.messages), record.version)
+                store = store_of(self.provider)
+                if store is not None:
+                    for event in store.events(cid, after=record.base_version):
+                        if event.idempotency_key == run_id:  # crashed after its commit
+                            turn = list(record.messages)
+                            journal.finish(run_id, cid, status="committed", version=event.version)
+                            return self._result(run_id, cid, turn, event.version)
+                base, history = self._load(cid)
+                log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
+                turn = list(record.messages)
+                return self._drive(run_id, cid, base, history, turn, inputs=record.inputs)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _need_journal(self, what: str) -> RunJournal:
+        if self._journal is None:
+            raise ValueError(
+                f"{what} needs a run journal; this agent keeps none (memory=False, or a "
+                "provider without a .store): pass journal=<store handle>"
+            )
+        return self._journal
+
+    def _lock(self, cid: str) -> Any:
+        store = store_of(self.provider)
+        owner: Any = store.name if store is not None else id(self.provider)
+        return conversation_lock((owner, cid))
+
+    def _load(self, cid: str) -> tuple[int, list[Message]]:
+        if self.provider is None:
+            return 0, []
+        store = store_of(self.provider)
+        base = store.version(cid) if store is not None else 0
+        return base, self.provider.history(cid)
+
+    def _result(self, run_id: str, cid: str, turn: list[Message], version: Any) -> RunResult:
+        return RunResult(
+            message=turn[-1],
+            messages=tuple(turn),
+            conversation_id=cid,
+            run_id=run_id,
+            version=None if version is None else int(version),
+        )
+
+    def _drive(
+        self,
+        run_id: str,
+        cid: str,
+        base: int,
+        history: list[Message],
+        turn: list[Message],
+        *,
+        inputs: int,
+    ) -> RunResult:
+        try:
+            self._loop(run_id, cid, history, turn, inputs)
+            version = None
+            if self.provider is not None:
+                version = commit_turn(self.provider, cid, turn, run_id=run_id, base_version=base)
+        except Exception as exc:
+            if self._journal is not None:
+                try:
+                    self._journal.finish(
+                        run_id, cid, status="failed", error=f"{type(exc).__name__}: {exc}"
+                    )
+                except Exception as journal_exc:  # the run's own error matters more
+                    log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
+            raise
+        if self._journal is not None:
+            self._journal.finish(run_id, cid, status="committed", version=version)
+        return self._result(run_id, cid, turn, version)
+
+    def _append(self, run_id: str, turn: list[Message], message: Message) -> None:
+        turn.append(message)
+        if self._journal is not None:
+            self._journal.step(run_id, len(turn) - 1, message)
+
+    def _loop(
+        self, run_id: str, cid: str, history: list[Message], turn: list[Message], inputs: int
+    ) -> None:
+        """Continue a turn from wherever it is: the input, a tool call, or its results."""
+        context = Context(conversation_id=cid, metadata={"run_id": run_id})
+        step = sum(1 for m in turn[inputs:] if m.get("role") == "assistant")
+        while True:
+            asked = [i for i in range(inputs, len(turn)) if turn[i].get("role") == "assistant"]
+            if asked:
+                calls = turn[asked[-1]].get("tool_calls") or []
+                if not calls:
+                    return
+                answered = {m.get("tool_call_id") for m in turn[asked[-1] + 1 :]}
+                for call in calls:
+                    if call["id"] not in answered:
+                        result = self.kernel.call_tool(call, context=context)
+                        self._append(run_id, turn, result.message)
+            if step >= self.max_steps:
+                raise StepLimitExceeded(
+                    f"run {run_id} made {self.max_steps} LLM calls and the model still asks "
+                    "for tools; nothing was stored. Raise max_steps or check the tools"
+                )
+            sent = history + turn
+            if self.provider is not None:
+                sent = keep_turn(self.provider.prepare(cid, sent), turn)
+            reply = self.kernel.chat(sent, context=context, step=step, invoke_id=run_id)
+            self._append(run_id, turn, reply)
+            step += 1
+
+    def __repr__(self) -> str:
+        return f"<Agent memory={self.provider!r} tools={sorted(self.kernel.tools)}>"

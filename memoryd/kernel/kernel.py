@@ -1,0 +1,329 @@
+"""Kernel: a stateless LLM + tools + filters pipeline with the tool-calling loop.
+
+```python
+kernel = memoryd.Kernel(llm=model, tools=[lookup], filters=[memoryd.memory_filter(store)],
+                        system_prompt="Be brief.")
+result = kernel.invoke([messages.user("Hi")], context=memoryd.Context(conversation_id="s1"))
+result.text
+```
+
+Without a memory filter the kernel runs in *full mode*: the loop accumulates the
+messages of the invoke locally and sends all of them each round; nothing persists.
+With one it runs in *delta mode* (see `memoryd.kernel.memory`): each round hands the
+chain only the new messages and the filter swaps in the stored history. An invoke
+without a conversation id then gets an ephemeral one, cleared when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from memoryd import messages as msgs
+from memoryd.errors import InvalidMessage
+from memoryd.kernel.context import Context
+from memoryd.kernel.errors import StepLimitExceeded, ToolArgumentError
+from memoryd.kernel.filters import (
+    ChatRequest,
+    Message,
+    SystemPromptFilter,
+    ToolCall,
+    ToolResult,
+    chat_chain,
+    check_filters,
+    tool_chain,
+)
+from memoryd.kernel.memory import EPHEMERAL_PREFIX, MemoryFilter
+from memoryd.kernel.tools import Tool, tools_by_name
+from memoryd.llm.base import ChatModel, LLMError
+
+__all__ = ["InvokeResult", "Kernel", "message_text", "render_result"]
+
+log = structlog.get_logger(__name__)
+
+
+def message_text(message: Message) -> str:
+    """The text of a message: its str content, or its text parts joined ('' when none).
+
+    Args:
+        message: A message.
+
+    Returns:
+        The text.
+    """
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def render_result(value: Any) -> str:
+    """A tool's return value as text for the model: str as is, the rest as JSON.
+
+    Args:
+        value: What the tool returned.
+
+    Returns:
+        The text.
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InvokeResult:
+    """What one `Kernel.invoke` produced.
+
+    Attributes:
+        message: The final assistant message.
+        messages: Everything the invoke produced, in order: assistant messages with
+            tool calls, tool results, and the final answer.
+        context: The context the invoke ran with (its conversation id included; an
+            ephemeral id is reported but no longer exists).
+        steps: How many LLM calls were made.
+    """
+
+    message: Message
+    messages: tuple[Message, ...]
+    context: Context
+    steps: int
+
+    @property
+    def text(self) -> str:
+        """The final answer's text."""
+        return message_text(self.message)
+
+
+def _check_llm(llm: Any) -> ChatModel:
+    if not callable(getattr(llm, "complete", None)):
+        raise TypeError(
+            "llm must be a chat model with complete(messages, *, tools=None) "
+            f"(memoryd.llm.ScriptedModel, memoryd.llm.OpenAIChat), got {llm!r:.80}"
+        )
+    return llm  # type: ignore[no-any-return]
+
+
+def check_max_steps(value: Any) -> int:
+    """``max_steps`` as an int >= 1, or ValueError.
+
+    Args:
+        value: The candidate.
+
+    Returns:
+        The value.
+
+    Raises:
+        ValueError: Not an int >= 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_steps must be an int >= 1, not {value!r}")
+    return value
+
+
+class Kernel:
+    """LLM + tools + filters, no state of its own.
+
+    Args:
+        llm: The chat model.
+        tools: `Tool` objects (``@memoryd.tool``) or plain type-hinted functions.
+        filters: Filter layers; the first is the outermost.
+        system_prompt: Sent first on every LLM call by an innermost transient filter;
+            never stored.
+        max_steps: The most LLM calls one invoke may make.
+
+    Raises:
+        TypeError: ``llm`` is not a chat model; a filter or tool is not one.
+        ValueError: Duplicate tool names; a bad ``max_steps``.
+        InvalidMessage: ``system_prompt`` is not text.
+    """
+
+    def __init__(
+        self,
+        *,
+        llm: ChatModel,
+        tools: Sequence[Tool | Any] = (),
+        filters: Sequence[Any] = (),
+        system_prompt: str | None = None,
+        max_steps: int = 10,
+    ) -> None:
+        self.llm = _check_llm(llm)
+        self.tools = tools_by_name(tools)
+        self.filters = check_filters(filters)
+        self.system_prompt = system_prompt
+        self.max_steps = check_max_steps(max_steps)
+        inner = [SystemPromptFilter(system_prompt)] if system_prompt is not None else []
+        layers = (*self.filters, *inner)
+        self._chat = chat_chain(layers, self._call_llm)
+        self._tool = tool_chain(layers, self._run_tool)
+        self._memory = [f for f in self.filters if isinstance(f, MemoryFilter)]
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The OpenAI ``tools`` definitions of the kernel's tools."""
+        return [t.schema for t in self.tools.values()]
+
+    # -- terminals ----------------------------------------------------------------------
+
+    def _call_llm(self, request: ChatRequest) -> Message:
+        reply = self.llm.complete(list(request.messages), tools=list(request.tools) or None)
+        if not isinstance(reply, dict) or reply.get("role") != "assistant":
+            raise LLMError(f"the model returned {reply!r:.80}, not an assistant message dict")
+        try:
+            return msgs.validate(reply, max_bytes=None)
+        except InvalidMessage as exc:
+            raise LLMError(f"the model returned an invalid assistant message: {exc}") from exc
+
+    def _run_tool(self, call: ToolCall) -> ToolResult:
+        found = self.tools.get(call.name)
+
+        def error(text: str) -> ToolResult:
+            log.info("tool_failed", tool=call.name, call_id=call.id, error=text)
+            return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
+
+        if found is None:
+            known = sorted(self.tools)
+            return error(f"Error: there is no tool {call.name!r}; the tools are {known}")
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            return error(f"Error: the arguments of {call.name!r} are not valid JSON: {exc}")
+        try:
+            value = found.invoke(arguments)
+        except ToolArgumentError as exc:
+            return error(f"Error: {exc}")
+        except Exception as exc:
+            return error(f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
+
+    # -- single steps (the agent drives its own loop with these) ---------------------------
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        context: Context | None = None,
+        step: int = 0,
+        invoke_id: str = "",
+    ) -> Message:
+        """One LLM call through the ``around_chat`` layers.
+
+        Args:
+            messages: What to send (before the filters change it).
+            context: The context (default: an empty one).
+            step: The step number filters see.
+            invoke_id: The id filters see (memory idempotency keys use it).
+
+        Returns:
+            The assistant message.
+
+        Raises:
+            LLMError: The model failed or answered with something invalid.
+        """
+        request = ChatRequest(
+            messages=tuple(messages),
+            tools=tuple(self.tool_specs),
+            context=context or Context(),
+            step=step,
+            invoke_id=invoke_id,
+        )
+        return self._chat(request)
+
+    def call_tool(self, call: Message | ToolCall, *, context: Context | None = None) -> ToolResult:
+        """Run one tool call through the ``around_tool`` layers.
+
+        A tool that raises, an unknown tool and refused arguments all become an error
+        result the model can read; only a filter's own exception propagates.
+
+        Args:
+            call: An entry of an assistant message's ``tool_calls``, or a `ToolCall`.
+            context: The context (default: an empty one).
+
+        Returns:
+            The result.
+        """
+        if not isinstance(call, ToolCall):
+            call = ToolCall.from_message(call, context or Context())
+        return self._tool(call)
+
+    # -- the tool loop --------------------------------------------------------------------
+
+    def invoke(
+        self, messages: Sequence[Message], *, context: Context | None = None
+    ) -> InvokeResult:
+        """Run the tool loop: LLM, tools, LLM again, until plain text or ``max_steps``.
+
+        Args:
+            messages: The new messages (usually one user message). In delta mode they
+                are stored; in full mode they are all the model sees.
+            context: The conversation id and metadata.
+
+        Returns:
+            The final answer and everything the invoke produced.
+
+        Raises:
+            InvalidMessage: ``messages`` is empty or holds a bad message.
+            TypeError: ``context`` is not a `Context`.
+            StepLimitExceeded: The model still asked for tools after ``max_steps`` calls.
+            LLMError: The model failed.
+        """
+        batch = msgs.validate_many(messages, max_bytes=None)
+        if context is None:
+            context = Context()
+        if not isinstance(context, Context):
+            raise TypeError(f"context must be a memoryd.Context, not {type(context).__name__}")
+        invoke_id = uuid.uuid4().hex
+        ephemeral = bool(self._memory) and context.conversation_id is None
+        if ephemeral:
+            context = context.with_conversation_id(f"{EPHEMERAL_PREFIX}{invoke_id}")
+        try:
+            return self._loop(batch, context, invoke_id)
+        finally:
+            if ephemeral:
+                assert context.conversation_id is not None
+                for memory in self._memory:
+                    memory.forget(context.conversation_id)
+
+    def _loop(self, batch: list[Message], context: Context, invoke_id: str) -> InvokeResult:
+        delta_mode = bool(self._memory)
+        sent: list[Message] = list(batch)  # full mode: everything so far
+        delta: list[Message] = list(batch)  # delta mode: only what is new
+        produced: list[Message] = []
+        for step in range(self.max_steps):
+            reply = self.chat(
+                delta if delta_mode else sent, context=context, step=step, invoke_id=invoke_id
+            )
+            produced.append(reply)
+            sent.append(reply)
+            calls = reply.get("tool_calls") or []
+            if not calls:
+                return InvokeResult(
+                    message=reply, messages=tuple(produced), context=context, steps=step + 1
+                )
+            delta = [self.call_tool(call, context=context).message for call in calls]
+            produced.extend(delta)
+            sent.extend(delta)
+        if delta_mode and context.conversation_id is not None:
+            for memory in self._memory:  # keep the stored tool calls answered
+                memory.store_delta(
+                    context.conversation_id, delta, invoke_id=invoke_id, step=self.max_steps
+                )
+        raise StepLimitExceeded(
+            f"the tool loop made {self.max_steps} LLM calls and the model still asks for "
+            "tools; raise max_steps or check what the tools return"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Kernel tools={sorted(self.tools)} filters={len(self.filters)}>"

@@ -1,0 +1,196 @@
+"""OpenAIChat: any OpenAI-compatible ``/v1/chat/completions`` endpoint, over httpx.
+
+Works with OpenAI, vLLM, Ollama, llama.cpp's server and others that speak the Chat
+Completions format. Every request has a timeout; 429, 5xx and connection errors are
+retried with exponential backoff (honouring ``Retry-After``); other errors become an
+`LLMError` naming the status and the server's message.
+
+```python
+model = OpenAIChat("gpt-4o-mini")                                   # OPENAI_API_KEY
+local = OpenAIChat("llama3", base_url="http://localhost:11434/v1")  # Ollama
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import structlog
+
+from memoryd import messages as msgs
+from memoryd.errors import InvalidMessage
+from memoryd.llm.base import LLMError
+
+__all__ = ["OpenAIChat"]
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_REPLY_KEYS = ("role", "content", "tool_calls", "name")
+
+
+def _excerpt(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+    except ValueError:
+        pass
+    return response.text[:300]
+
+
+class OpenAIChat:
+    """A `ChatModel` on an OpenAI-compatible Chat Completions endpoint.
+
+    Args:
+        model: The model name the server knows.
+        base_url: The API root (…/v1). Default: ``$OPENAI_BASE_URL``, else OpenAI's.
+        api_key: Sent as a bearer token. Default: ``$OPENAI_API_KEY`` (none if unset).
+        timeout: Seconds for each HTTP request (connect, read, write).
+        max_retries: Retries after the first attempt on 429, 5xx and connection errors.
+        backoff: The first retry's delay in seconds; doubled each retry (with jitter),
+            capped at 30 s; a ``Retry-After`` header is honoured up to that cap.
+        options: Extra request fields (``temperature``, ``max_tokens``, ...).
+        sleep: Injected for tests; ``time.sleep`` by default.
+        transport: An httpx transport (tests); default: a real network client.
+
+    Raises:
+        ValueError: An empty model name, a bad timeout, retry count or URL.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        options: dict[str, Any] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty str, not {model!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, not {max_retries!r}")
+        if isinstance(backoff, bool) or not isinstance(backoff, int | float) or backoff < 0:
+            raise ValueError(f"backoff must be a number of seconds >= 0, not {backoff!r}")
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, not {url!r}")
+        self.model = model
+        self.base_url = url.rstrip("/")
+        self.max_retries = max_retries
+        self.backoff = float(backoff)
+        self.options = dict(options or {})
+        self._sleep = sleep
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(float(timeout)), headers=headers, transport=transport
+        )
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        cap = 30.0
+        if response is not None:
+            after = response.headers.get("retry-after")
+            try:
+                if after is not None:
+                    return min(max(float(after), 0.0), cap)
+            except ValueError:
+                pass
+        return min(self.backoff * (2.0**attempt) * (0.5 + random.random() / 2), cap)
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}/chat/completions"
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            response: httpx.Response | None = None
+            try:
+                response = self._client.post(url, json=body)
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        raise LLMError(
+                            f"{url} answered 200 with a body that is not JSON: "
+                            f"{response.text[:200]!r}"
+                        ) from None
+                    if not isinstance(data, dict):
+                        raise LLMError(f"{url} answered with JSON that is not an object")
+                    return data
+                problem = f"HTTP {response.status_code}: {_excerpt(response)}"
+                if response.status_code not in _RETRY_STATUS:
+                    raise LLMError(f"{url} refused the request ({problem}); check the model, "
+                                   "the key and the messages")
+            if attempt < self.max_retries:
+                delay = self._delay(attempt, response)
+                log.info("llm_retry", url=url, attempt=attempt + 1, delay_s=delay, error=problem)
+                self._sleep(delay)
+        raise LLMError(
+            f"{url} failed {self.max_retries + 1} times (last: {problem}); the server is down "
+            "or overloaded: try again later or raise max_retries"
+        )
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Send the conversation; return the first choice's assistant message.
+
+        Args:
+            messages: OpenAI-format messages.
+            tools: OpenAI ``tools`` definitions (omitted when None or empty).
+
+        Returns:
+            The assistant message (``role``, ``content``, and ``tool_calls`` if any).
+
+        Raises:
+            LLMError: A refused request, retries exhausted, or a malformed answer.
+        """
+        body: dict[str, Any] = {**self.options, "model": self.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        data = self._post(body)
+        try:
+            message = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise LLMError(
+                f"the answer has no choices[0].message: {json.dumps(data)[:200]}"
+            ) from None
+        if not isinstance(message, dict):
+            raise LLMError(f"choices[0].message is not an object: {message!r:.100}")
+        reply = {k: message[k] for k in _REPLY_KEYS if k in message and message[k] is not None}
+        reply["role"] = "assistant"
+        reply.setdefault("content", None)
+        try:
+            return msgs.validate(reply, max_bytes=None)
+        except InvalidMessage as exc:
+            raise LLMError(f"the model's message is not a valid assistant message: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIChat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat({self.model!r}, base_url={self.base_url!r})"

@@ -1,0 +1,154 @@
+"""OpenAIChat against a stub Chat Completions server on 127.0.0.1 (never the internet)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from memoryd import messages
+from memoryd.llm import LLMError, OpenAIChat
+
+
+class Stub:
+    """Answers POST /v1/chat/completions from a queue of (status, body, headers)."""
+
+    def __init__(self) -> None:
+        self.replies: list[tuple[int, Any, dict[str, str]]] = []
+        self.requests: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                stub.requests.append(
+                    {
+                        "path": self.path,
+                        "auth": self.headers.get("authorization"),
+                        "body": json.loads(self.rfile.read(length)),
+                    }
+                )
+                status, body, headers = stub.replies.pop(0)
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def reply(self, message: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        return 200, {"choices": [{"index": 0, "message": message}]}, {}
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    server = Stub()
+    server.thread.start()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def model(stub: Stub, **options: Any) -> OpenAIChat:
+    delays: list[float] = []
+    chat = OpenAIChat("test-model", base_url=stub.url, api_key="sk-test", backoff=0.25,
+                      sleep=delays.append, **options)
+    chat.delays = delays  # type: ignore[attr-defined]
+    return chat
+
+
+def test_complete_sends_messages_and_tools_and_returns_the_assistant_message(stub: Stub) -> None:
+    """The request carries model, messages, tools and the key; the reply is validated."""
+    call = messages.tool_call("c1", "add", {"a": 1})
+    stub.replies.append(stub.reply({"role": "assistant", "content": None, "tool_calls": [call],
+                                    "refusal": None}))
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    reply = model(stub).complete([messages.user("hi")], tools=tools)
+    assert reply == messages.assistant(tool_calls=[call])
+    [sent] = stub.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["auth"] == "Bearer sk-test"
+    assert sent["body"] == {"model": "test-model", "messages": [messages.user("hi")],
+                            "tools": tools}
+
+
+def test_429_and_5xx_are_retried_with_backoff(stub: Stub) -> None:
+    """Retry-After is honoured; otherwise the delay grows; the third attempt succeeds."""
+    stub.replies += [
+        (429, {"error": {"message": "slow down"}}, {"retry-after": "2"}),
+        (503, "unavailable", {}),
+        stub.reply({"role": "assistant", "content": "ok"}),
+    ]
+    chat = model(stub)
+    assert chat.complete([messages.user("hi")]) == messages.assistant("ok")
+    assert chat.delays[0] == 2.0  # type: ignore[attr-defined]
+    assert 0.25 <= chat.delays[1] <= 0.5  # type: ignore[attr-defined]
+    assert len(stub.requests) == 3
+
+
+def test_exhausted_retries_name_the_last_error(stub: Stub) -> None:
+    """After max_retries the LLMError says what the server said."""
+    stub.replies += [(500, {"error": {"message": "boom"}}, {})] * 2
+    with pytest.raises(LLMError, match=r"failed 2 times \(last: HTTP 500: boom\)"):
+        model(stub, max_retries=1).complete([messages.user("hi")])
+
+
+def test_client_errors_are_not_retried(stub: Stub) -> None:
+    """A 400 fails at once with the server's message."""
+    stub.replies.append((400, {"error": {"message": "bad model"}}, {}))
+    with pytest.raises(LLMError, match="HTTP 400: bad model"):
+        model(stub).complete([messages.user("hi")])
+    assert len(stub.requests) == 1
+
+
+def test_malformed_answers_are_llm_errors(stub: Stub) -> None:
+    """Non-JSON bodies, missing choices and invalid messages raise LLMError."""
+    stub.replies += [
+        (200, "not json", {}),
+        (200, {"choices": []}, {}),
+        stub.reply({"role": "assistant", "content": None}),
+    ]
+    chat = model(stub)
+    with pytest.raises(LLMError, match="not JSON"):
+        chat.complete([messages.user("hi")])
+    with pytest.raises(LLMError, match=r"no choices\[0\].message"):
+        chat.complete([messages.user("hi")])
+    with pytest.raises(LLMError, match="not a valid assistant message"):
+        chat.complete([messages.user("hi")])
+
+
+def test_connection_errors_are_retried_then_reported() -> None:
+    """Nothing listening: each attempt fails to connect, then one LLMError."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = server.server_address[1]
+    server.server_close()
+    delays: list[float] = []
+    chat = OpenAIChat("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2,
+                      sleep=delays.append, timeout=5)
+    with pytest.raises(LLMError, match=r"failed 3 times.*ConnectError"):
+        chat.complete([messages.user("hi")])
+    assert len(delays) == 2
+
+
+def test_bad_configuration_is_named() -> None:
+    """Empty model, bad timeout, retries and URL are refused."""
+    with pytest.raises(ValueError, match="model"):
+        OpenAIChat("")
+    with pytest.raises(ValueError, match="timeout"):
+        OpenAIChat("m", timeout=0)
+    with pytest.raises(ValueError, match="max_retries"):
+        OpenAIChat("m", max_retries=-1)
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAIChat("m", base_url="ftp://x")
