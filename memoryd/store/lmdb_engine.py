@@ -31,6 +31,10 @@ _MAX_DBS = 8
 _MAX_MAP_BYTES = 1 << 44  # 16 TiB of address space: growth stops here
 
 
+class _MapAtCap(Exception):
+    """The map is full and may not grow: the batch is refused, the environment is sound."""
+
+
 class EngineClosed(Exception):
     """The environment is closing or closed; look up the store's new engine."""
 
@@ -62,9 +66,12 @@ T = TypeVar("T")
 class LmdbEngine:
     """An open environment. Open, write and close only from the owning actor's thread."""
 
-    def __init__(self, path: Path, *, durable: bool, map_size: int) -> None:
+    def __init__(
+        self, path: Path, *, durable: bool, map_size: int, max_map_size: int = _MAX_MAP_BYTES
+    ) -> None:
         self.path = path
         self.durable = durable
+        self.max_map_size = min(max_map_size, _MAX_MAP_BYTES)
         self.commits = 0
         self.writes = 0
         self.map_growths = 0
@@ -158,7 +165,9 @@ class LmdbEngine:
 
         Each op's refusal (a ``MemorydError`` or ``ValueError`` raised before it
         wrote anything) becomes its own ``(False, error)`` result; the others commit.
-        A full map is grown and the whole batch retried.
+        A full map is grown and the whole batch retried; a full map that may not
+        grow (``max_map_size``) refuses every op with ``StorageError`` and keeps the
+        environment (nothing was written; reads are unaffected).
 
         Returns:
             ``(True, value)`` or ``(False, error)`` per op, in order.
@@ -170,7 +179,11 @@ class LmdbEngine:
             try:
                 results = self._run(ops)
             except lmdb.MapFullError:
-                self._grow()
+                try:
+                    self._grow()
+                except _MapAtCap as full:
+                    refused = StorageError(str(full))
+                    return [(False, refused) for _ in ops]
                 continue
             except lmdb.Error as exc:
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
@@ -198,9 +211,13 @@ class LmdbEngine:
 
     def _grow(self) -> None:
         current = self.env.info()["map_size"]
-        if current >= _MAX_MAP_BYTES:
-            raise StorageError(f"LMDB map of {self.path} is at its {current} byte ceiling")
-        new = min(current * 2, _MAX_MAP_BYTES)
+        if current >= self.max_map_size:
+            raise _MapAtCap(
+                f"store {self.path} is full: its LMDB map is at its cap of {current} bytes "
+                "(max_map_size); nothing was written. Free space (clear conversations) or "
+                "restart the store with a larger max_map_size"
+            )
+        new = min(current * 2, self.max_map_size)
         # LMDB may remap: no transaction of this process may be open, readers included.
         with self._gate:
             self._pausing = True

@@ -27,7 +27,12 @@ from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.store import engines, lmdb_ops
 from memoryd.store.actor import NotWritten
-from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAP_SIZE, StoreConfig
+from memoryd.store.config import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_MAP_SIZE,
+    DEFAULT_MAX_MAP_SIZE,
+    StoreConfig,
+)
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb_engine import EngineClosed, LmdbEngine
 from memoryd.store.requests import WriteRequest
@@ -218,6 +223,7 @@ class LmdbStore(_LmdbHandle):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         max_batch: int = 1024,
+        max_map_size: int = DEFAULT_MAX_MAP_SIZE,
     ) -> LmdbStore:
         """Start a store actor on ``path`` (created 0700 if missing) under the app's tree.
 
@@ -228,6 +234,8 @@ class LmdbStore(_LmdbHandle):
             max_message_bytes: the largest message accepted.
             call_timeout_s: the deadline of every call through this handle.
             max_batch: the most writes committed in one transaction.
+            max_map_size: the map never grows past this; a write that needs more
+                raises ``StorageError`` and writes nothing, and reads keep working.
 
         Returns:
             A handle on the running store.
@@ -246,6 +254,7 @@ class LmdbStore(_LmdbHandle):
             max_message_bytes=max_message_bytes,
             call_timeout_s=call_timeout_s,
             max_batch=max_batch,
+            max_map_size=max_map_size,
         )
         return cls._start(config)
 

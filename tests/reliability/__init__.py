@@ -1,0 +1,1 @@
+"""Reliability suites: power loss (syscall traces), I/O faults, actor crashes, histories."""

@@ -1,0 +1,132 @@
+"""I/O faults (libfiu), a full disk (tmpfs) and a capped map.
+
+Each faulted writer runs under ``fiu-run -x``; the fault is armed once the store
+is open. A failed commit is never acknowledged, the store actor crashes and
+reopens (fsync EIO is never retried in place), and every acknowledged write is
+there after the run, exactly once, at its version; the data file passes the
+offline audit.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memoryd
+from memoryd import messages
+from memoryd.store import engines
+from tests.helpers import wait_until
+from tools.reliability import fiu_run
+
+FDATASYNC = "posix/io/sync/fdatasync"
+PWRITE = "posix/io/rw/pwrite"
+ALL_WRITES = f"{FDATASYNC},{PWRITE},posix/io/rw/pwritev,posix/io/rw/writev"
+K = 3
+
+
+@pytest.mark.parametrize("point", [FDATASYNC, PWRITE])
+def test_failing_the_nth_call_is_never_acknowledged_and_loses_nothing(
+    tmp_path: Path, point: str
+) -> None:
+    """For N = 1..K: the N-th call fails with EIO; that write errors, the rest survive."""
+    for n in range(1, K + 1):
+        out = fiu_run.run(tmp_path / f"n{n}", point, "nth", n, errno.EIO, 6)
+        assert out.problems == [], (n, out.problems)
+        assert out.faults, f"call {n} of {point} was never reached"
+        faulted = out.faults[0][1]
+        assert (faulted, "StorageError") in out.errors, (n, out.errors)
+        assert len(out.acked) == 6
+        assert out.stored == 6
+
+
+def test_random_write_and_sync_failures_lose_no_acknowledged_write(tmp_path: Path) -> None:
+    """5 % of fdatasync/pwrite/pwritev/writev calls fail; every ACK survives once."""
+    out = fiu_run.run(tmp_path / "rand", ALL_WRITES, "random", 0.05, errno.EIO, 150, seed=7)
+    assert out.problems == []
+    assert len(out.faults) >= 3
+    assert len(out.acked) == 150
+
+
+def test_an_fsync_error_crashes_the_actor_instead_of_retrying(tmp_path: Path) -> None:
+    """One fdatasync EIO: StorageError, and the next write goes to a new incarnation."""
+    out = fiu_run.run(tmp_path / "eio", FDATASYNC, "nth", 1, errno.EIO, 2)
+    assert out.problems == []
+    assert out.errors == [("k00000", "StorageError")]
+    assert out.acked == {"k00000": 1, "k00001": 2}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs (needs root, as CI has); fails clearly when it cannot be mounted."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"cannot mount a 2 MiB tmpfs (run as root): {proc.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        memoryd.shutdown()
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_disk: Path) -> None:
+    """ENOSPC: a typed error naming the cause; reads keep working; writes resume after."""
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (1 << 20))
+    store = memoryd.LmdbStore.start(small_disk / "db", name="full", map_size=1 << 22)
+    acked: list[str] = []
+    error: memoryd.StorageError | None = None
+    for i in range(400):
+        key = f"k{i}"
+        try:
+            store.add("c", [messages.user(key + "x" * 8000)], idempotency_key=key)
+        except memoryd.StorageError as exc:
+            error = exc
+            break
+        acked.append(key)
+    assert error is not None, "the disk never filled"
+    assert "No space left on device" in str(error)
+    assert [m["content"][: len(k)] for m, k in zip(store.get("c"), acked, strict=True)] == acked
+    filler.unlink()
+    store.add("c", [messages.user("after")], idempotency_key="after")
+    contents = [m["content"] for m in store.get("c")]
+    assert [c.split("x")[0] for c in contents[:-1]] == acked
+    assert contents[-1] == "after"
+
+
+def test_a_map_at_its_cap_refuses_writes_without_a_crash(tmp_path: Path) -> None:
+    """max_map_size: StorageError saying what to do; the actor lives; reads work; a restart
+    with a larger cap writes again with everything kept."""
+    store = memoryd.LmdbStore.start(
+        tmp_path / "db", name="capped", map_size=1 << 16, max_map_size=1 << 18
+    )
+    engine = wait_until(lambda: engines.lookup("capped"))
+    acked = []
+    with pytest.raises(memoryd.StorageError, match="max_map_size") as info:
+        for i in range(1000):
+            store.add("c", [messages.user(f"{i}" + "y" * 2000)])
+            acked.append(i)
+    assert "nothing was written" in str(info.value)
+    assert engines.lookup("capped") is engine, "the actor restarted"
+    assert engine.map_growths >= 1
+    assert len(store.get("c")) == len(acked) > 0
+    with pytest.raises(memoryd.StorageError):
+        store.add("c", [messages.user("z" * 4000)])
+    assert os.stat(tmp_path / "db" / "data.mdb").st_size <= 1 << 18
+    store.stop()  # LMDB copies on write: even a clear needs pages, so raise the cap
+    bigger = memoryd.LmdbStore.start(
+        tmp_path / "db", name="capped", map_size=1 << 16, max_map_size=1 << 22
+    )
+    bigger.add("c", [messages.user("after")])
+    assert len(bigger.get("c")) == len(acked) + 1

@@ -1,0 +1,266 @@
+"""The long reliability runs, with one summary table.
+
+    python tools/soak.py [--scale 1.0] [--seed N] [--skip powerloss,...]
+
+Suites: injected actor crashes, 8-client histories with kills, random I/O faults
+under libfiu, the hypothesis state machine, and the FUSE power-loss run with its
+two negative controls (which must report losses). Exits 1 on any loss,
+duplicate, torn event, verifier failure or blind control.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import structlog
+
+COLUMNS = (
+    "suite",
+    "cycles",
+    "operations",
+    "acknowledged",
+    "lost",
+    "duplicated",
+    "torn",
+    "verifier failures",
+    "restart p50 ms",
+    "restart p99 ms",
+    "seconds",
+)
+
+
+def _quiet() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    logging.getLogger("pykka").setLevel(logging.CRITICAL)
+
+
+def actor_crashes(crashes: int, seed: int, tmp: Path) -> dict[str, object]:
+    """Writers through ``crashes`` injected crashes at every fault point."""
+    import threading
+
+    import memoryd
+    from memoryd import messages
+    from memoryd.store import actor
+    from tools.history_check import Op, check
+    from tools.reliability.workload import FaultPlan, injecting, percentile, relaxed_intensity
+
+    plan = FaultPlan("soak", rate=0.25, points=actor.FAULT_POINTS, seed=seed, limit=crashes)
+    ops: list[Op] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    with relaxed_intensity():
+        store = memoryd.LmdbStore.start(tmp / "crash", name="soak", call_timeout_s=5.0)
+
+        def writer(n: int) -> None:
+            i = 0
+            while not stop.is_set():
+                key, first, ok = f"w{n}-{i}", time.monotonic(), False
+                for _ in range(100):
+                    try:
+                        store.add(f"c{n % 4}", [messages.user(key)], idempotency_key=key)
+                    except (memoryd.StorageError, memoryd.StoreUnavailable):
+                        continue
+                    ok = True
+                    break
+                with lock:
+                    ops.append(
+                        Op(
+                            kind="append",
+                            client=f"w{n}",
+                            cid=f"c{n % 4}",
+                            start=first,
+                            end=time.monotonic(),
+                            ok=ok,
+                            key=key,
+                        )
+                    )
+                i += 1
+
+        threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(8)]
+        with injecting(plan):
+            for t in threads:
+                t.start()
+            while plan.total < crashes:
+                time.sleep(0.05)
+            stop.set()
+            for t in threads:
+                t.join(30)
+        final = {f"c{k}": [m["content"] for m in store.get(f"c{k}")] for k in range(4)}
+    report = check(ops, final)
+    return {
+        "cycles": plan.total,
+        "operations": report.operations,
+        "acknowledged": report.acknowledged,
+        "lost": len(report.lost),
+        "duplicated": len(report.duplicated),
+        "torn": 0,
+        "verifier failures": 0,
+        "restart p50 ms": percentile(plan.restart_s, 0.5) * 1e3,
+        "restart p99 ms": percentile(plan.restart_s, 0.99) * 1e3,
+        "ok": report.ok and not any(t.is_alive() for t in threads),
+    }
+
+
+def histories(ops_per_client: int, seed: int, tmp: Path) -> dict[str, object]:
+    """8 client threads, mixed appends and reads, the actor killed every ~20 ms."""
+    import memoryd
+    from tools.history_check import check
+    from tools.reliability.verify import verify
+    from tools.reliability.workload import relaxed_intensity, run_clients
+
+    with relaxed_intensity():
+        store = memoryd.LmdbStore.start(tmp / "hist", name="soak-hist")
+        ops, final, stats = run_clients(
+            store, clients=8, ops_per_client=ops_per_client, seed=seed, kill_every_s=0.02
+        )
+    report = check(ops, final)
+    for line in report.problems():
+        print("history:", line)
+    p50, p99 = stats.p50_p99_ms()
+    failures = len(verify(tmp / "hist"))
+    return {
+        "cycles": stats.crashes,
+        "operations": report.operations,
+        "acknowledged": report.acknowledged,
+        "lost": len(report.lost),
+        "duplicated": len(report.duplicated),
+        "torn": 0,
+        "verifier failures": failures,
+        "restart p50 ms": p50,
+        "restart p99 ms": p99,
+        "ok": report.ok and stats.hung == 0 and not failures,
+    }
+
+
+def io_faults(cycles: int, seed: int, tmp: Path) -> dict[str, object]:
+    """Writers under fiu-run failing 3 % of fdatasync/pwrite/pwritev/writev with EIO."""
+    from tools.reliability import fiu_run
+
+    points = "posix/io/sync/fdatasync,posix/io/rw/pwrite,posix/io/rw/pwritev,posix/io/rw/writev"
+    totals = {"operations": 0, "acknowledged": 0, "lost": 0, "torn": 0, "verifier failures": 0}
+    ok = True
+    faults = 0
+    for n in range(cycles):
+        out = fiu_run.run(tmp / f"fiu{n}", points, "random", 0.03, errno.EIO, 200, seed + n)
+        faults += len(out.faults)
+        totals["operations"] += len(out.acked) + len(out.errors)
+        totals["acknowledged"] += len(out.acked)
+        totals["lost"] += sum(1 for p in out.problems if "lost" in p)
+        totals["torn"] += out.torn
+        totals["verifier failures"] += sum(1 for p in out.problems if "data.mdb" in p)
+        if out.problems:
+            ok = False
+            print("io faults:", out.problems[:3])
+    print(f"io faults: {faults} injected failures")
+    return {"cycles": cycles, **totals, "duplicated": 0, "ok": ok}
+
+
+def stateful(examples: int, seed: int) -> dict[str, object]:
+    """The hypothesis state machine, ``examples`` examples."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis import seed as with_seed
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from tools.reliability.stateful import StoreMachine
+
+    ok = True
+    try:
+        run_state_machine_as_test(
+            with_seed(seed)(StoreMachine),
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=20,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    except AssertionError as exc:
+        ok = False
+        print("stateful:", exc)
+    return {"cycles": examples, "ok": ok}
+
+
+def powerloss(cycles: int, seed: int, tmp: Path) -> list[tuple[str, dict[str, object]]]:
+    """FUSE power loss, then the nosync and eatmydata controls (which must lose)."""
+    import tools.powerloss as pl
+
+    why = pl.preflight()
+    if why is not None:
+        print(f"power loss: cannot run here: {why}")
+        return [("power loss (FUSE)", {"ok": False})]
+    rows = []
+    for control in (None, "nosync", "eatmydata"):
+        n = cycles if control is None else max(2, cycles // 5)
+        started = time.monotonic()
+        totals = pl.run(n, control, seed, tmp / f"pl-{control}")
+        figures: dict[str, object] = dict(vars(totals))
+        figures["seconds"] = time.monotonic() - started
+        figures["verifier failures"] = figures.pop("verifier_failures")
+        blind = control is not None and totals.lost == 0
+        figures["ok"] = (
+            not blind
+            if control
+            else not (totals.lost or totals.duplicated or totals.torn or totals.verifier_failures)
+        )
+        label = "power loss (FUSE)" if control is None else f"  control: {control} (must lose)"
+        rows.append((label, figures))
+    return rows
+
+
+def main() -> None:
+    """Run every suite and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size")
+    parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "big"))
+    parser.add_argument("--skip", default="", help="comma-separated suite names to skip")
+    args = parser.parse_args()
+    _quiet()
+    skip = set(filter(None, args.skip.split(",")))
+    s = args.scale
+    print(f"soak seed {args.seed} scale {s}")
+    rows: list[tuple[str, dict[str, object]]] = []
+    with tempfile.TemporaryDirectory(prefix="memoryd-soak-") as tmpdir:
+        tmp = Path(tmpdir)
+        plan = [
+            ("actor crashes", lambda: actor_crashes(int(5000 * s), args.seed, tmp)),
+            ("histories + kills", lambda: histories(int(3000 * s), args.seed, tmp)),
+            ("I/O faults (libfiu)", lambda: io_faults(int(20 * s), args.seed, tmp)),
+            ("stateful (hypothesis)", lambda: stateful(int(2000 * s), args.seed)),
+        ]
+        for name, fn in plan:
+            if name.split()[0].lower() in skip:
+                continue
+            started = time.monotonic()
+            figures = fn()
+            figures["seconds"] = time.monotonic() - started
+            rows.append((name, figures))
+        if "power" not in skip:
+            rows += powerloss(int(30 * s), args.seed, tmp)
+    _table(rows)
+    sys.exit(0 if all(f.get("ok") for _, f in rows) else 1)
+
+
+def _table(rows: list[tuple[str, dict[str, object]]]) -> None:
+    widths = [32] + [max(9, len(c)) for c in COLUMNS[1:]]
+    print(" | ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)) + " | ok")
+    for name, figures in rows:
+        cells = [name.ljust(widths[0])]
+        for column, width in zip(COLUMNS[1:], widths[1:], strict=True):
+            value = figures.get(column, "-")
+            text = f"{value:.1f}" if isinstance(value, float) else str(value)
+            cells.append(text.rjust(width))
+        print(" | ".join(cells) + f" | {'yes' if figures.get('ok') else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
