@@ -10,6 +10,7 @@ restart never frees memory a reader is still using.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +34,13 @@ _MAX_MAP_BYTES = 1 << 44  # 16 TiB of address space: growth stops here
 
 class _MapAtCap(Exception):
     """The map is full and may not grow: the batch is refused, the environment is sound."""
+
+
+def _disk_full(exc: Exception) -> bool:
+    """True for LMDB's ENOSPC (py-lmdb reports it as a DiskError with strerror's text)."""
+    if isinstance(exc, lmdb.PanicError):
+        return False
+    return "No space left on device" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC
 
 
 class EngineClosed(Exception):
@@ -186,6 +194,18 @@ class LmdbEngine:
                     return [(False, refused) for _ in ops]
                 continue
             except lmdb.Error as exc:
+                if _disk_full(exc):
+                    # ENOSPC while writing data pages: the commit failed before its meta
+                    # page, so nothing was written and the environment is sound (a
+                    # failure that left it unusable surfaces as PanicError next time,
+                    # and crashes the store then). Refuse the batch, keep the actor, so
+                    # a client writing to a full disk cannot exhaust restart intensity.
+                    log.error("disk_full", path=str(self.path), error=str(exc))
+                    refused_full = StorageError(
+                        f"store {self.path} cannot write: {exc}; nothing was written. "
+                        "Free disk space and retry"
+                    )
+                    return [(False, refused_full) for _ in ops]
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
             self.commits += 1
             self.writes += len(ops)

@@ -85,6 +85,7 @@ def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_dis
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * (1 << 20))
     store = memoryd.LmdbStore.start(small_disk / "db", name="full", map_size=1 << 22)
+    engine = wait_until(lambda: engines.lookup("full"))
     acked: list[str] = []
     error: memoryd.StorageError | None = None
     for i in range(400):
@@ -97,6 +98,7 @@ def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_dis
         acked.append(key)
     assert error is not None, "the disk never filled"
     assert "No space left on device" in str(error)
+    assert engines.lookup("full") is engine, "a full disk must not crash the store"
     assert [m["content"][: len(k)] for m, k in zip(store.get("c"), acked, strict=True)] == acked
     filler.unlink()
     store.add("c", [messages.user("after")], idempotency_key="after")
