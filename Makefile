@@ -50,6 +50,7 @@ bench: $(BSTAMP)
 ## soak: the long crash and restart runs
 soak: $(STAMP)
 	$(BIN)/python tools/bench_restart.py --cycles 20000
+	$(BIN)/python tools/soak.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
