@@ -11,32 +11,23 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar, cast
 
-import pykka
-from pykka.messages import ProxyCall
-
-from memoryd import app
-from memoryd.errors import StoreUnavailable, WriteTimeout
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
-from memoryd.store import engines, lmdb_ops
-from memoryd.store.actor import NotWritten
+from memoryd.store import lmdb_ops
+from memoryd.store.actor_handle import ActorStoreHandle
 from memoryd.store.config import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_MAP_SIZE,
     DEFAULT_MAX_MAP_SIZE,
     StoreConfig,
 )
-from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb_engine import EngineClosed, LmdbEngine
-from memoryd.store.requests import WriteRequest
-from supervisors import whereis
 
 __all__ = ["EphemeralStore", "LmdbStore"]
 
@@ -44,43 +35,16 @@ T = TypeVar("T")
 _POLL_S = 0.05
 
 
-class _LmdbHandle(StoreHandle):
-    """Shared implementation of the LMDB-backed handles."""
-
-    def __init__(self, config: StoreConfig) -> None:
-        self.config = config
-        self.name = config.name
-        self.max_message_bytes = config.max_message_bytes
-        self.call_timeout_s = config.call_timeout_s
+class _LmdbHandle(ActorStoreHandle):
+    """Shared implementation of the LMDB-backed handles: reads skip the actor."""
 
     @property
     def path(self) -> Path:
         """The data directory."""
         return self.config.path
 
-    # -- plumbing -------------------------------------------------------------------
-
-    def _unavailable(self, what: str) -> StoreUnavailable:
-        return StoreUnavailable(
-            f"store {self.name!r} {what}; start it with {type(self).__name__}.start(...)"
-        )
-
-    def _check_started(self) -> None:
-        if app.active_config(self.name) is None:
-            raise self._unavailable("is not running")
-
     def _engine(self, deadline: float) -> LmdbEngine:
-        while True:
-            engine = engines.lookup(self.name)
-            if engine is not None and not engine.closed:
-                return engine  # type: ignore[no-any-return]
-            self._check_started()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._unavailable(
-                    f"did not come back within {self.call_timeout_s:g} s (restarting?)"
-                )
-            engines.wait_for(self.name, min(remaining, _POLL_S))
+        return cast(LmdbEngine, super()._engine(deadline))
 
     def _read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
         deadline = time.monotonic() + self.call_timeout_s
@@ -90,55 +54,6 @@ class _LmdbHandle(StoreHandle):
                 return engine.read(fn)
             except EngineClosed:
                 continue
-
-    def _write(self, request: WriteRequest) -> Any:
-        deadline = time.monotonic() + self.call_timeout_s
-        while True:
-            ref = whereis(self.name)
-            if ref is None:
-                self._engine(deadline)  # waits for the restart, or raises
-                continue
-            future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
-            try:
-                ref.tell(
-                    ProxyCall(
-                        attr_path=("submit",),
-                        args=(request, future, threading.get_ident()),
-                        kwargs={},
-                    )
-                )
-            except pykka.ActorDeadError:
-                continue  # nothing was sent
-            try:
-                return self._await(ref, future, deadline)
-            except (pykka.ActorDeadError, NotWritten):
-                if time.monotonic() >= deadline:
-                    raise self._unavailable("stopped before the write") from None
-                continue  # never attempted: safe to send again
-
-    def _await(
-        self, ref: pykka.ActorRef[Any], future: pykka.ThreadingFuture[Any], deadline: float
-    ) -> Any:
-        """Wait for the write's answer.
-
-        A told message that an actor never handled is dropped silently when the
-        actor dies, so the wait is sliced: an unanswered future whose actor is
-        dead was never attempted (processed writes are answered or handed back
-        before the actor stops), and the caller may send it again.
-        """
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                return future.get(timeout=max(0.0, min(remaining, _POLL_S)))
-            except pykka.Timeout:
-                if not ref.is_alive():
-                    raise NotWritten(f"store {self.name!r} stopped before the write") from None
-                if time.monotonic() >= deadline:
-                    raise WriteTimeout(
-                        f"store {self.name!r} did not confirm the write within "
-                        f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
-                        "same idempotency_key"
-                    ) from None
 
     # -- backend hooks ----------------------------------------------------------------
 
@@ -199,15 +114,6 @@ class _LmdbHandle(StoreHandle):
             commits = out["commits"]
             out["mean_batch"] = out["appends"] / commits if commits else 0.0
             return out
-
-    def stop(self) -> None:
-        """Stop the store: commit what it accepted, close the environment."""
-        app.stop_store(self.name)
-
-    @classmethod
-    def _start(cls, config: StoreConfig) -> Self:
-        app.start_store(config)
-        return cls(config)
 
 
 class LmdbStore(_LmdbHandle):

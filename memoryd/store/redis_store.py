@@ -33,8 +33,8 @@ from memoryd.errors import StorageError, StoreUnavailable
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.store import redis_scripts
+from memoryd.store.actor_handle import ActorStoreHandle
 from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, StoreConfig
-from memoryd.store.lmdb_store import _LmdbHandle
 from memoryd.store.redis_actor import RedisStoreActor
 from memoryd.store.redis_engine import EngineClosed, RedisEngine, detect_cluster
 from memoryd.store.redis_scripts import redact
@@ -66,7 +66,7 @@ def _tail(engine: RedisEngine, *, after: int, limit: int, block: float) -> tuple
     return engine.tail(after, limit, block)
 
 
-class RedisStore(_LmdbHandle):
+class RedisStore(ActorStoreHandle):
     """A store in Redis or Redis Cluster; many processes and daemons may share one.
 
     The write path (a tell to the actor, a sliced wait, resending only writes
