@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import memoryd
+
+
+def read_acks(path: Path) -> list[tuple[int, int]]:
+    """The ``(index, version)`` pairs a writer logged so far (complete lines only)."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [(int(a), int(b)) for a, b in (line.split() for line in lines if line.count(" ") == 1)]
 
 
 def main() -> None:

@@ -7,19 +7,13 @@ import sys
 from pathlib import Path
 
 import memoryd
+from tests.client._writer import read_acks
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
 
 CLIENTS = 4
 PER_CLIENT = 300
 KILLS = 3
-
-
-def _acked(path: Path) -> list[tuple[int, int]]:
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()
-    return [(int(a), int(b)) for a, b in (line.split() for line in lines if line.count(" ") == 1)]
 
 
 def test_sigkill_loses_no_acknowledged_write_and_duplicates_none(tmp_path: Path) -> None:
@@ -44,7 +38,7 @@ def test_sigkill_loses_no_acknowledged_write_and_duplicates_none(tmp_path: Path)
         for cycle in range(1, KILLS + 1):
             target = cycle * PER_CLIENT // (KILLS + 2)
             wait_until(
-                lambda t=target: all(len(_acked(a)) >= t for a in acks),
+                lambda t=target: all(len(read_acks(a)) >= t for a in acks),
                 timeout=120,
                 message=f"clients did not reach {target} acknowledged adds",
             )
@@ -53,7 +47,7 @@ def test_sigkill_loses_no_acknowledged_write_and_duplicates_none(tmp_path: Path)
             assert proc.wait(timeout=180) == 0
         store = daemon.connect()
         for c, path in enumerate(acks):
-            acked = _acked(path)
+            acked = read_acks(path)
             assert [i for i, _ in acked] == list(range(PER_CLIENT))
             assert [v for _, v in acked] == list(range(1, PER_CLIENT + 1))
             texts = [m["content"] for m in store.get(f"p{c}")]

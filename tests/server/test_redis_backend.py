@@ -10,19 +10,13 @@ import pytest
 
 import memoryd
 from memoryd.server.stores import redis_prefix
+from tests.client._writer import read_acks
 from tests.helpers import wait_until
 from tests.redis_servers import RedisServer
 from tests.server.daemon import Daemon
 
 CLIENTS = 4
 PER_CLIENT = 150
-
-
-def _acked(path: Path) -> list[tuple[int, int]]:
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()
-    return [(int(a), int(b)) for a, b in (line.split() for line in lines if line.count(" ") == 1)]
 
 
 @pytest.fixture
@@ -77,7 +71,7 @@ def test_a_sigkilled_daemon_loses_and_duplicates_nothing(
             for c in range(CLIENTS)
         ]
         wait_until(
-            lambda: all(len(_acked(p)) >= PER_CLIENT // 3 for p in acks),
+            lambda: all(len(read_acks(p)) >= PER_CLIENT // 3 for p in acks),
             timeout=120,
             message="clients did not get going",
         )
@@ -86,7 +80,7 @@ def test_a_sigkilled_daemon_loses_and_duplicates_nothing(
             assert proc.wait(timeout=180) == 0
         store = b.connect()
         for c, path in enumerate(acks):
-            acked = _acked(path)
+            acked = read_acks(path)
             assert [i for i, _ in acked] == list(range(PER_CLIENT))
             assert [v for _, v in acked] == list(range(1, PER_CLIENT + 1))
             texts = [m["content"] for m in store.get(f"r{c}")]
