@@ -15,7 +15,7 @@ none), so an add whose answer was lost (daemon restarting, connection dropped,
 ``504``) is sent again until the call's deadline: no loss, no duplicate. Reads
 are retried the same way. ``pop``, ``clear`` and ``fork`` have no key: they are
 retried only when the daemon surely did not run them, otherwise they raise
-``WriteTimeout``.
+``WriteTimeout``. ``import_events`` is idempotent, so it is retried like an add.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from memoryd.events import Change, Event
 from memoryd.http_transport import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import Add, Clear, Fork, Pop, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, WriteRequest
 from memoryd.wire import (
     AUTO_KEY_PREFIX,
     DEFAULT_STORE_NAME,
@@ -42,6 +42,7 @@ from memoryd.wire import (
     check_store_name,
     error_from_wire,
     event_from_wire,
+    event_to_wire,
 )
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
@@ -340,6 +341,15 @@ class RemoteStore(StoreHandle):
             return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
                 "version"
             ]
+        if isinstance(request, Import):
+            # Importing is idempotent (identical events are skipped), so a lost answer
+            # is safely sent again. Keys travel verbatim, client-generated ones too.
+            events = [
+                {**event_to_wire(e), "idempotency_key": e.idempotency_key} for e in request.events
+            ]
+            return self._call(
+                "POST", self._conv(request.cid, "import"), body={"events": events}, retry=True
+            )["version"]
         raise TypeError(f"unknown write request {request!r}")
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:

@@ -13,23 +13,24 @@ largest conversation whatever the store's size. A conversation's events are
 contiguous and in version order; conversations holding no messages are left out.
 
 Import first checks every line (reporting the line number of anything bad) and
-writes nothing unless the whole file is valid. It then replays each
-conversation through the store API: appends (with their idempotency keys),
-clears and pops as they were; a fork as a clear (when needed) and an append
-of the forked history. Importing is idempotent: a conversation whose history
-already equals the file's is left alone, an empty one (never written, or
-cleared) is written, and one holding other messages is reported as a conflict
-and not touched (after an interrupted import, clear those and import again).
-Commit timestamps are the import's own; the store API offers no way to write a
-past one. ``compacted`` and ``memo`` events
-change no history and cannot be written through the store API: they are counted
-as skipped.
+writes nothing unless the whole file is valid. It then writes each conversation's
+events exactly as they are, with `StoreHandle.import_events`, in chunks of at most
+1,000 events (so memory stays bounded whatever the file's size): same versions,
+kinds, messages, commit timestamps, idempotency keys and data, ``forked``,
+``memo`` and ``compacted`` events included. Importing is idempotent: events
+already in the store identically are skipped, so a conversation imported before
+is left alone (``present``), a new one (or one holding no messages, for a log that
+starts with a cleared marker) is written (``imported``), and one whose log differs
+from the file's, or runs past it, is reported as a conflict and not touched.
+Conversations are written in parallel, so the global change feed (``tail``) keeps
+each conversation's order but not the interleaving of the source store.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +39,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memoryd import messages as msgs
-from memoryd.events import Event, EventKind, replay
+from memoryd.errors import ConflictError
+from memoryd.events import Event, EventKind
 from memoryd.store.handle import StoreHandle
 from memoryd.wire import event_to_wire
 
@@ -59,6 +61,7 @@ _EVENT_FIELDS = frozenset(
     {"conversation_id", "version", "kind", "messages", "timestamp", "idempotency_key", "data"}
 )
 _PAGE = 500
+_CHUNK = 1000
 
 Progress = Callable[[int], None]
 
@@ -81,7 +84,11 @@ class ExportSummary:
 
 @dataclass(kw_only=True, slots=True)
 class ImportSummary:
-    """What an import did, per conversation."""
+    """What an import did, per conversation.
+
+    ``skipped_events`` is always 0 now that every kind of event is imported; it is
+    kept so existing readers of the summary do not break.
+    """
 
     imported: int = 0
     present: int = 0
@@ -161,7 +168,8 @@ def read_export(path: str | Path) -> Iterator[tuple[str, list[Event]]]:
     """Check an export file and yield its conversations, one at a time.
 
     The whole file is checked once before the first conversation is yielded, so a
-    bad line is reported before anything is imported.
+    bad line is reported before anything is imported. A conversation is held in
+    memory whole; `import_jsonl` reads the file in bounded chunks instead.
 
     Args:
         path: the export file.
@@ -175,13 +183,23 @@ def read_export(path: str | Path) -> Iterator[tuple[str, list[Event]]]:
     """
     for _ in _walk(path):
         pass
-    yield from _walk(path)
+    events: list[Event] = []
+    for cid, chunk, last in _walk(path):
+        events.extend(chunk)
+        if last:
+            yield cid, events
+            events = []
 
 
-def _walk(path: str | Path) -> Iterator[tuple[str, list[Event]]]:
+def _walk(path: str | Path) -> Iterator[tuple[str, list[Event], bool]]:
+    """Check the file line by line, yielding ``(cid, chunk, last_chunk_of_cid)``.
+
+    Chunks hold at most ``_CHUNK`` events of one conversation, in version order.
+    """
     seen: set[str] = set()
     current: str | None = None
     batch: list[Event] = []
+    previous = 0
     counted = 0
     ended = False
     with open(path, encoding="utf-8") as handle:
@@ -219,67 +237,79 @@ def _walk(path: str | Path) -> Iterator[tuple[str, list[Event]]]:
                     raise ExportFormatError(
                         number, f"conversation {cid!r} appears again after other conversations"
                     )
+                if event.version != 1 and event.kind != EventKind.CLEARED:
+                    raise ExportFormatError(
+                        number,
+                        f"conversation {cid!r} starts at version {event.version} with a "
+                        f"{event.kind!r} event; a log starts at version 1 or with a cleared "
+                        "marker",
+                    )
                 if current is not None:
-                    yield current, batch
+                    yield current, batch, True
                 seen.add(cid)
                 current, batch = cid, []
-            elif batch and event.version <= batch[-1].version:
+            elif event.version != previous + 1:
                 raise ExportFormatError(
-                    number, f"version {event.version} follows version {batch[-1].version}"
+                    number,
+                    f"version {event.version} follows version {previous}; "
+                    "a conversation's versions increase by one",
                 )
+            elif len(batch) >= _CHUNK:
+                yield cid, batch, False
+                batch = []
+            previous = event.version
             batch.append(event)
         if number == 0:
             raise ExportFormatError(1, "the file is empty")
         if not ended:
             raise ExportFormatError(number + 1, "the end line is missing: the file is truncated")
     if current is not None:
-        yield current, batch
+        yield current, batch, True
 
 
 # --------------------------------------------------------------------------- importing
 
-_Write = tuple[str, tuple[dict[str, Any], ...], str | None]
+_Chunk = tuple[list[Event] | None, bool]
+"""``(events, last)`` handed to a conversation's worker; None events: reading stopped."""
+_Outcome = tuple[str, int]
 
 
-def _plan(events: list[Event]) -> tuple[list[_Write], int]:
-    """The writes that rebuild ``events`` on an empty conversation, and the events skipped."""
-    writes: list[_Write] = []
-    length = skipped = 0
-    for event in events:
-        kind = event.kind
-        if kind == EventKind.APPENDED:
-            writes.append((kind, event.messages, event.idempotency_key))
-            length += len(event.messages)
-        elif kind in (EventKind.CLEARED, EventKind.POPPED):
-            if length:
-                writes.append((kind, (), None))
-                length = 0 if kind == EventKind.CLEARED else length - 1
-        elif kind == EventKind.FORKED:
-            if length:
-                writes.append((EventKind.CLEARED, (), None))
-            if event.messages:
-                writes.append((EventKind.APPENDED, event.messages, event.idempotency_key))
-            length = len(event.messages)
-        else:
-            skipped += 1
-    return writes, skipped
+def _import_one(store: StoreHandle, cid: str, chunks: queue.Queue[_Chunk]) -> _Outcome:
+    """Import one conversation's chunks, in order, with `StoreHandle.import_events`.
 
+    Always takes every chunk up to the last (so the reader never blocks on this
+    conversation), even after a conflict or an error.
 
-def _import_one(store: StoreHandle, cid: str, events: list[Event]) -> tuple[str, int, int]:
-    writes, skipped = _plan(events)
-    current = store.get(cid)
-    if current == replay(events):
-        return "present", 0, skipped
-    if current:
-        return "conflict", 0, skipped
-    for kind, messages, key in writes:
-        if kind == EventKind.APPENDED:
-            store.add(cid, list(messages), idempotency_key=key)
-        elif kind == EventKind.CLEARED:
-            store.clear(cid)
-        else:
-            store.pop(cid)
-    return "imported", len(writes), skipped
+    Returns:
+        ``(outcome, events written)``: ``imported``, ``present`` or ``conflict``.
+    """
+    version = store.version(cid)
+    written = 0
+    last_version = 0
+    conflict = False
+    failure: BaseException | None = None
+    while True:
+        chunk, last = chunks.get()
+        if chunk is None:
+            break
+        if not conflict and failure is None:
+            try:
+                after = store.import_events(cid, chunk)
+            except ConflictError:
+                conflict = True
+            except BaseException as exc:  # handed back once the queue is drained
+                failure = exc
+            else:
+                written += sum(1 for event in chunk if event.version > version)
+                version = after
+        last_version = chunk[-1].version
+        if last:
+            break
+    if failure is not None:
+        raise failure
+    if conflict or version != last_version:
+        return "conflict", written
+    return ("imported" if written else "present"), written
 
 
 def import_jsonl(
@@ -291,9 +321,9 @@ def import_jsonl(
 ) -> ImportSummary:
     """Import an export file into ``store``; idempotent.
 
-    Conversations are imported in parallel (one worker per conversation at a time,
-    so each conversation's writes keep their order and concurrent writers share
-    fsyncs).
+    Each conversation's events are written exactly (`StoreHandle.import_events`),
+    in chunks of at most 1,000 events, in order. Conversations are imported in
+    parallel (one worker per conversation, so concurrent writers share fsyncs).
 
     Args:
         store: the target store.
@@ -306,20 +336,22 @@ def import_jsonl(
 
     Raises:
         ExportFormatError: a bad line (nothing has been written).
+        ValueError: the store cannot import events exactly (a Redis store).
     """
     summary = ImportSummary()
     lock = threading.Lock()
     slots = threading.BoundedSemaphore(workers * 2)
     handled = 0
 
-    def record(cid: str, future: Future[tuple[str, int, int]]) -> None:
+    def record(cid: str, future: Future[_Outcome]) -> None:
         nonlocal handled
         slots.release()
         with lock:
             handled += 1
-            outcome, written, skipped = future.result()
+            if future.exception() is not None:
+                return
+            outcome, written = future.result()
             summary.events_written += written
-            summary.skipped_events += skipped
             if outcome == "conflict":
                 summary.conflicts.append(cid)
             else:
@@ -327,14 +359,26 @@ def import_jsonl(
             if progress is not None:
                 progress(handled)
 
-    futures: list[Future[tuple[str, int, int]]] = []
+    for _ in _walk(path):  # check every line before the first write
+        pass
+    futures: list[Future[_Outcome]] = []
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memoryd-import") as pool:
-        for cid, events in read_export(path):
-            slots.acquire()
-            future = pool.submit(_import_one, store, cid, events)
-            future.add_done_callback(functools.partial(record, cid))
-            futures.append(future)
-            futures = [f for f in futures if not f.done() or f.exception() is not None]
+        open_queue: queue.Queue[_Chunk] | None = None
+        try:
+            for cid, chunk, last in _walk(path):
+                if open_queue is None:
+                    slots.acquire()
+                    open_queue = queue.Queue(maxsize=2)
+                    future = pool.submit(_import_one, store, cid, open_queue)
+                    future.add_done_callback(functools.partial(record, cid))
+                    futures.append(future)
+                    futures = [f for f in futures if not f.done() or f.exception() is not None]
+                open_queue.put((chunk, last))
+                if last:
+                    open_queue = None
+        finally:
+            if open_queue is not None:
+                open_queue.put((None, True))
     for future in futures:
         future.result()
     summary.conflicts.sort()

@@ -234,6 +234,22 @@ async def fork(request: Request) -> Response:
     )
 
 
+async def import_events(request: Request) -> Response:
+    """Write events exactly as they are (the exact import path; idempotent)."""
+    request.scope["memoryd.op"] = "import"
+    body = await read_body(request, _ctx(request).config.max_body_bytes)
+    _fields(body, {"events"}, {"events"})
+    raw = body["events"]
+    if not isinstance(raw, list):
+        raise HttpError(400, "ValueError", "events must be a list of event objects")
+    try:
+        events = [wire.event_from_wire(event) for event in raw]
+    except ValueError as exc:
+        raise HttpError(400, "ValueError", f"a bad event: {exc}") from None
+    cid = request.path_params["cid"]
+    return await _answer(request, "import", lambda s: {"version": s.import_events(cid, events)})
+
+
 async def version(request: Request) -> Response:
     """The conversation's version (0 if never written)."""
     cid = request.path_params["cid"]
@@ -398,6 +414,7 @@ _STORE_OPS: tuple[tuple[str, str, Endpoint, str, tuple[str, ...]], ...] = (
     ("DELETE", "/conversations/{cid:path}/messages", clear_messages, "clear", ()),
     ("POST", "/conversations/{cid:path}/pop", pop_message, "pop", ()),
     ("POST", "/conversations/{cid:path}/fork", fork, "fork", ()),
+    ("POST", "/conversations/{cid:path}/import", import_events, "import events exactly", ()),
     ("GET", "/conversations/{cid:path}/version", version, "version", ()),
     ("GET", "/conversations/{cid:path}/events", events, "events", ("after",)),
     ("GET", "/tail", tail, "tail (long-poll)", ("after", "limit", "timeout")),
@@ -421,6 +438,7 @@ _BODIES = {
         "expected_version": "integer",
     },
     "fork": {"target": "string", "at_version": "integer"},
+    "import_events": {"events": "array"},
     "start_store": {"kind": "string", "exclusive": "boolean"},
 }
 

@@ -28,7 +28,7 @@ from memoryd.store import engines, lmdb_ops
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
 from memoryd.store.lmdb_engine import LmdbEngine
-from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from supervisors import Exit, SupervisedActor
 
 __all__ = ["FAULT_POINTS", "NotWritten", "StoreActor", "fault_hook"]
@@ -238,4 +238,6 @@ def _apply(
             expected_version=request.expected_version,
             now=now,
         )
+    if isinstance(request, Import):
+        return lmdb_ops.import_events(txn, dbs, ctr, request.cid, request.events)
     raise TypeError(f"unknown write request {request!r}")

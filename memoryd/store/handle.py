@@ -16,7 +16,7 @@ from memoryd import messages as msgs
 from memoryd.errors import InvalidMessage
 from memoryd.events import Change, Event
 from memoryd.store import validate as check
-from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
 __all__ = ["RECORD_KINDS", "StoreHandle"]
 
@@ -50,6 +50,44 @@ def _plain_json(value: Any, path: str, depth: int = 0) -> Any:
     raise ValueError(
         f"{path} is of type {type(value).__name__}; only JSON values "
         "(str, int, float, bool, None, list, dict) can be recorded"
+    )
+
+
+def _checked_data(data: Any, limit: int, what: str = "data") -> dict[str, Any] | None:
+    """A plain copy of an event's ``data``, or ValueError naming the problem."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} must be a mapping or None, not {type(data).__name__}")
+    plain: dict[str, Any] = _plain_json(data, what)
+    size = len(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise ValueError(f"{what} is {size} bytes as compact JSON; the limit is {limit}")
+    return plain
+
+
+def _checked_event(event: Any, index: int, max_bytes: int) -> Event:
+    """A normalised copy of one event to import, or an error naming its index."""
+    if not isinstance(event, Event):
+        raise ValueError(f"events[{index}] must be an Event, not {type(event).__name__}")
+    try:
+        checked = (
+            msgs.validate_many(list(event.messages), max_bytes=max_bytes) if event.messages else []
+        )
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"events[{index}] (version {event.version}): {exc}") from None
+    try:
+        key = check.check_idempotency_key(event.idempotency_key)
+        data = _checked_data(event.data, max_bytes, f"events[{index}].data")
+    except ValueError as exc:
+        raise ValueError(f"events[{index}] (version {event.version}): {exc}") from None
+    return Event(
+        version=event.version,
+        kind=event.kind,
+        messages=tuple(checked),
+        timestamp=float(event.timestamp),
+        idempotency_key=key,
+        data=data,
     )
 
 
@@ -149,19 +187,8 @@ class StoreHandle(abc.ABC):
             raise InvalidMessage(
                 f"messages must be a list or tuple of message dicts, got {type(messages).__name__}"
             )
-        checked = (
-            msgs.validate_many(messages, max_bytes=self.max_message_bytes) if messages else []
-        )
-        plain: dict[str, Any] | None = None
-        if data is not None:
-            if not isinstance(data, Mapping):
-                raise ValueError(f"data must be a mapping or None, not {type(data).__name__}")
-            plain = _plain_json(data, "data")
-            size = len(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode())
-            if size > self.max_message_bytes:
-                raise ValueError(
-                    f"data is {size} bytes as compact JSON; the limit is {self.max_message_bytes}"
-                )
+        checked = msgs.validate_many(messages, max_bytes=self.max_message_bytes) if messages else []
+        plain = _checked_data(data, self.max_message_bytes)
         request = Record(
             cid=cid,
             kind=kind,
@@ -171,6 +198,54 @@ class StoreHandle(abc.ABC):
             expected_version=check.check_version_arg(expected_version, "expected_version"),
         )
         return int(self._write(request))
+
+    def import_events(self, cid: str, events: Sequence[Event]) -> int:
+        """Write ``events`` to ``cid`` exactly as they are: the exact-import path.
+
+        Every field is kept: version, kind, messages, timestamp, idempotency key and
+        data (a ``forked``, ``memo`` or ``compacted`` event stays one). Events whose
+        version is at most the conversation's current version must already be in its
+        log, identical in kind, version, messages and data; they are skipped, so
+        importing the same events twice changes nothing. Events older than the
+        conversation's last clear cannot be compared and are skipped too. The other
+        events must continue the log at the current version + 1; a conversation
+        holding no messages may instead continue with a ``cleared`` marker at any
+        later version (an export of a cleared conversation starts with one). A
+        ``cleared`` event deletes the messages before it, as `clear` does. All of it
+        is one atomic write: on any error nothing is written.
+
+        Args:
+            cid: the conversation id.
+            events: one or more events, versions increasing by one, oldest first
+                (a chunk of a log: import a long log in several calls, in order).
+
+        Returns:
+            The conversation's version after the import.
+
+        Raises:
+            InvalidConversationId: a bad ``cid``.
+            InvalidMessage: a bad or oversized message in an event.
+            ValueError: no events, versions that do not increase by one, or an event
+                whose idempotency key or ``data`` is invalid.
+            ConflictError: an event at or below the current version differs from the
+                stored one, or the events do not continue the log.
+            WriteTimeout: no answer in time; importing again is safe.
+            StoreUnavailable: the store is not running.
+        """
+        cid = msgs.validate_conversation_id(cid)
+        if not isinstance(events, Sequence) or isinstance(events, str | bytes):
+            raise ValueError(f"events must be a sequence of Event, not {type(events).__name__}")
+        if not events:
+            raise ValueError("events is empty; give at least one event to import")
+        checked: list[Event] = []
+        for index, event in enumerate(events):
+            if checked and isinstance(event, Event) and event.version != checked[-1].version + 1:
+                raise ValueError(
+                    f"events[{index}] has version {event.version} after version "
+                    f"{checked[-1].version}; an event log's versions increase by one"
+                )
+            checked.append(_checked_event(event, index, self.max_message_bytes))
+        return int(self._write(Import(cid=cid, events=tuple(checked))))
 
     def clear(self, cid: str) -> None:
         """Delete the conversation's messages durably; the log keeps a ``cleared`` marker.

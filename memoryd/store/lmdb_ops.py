@@ -8,7 +8,7 @@ the shared batch transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "events",
     "fork",
     "history",
+    "import_events",
     "meta_of",
     "open_dbs",
     "pop",
@@ -512,13 +513,18 @@ def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: floa
     if meta is None or meta.count == 0:
         return
     event = Event(version=meta.version + 1, kind=_CLEARED, messages=(), timestamp=now)
+    _delete_live(txn, dbs, meta)
+    _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=0)
+
+
+def _delete_live(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
+    """Delete the conversation's live events (first live version to current), as a clear does."""
     cursor = txn.cursor(db=dbs.events)
     high = keys.event_key(meta.conv, meta.version)
     if cursor.set_range(keys.event_key(meta.conv, meta.first)):
         while cursor.key() and bytes(cursor.key()) <= high:
             if not cursor.delete():
                 break
-    _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=0)
 
 
 def pop(
@@ -571,6 +577,129 @@ def fork(
         data={"source": source, "source_version": source_version},
     )
     return _write_event(txn, dbs, ctr, dst, cid=target, event=event, count=len(copied)).version
+
+
+def _stored_events(
+    txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int
+) -> dict[int, Event]:
+    """The stored events with versions ``low`` to ``high`` (those not deleted), by version."""
+    out: dict[int, Event] = {}
+    low = max(low, meta.first)
+    if low > high:
+        return out
+    cursor = txn.cursor(db=dbs.events)
+    high_key = keys.event_key(meta.conv, high)
+    if not cursor.set_range(keys.event_key(meta.conv, low)):
+        return out
+    for key, value in cursor:
+        if bytes(key) > high_key:
+            break
+        event = codec.unpack_event(value)
+        out[event.version] = event
+    return out
+
+
+def _same_event(stored: Event, event: Event) -> bool:
+    """Whether two events agree in version, kind, messages and data (not timestamp or key)."""
+    return (
+        stored.version == event.version
+        and stored.kind == event.kind
+        and list(stored.messages) == list(event.messages)
+        and (None if stored.data is None else dict(stored.data))
+        == (None if event.data is None else dict(event.data))
+    )
+
+
+def _count_after(count: int, event: Event) -> int:
+    """The message count after ``event``, as the other writes count it.
+
+    appended +n, popped -1 (never below 0), cleared 0, forked n, memo/compacted unchanged.
+    """
+    kind = event.kind
+    if kind == _APPENDED:
+        return count + len(event.messages)
+    if kind == _POPPED:
+        return max(0, count - 1)
+    if kind == _CLEARED:
+        return 0
+    if kind == _FORKED:
+        return len(event.messages)
+    return count
+
+
+def import_events(
+    txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, events: Sequence[Event]
+) -> int:
+    """Write ``events`` verbatim (version, kind, messages, timestamp, key, data).
+
+    ``events`` were checked by the handle (valid, versions increasing by one).
+    Events at or below the current version must be stored and identical (those
+    older than the last clear are deleted and cannot be compared: skipped); the
+    others continue at the current version + 1, or, when the conversation holds no
+    messages, with a ``cleared`` marker at any later version. A ``cleared`` event
+    deletes the live events before it, as `clear` does. Everything is checked and
+    encoded before the first write.
+
+    Returns:
+        The conversation's version afterwards.
+
+    Raises:
+        ConflictError: an event differs from the stored one, or the events do not
+            continue the log.
+    """
+    meta = ctr.meta(txn, dbs, cid)
+    current = 0 if meta is None else meta.version
+    skip = 0
+    while skip < len(events) and events[skip].version <= current:
+        skip += 1
+    if skip and meta is not None:
+        stored = _stored_events(txn, dbs, meta, events[0].version, events[skip - 1].version)
+        for event in events[:skip]:
+            if event.version < meta.first:
+                continue
+            have = stored.get(event.version)
+            if have is None or not _same_event(have, event):
+                found = "nothing" if have is None else f"a {have.kind!r} event"
+                raise ConflictError(
+                    f"{cid!r} holds {found} at version {event.version} where the import has "
+                    f"a different {event.kind!r} event; nothing was imported. Import into "
+                    "another conversation id, or clear this one first",
+                    expected=None,
+                    actual=current,
+                )
+    new = events[skip:]
+    if not new:
+        return current
+    count = 0 if meta is None else meta.count
+    head = new[0]
+    if head.version != current + 1 and not (head.kind == _CLEARED and count == 0):
+        raise ConflictError(
+            f"the import continues {cid!r} at version {head.version} with a {head.kind!r} "
+            f"event, but the conversation is at version {current}"
+            + ("" if count == 0 else f" holding {count} messages")
+            + "; only the next version, or a cleared marker on a conversation holding no "
+            "messages, can continue it. Nothing was imported",
+            expected=head.version - 1,
+            actual=current,
+        )
+    records = [codec.pack_event(event, trusted=True) for event in new]
+    for event, record in zip(new, records, strict=True):
+        if event.kind == _CLEARED and meta is not None:
+            _delete_live(txn, dbs, meta)
+        count = _count_after(count, event)
+        meta = _write_record(
+            txn,
+            dbs,
+            ctr,
+            meta,
+            cid=cid,
+            record=record,
+            version=event.version,
+            kind=event.kind,
+            idempotency_key=event.idempotency_key,
+            count=count,
+        )
+    return new[-1].version
 
 
 def iter_event_records(txn: lmdb.Transaction, dbs: Dbs) -> Iterator[tuple[bytes, bytes]]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Add", "Clear", "Fork", "Pop", "Record", "WriteRequest"]
+from memoryd.events import Event
+
+__all__ = ["Add", "Clear", "Fork", "Import", "Pop", "Record", "WriteRequest"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,4 +55,16 @@ class Record:
     expected_version: int | None = None
 
 
-WriteRequest = Add | Clear | Pop | Fork | Record
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Import:
+    """Write ``events`` to ``cid`` as they are (versions, timestamps, keys, data kept).
+
+    Events already in the log (version <= the conversation's version) must be
+    identical and are skipped; the rest continue the log.
+    """
+
+    cid: str
+    events: tuple[Event, ...]
+
+
+WriteRequest = Add | Clear | Pop | Fork | Record | Import

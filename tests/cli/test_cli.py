@@ -190,6 +190,8 @@ def test_data_directory_is_used_directly_when_no_daemon_runs(tmp_path: Path) -> 
 
 
 def _populate(path: Path, conversations: int, events: int, per_event: int) -> None:
+    """Fill a store: appends (some keyed) and a pop per conversation, then memo and
+    compacted events, forks, and conversations whose live log starts with a clear."""
     store = memoryd.LmdbStore.start(path, name="populate")
     errors: list[BaseException] = []
 
@@ -214,40 +216,107 @@ def _populate(path: Path, conversations: int, events: int, per_event: int) -> No
     for t in threads:
         t.join()
     assert errors == []
+    for c in range(0, conversations, 50):
+        store.record(f"conv-{c:04d}", "memo", data={"memo": f"m{c}", "n": [1, 2.5, None]})
+        summary = {"role": "system", "content": f"summary {c}"}
+        store.record(f"conv-{c:04d}", "compacted", messages=[summary], data={"to": 5})
+    for c in range(0, conversations, 100):
+        store.fork(f"conv-{c:04d}", f"fork-{c:04d}")
+        store.add(f"fork-{c:04d}", [{"role": "assistant", "content": "forked"}])
+    for c in range(5):
+        store.add(f"reset-{c}", [{"role": "user", "content": "gone"}])
+        store.add(f"reset-{c}", [{"role": "user", "content": "gone too"}])
+        store.clear(f"reset-{c}")
+        store.add(f"reset-{c}", [{"role": "user", "content": "kept"}], idempotency_key="r")
     memoryd.shutdown()
 
 
-def _without_timestamps(path: Path) -> list[Any]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        obj = json.loads(line)
-        obj.pop("timestamp", None)
-        out.append(obj)
+def _by_conversation(changes: list[Any]) -> dict[str, list[Any]]:
+    """The change feed split per conversation, each in feed order, as plain events."""
+    out: dict[str, list[Any]] = {}
+    for change in changes:
+        out.setdefault(change.conversation_id, []).append(change.event)
     return out
 
 
+def _assert_same_stores(source_path: Path, target_path: Path) -> None:
+    """Every conversation's events agree field by field, timestamps included, and the
+    change feed lists each conversation's events in the same order."""
+    source = memoryd.LmdbStore.start(source_path, name="compare-source")
+    target = memoryd.LmdbStore.start(target_path, name="compare-target")
+    try:
+        cids = source.conversations()
+        assert len(cids) == 510
+        assert target.conversations() == cids
+        for cid in cids:
+            expected = source.events(cid)
+            got = target.events(cid)
+            assert len(got) == len(expected), cid
+            for mine, theirs in zip(got, expected, strict=True):
+                assert mine.version == theirs.version, cid
+                assert mine.kind == theirs.kind, cid
+                assert mine.messages == theirs.messages, cid
+                assert mine.timestamp == theirs.timestamp, cid
+                assert mine.idempotency_key == theirs.idempotency_key, cid
+                assert mine.data == theirs.data, cid
+            assert target.get(cid) == source.get(cid)
+            assert target.version(cid) == source.version(cid)
+        kinds = {e.kind for cid in cids for e in source.events(cid)}
+        assert kinds == {"appended", "popped", "memo", "compacted", "forked", "cleared"}
+        assert source.events("reset-0")[0].kind == "cleared"
+        source_feed = _by_conversation(source.tail(limit=1_000_000))
+        target_feed = target.tail(limit=1_000_000)
+        assert [c.position for c in target_feed] == sorted(c.position for c in target_feed)
+        assert _by_conversation(target_feed) == source_feed
+    finally:
+        memoryd.shutdown()
+
+
 def test_export_import_round_trip_of_100k_messages(tmp_path: Path) -> None:
-    """100,000 messages export, import and export again alike; a second import changes nothing."""
+    """100,000 messages export, import and export again identically, every event kind and
+    timestamp included; a second import changes nothing."""
     source, target = tmp_path / "source", tmp_path / "target"
     _populate(source, conversations=500, events=20, per_event=10)
     first, second, third = tmp_path / "1.jsonl", tmp_path / "2.jsonl", tmp_path / "3.jsonl"
     done = run("export", "--data", str(source), "--out", str(first))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"conversations": 500, "events": 500 * 21}
+    # 500 conversations of 21 events, 2 more events on 10 of them, 5 forks of 2 events,
+    # 5 cleared-then-written conversations of 2 live events.
+    assert json.loads(done.stdout) == {"conversations": 510, "events": 500 * 21 + 20 + 10 + 10}
     imported = run("import", str(first), "--data", str(target))
     assert imported.returncode == 0, imported.stderr
-    assert json.loads(imported.stdout)["imported"] == 500
+    summary = json.loads(imported.stdout)
+    assert summary["imported"] == 510
+    assert summary["events_written"] == 500 * 21 + 20 + 10 + 10
+    assert summary["conflicts"] == []
     run("export", "--data", str(target), "--out", str(second))
-    rows = _without_timestamps(first)
-    assert sum(len(r.get("messages", ())) for r in rows) == 500 * 20 * 10 + 500
-    header = rows[0]
-    assert _without_timestamps(second)[1:] == rows[1:]
-    assert header["store"] == "memoryd.default"
+    rows = [json.loads(line) for line in first.read_text(encoding="utf-8").splitlines()]
+    # 100,000 appended + 500 popped; 10 summaries; 5 forks of 199 + 1; 5 kept.
+    assert sum(len(r.get("messages", ())) for r in rows) == 100_500 + 10 + 5 * 200 + 5
+    assert rows[0]["store"] == "memoryd.default"
+    assert second.read_text() == first.read_text()
+    _assert_same_stores(source, target)
     again = run("import", str(first), "--data", str(target))
-    assert json.loads(again.stdout) | {"present": 500} == json.loads(again.stdout)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) | {"present": 510} == json.loads(again.stdout)
     assert json.loads(again.stdout)["events_written"] == 0
     run("export", "--data", str(target), "--out", str(third))
     assert third.read_text() == second.read_text()
+
+
+def test_import_reports_a_conversation_that_moved_on_as_a_conflict(tmp_path: Path) -> None:
+    """A conversation whose log differs from the file's is reported and left as it is."""
+    source, target = tmp_path / "source", tmp_path / "target"
+    for data, text in ((source, "theirs"), (target, "mine")):
+        run("add", "c", "--content", text, "--data", str(data))
+    run("add", "d", "--content", "d", "--data", str(source))
+    export = tmp_path / "e.jsonl"
+    run("export", "--data", str(source), "--out", str(export))
+    done = run("import", str(export), "--data", str(target))
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["conflicts"] == ["c"]
+    assert json.loads(done.stdout)["imported"] == 1
+    assert json.loads(run("get", "c", "--data", str(target)).stdout)[0]["content"] == "mine"
 
 
 def _event_line(cid: str, role: str) -> str:

@@ -12,10 +12,18 @@ import pytest
 
 import memoryd
 import supervisors
-from tests.contract.base import RecordContract, Store, StoreContract, StoreFactory, texts, user
+from tests.contract.base import (
+    ImportContract,
+    RecordContract,
+    Store,
+    StoreContract,
+    StoreFactory,
+    texts,
+    user,
+)
 
 
-class TestEphemeralStore(StoreContract, RecordContract):
+class TestEphemeralStore(StoreContract, RecordContract, ImportContract):
     """Every contract behaviour, on an ephemeral store (temp dir, no fsync)."""
 
     @pytest.fixture

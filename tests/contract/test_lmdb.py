@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 import memoryd
-from tests.contract.base import RecordContract, Store, StoreContract, StoreFactory
+from tests.contract.base import ImportContract, RecordContract, Store, StoreContract, StoreFactory
 
 
-class TestLmdbStore(StoreContract, RecordContract):
+class TestLmdbStore(StoreContract, RecordContract, ImportContract):
     """Every contract behaviour, on an LMDB store in a fresh directory under tmp_path."""
 
     @pytest.fixture

@@ -64,6 +64,13 @@ class TestRedisStore(StoreContract):
         finally:
             client.close()
 
+    def test_import_events_is_refused_with_the_reason(self, store: Store) -> None:
+        """RedisStore cannot write events exactly yet: it says so and writes nothing."""
+        event = memoryd.Event(version=1, kind="appended", messages=(user("a"),), timestamp=1.0)
+        with pytest.raises(ValueError, match="does not support import_events"):
+            store.import_events("c", [event])
+        assert store.version("c") == 0
+
 
 class TestRedisClusterStore(StoreContract):
     """Every contract behaviour, on a three-master Redis Cluster (detected, not told)."""
