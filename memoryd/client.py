@@ -33,7 +33,7 @@ from memoryd.events import Change, Event
 from memoryd.http_transport import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from memoryd.wire import (
     AUTO_KEY_PREFIX,
     DEFAULT_STORE_NAME,
@@ -339,6 +339,18 @@ class RemoteStore(StoreHandle):
         if isinstance(request, Fork):
             body = {"target": request.target, "at_version": request.at_version}
             return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
+                "version"
+            ]
+        if isinstance(request, Record):
+            key = request.idempotency_key or AUTO_KEY_PREFIX + uuid.uuid4().hex
+            record: dict[str, Any] = {
+                "kind": request.kind,
+                "messages": list(request.messages),
+                "data": request.data,
+                "idempotency_key": key,
+                "expected_version": request.expected_version,
+            }
+            return self._call("POST", self._conv(request.cid, "record"), body=record, retry=True)[
                 "version"
             ]
         if isinstance(request, Import):

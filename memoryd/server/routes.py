@@ -234,6 +234,32 @@ async def fork(request: Request) -> Response:
     )
 
 
+async def record_event(request: Request) -> Response:
+    """Append a ``memo`` or ``compacted`` event (the message history is unchanged)."""
+    request.scope["memoryd.op"] = "record"
+    body = await read_body(request, _ctx(request).config.max_body_bytes)
+    _fields(
+        body,
+        {"kind", "messages", "data", "idempotency_key", "expected_version"},
+        {"kind"},
+    )
+    cid = request.path_params["cid"]
+    return await _answer(
+        request,
+        "record",
+        lambda s: {
+            "version": s.record(
+                cid,
+                body["kind"],
+                messages=body.get("messages") or (),
+                data=body.get("data"),
+                idempotency_key=body.get("idempotency_key"),
+                expected_version=body.get("expected_version"),
+            )
+        },
+    )
+
+
 async def import_events(request: Request) -> Response:
     """Write events exactly as they are (the exact import path; idempotent)."""
     request.scope["memoryd.op"] = "import"
@@ -414,6 +440,7 @@ _STORE_OPS: tuple[tuple[str, str, Endpoint, str, tuple[str, ...]], ...] = (
     ("DELETE", "/conversations/{cid:path}/messages", clear_messages, "clear", ()),
     ("POST", "/conversations/{cid:path}/pop", pop_message, "pop", ()),
     ("POST", "/conversations/{cid:path}/fork", fork, "fork", ()),
+    ("POST", "/conversations/{cid:path}/record", record_event, "record a memo event", ()),
     ("POST", "/conversations/{cid:path}/import", import_events, "import events exactly", ()),
     ("GET", "/conversations/{cid:path}/version", version, "version", ()),
     ("GET", "/conversations/{cid:path}/events", events, "events", ("after",)),
@@ -439,6 +466,13 @@ _BODIES = {
     },
     "fork": {"target": "string", "at_version": "integer"},
     "import_events": {"events": "array"},
+    "record_event": {
+        "kind": "string",
+        "messages": "array",
+        "data": "object",
+        "idempotency_key": "string",
+        "expected_version": "integer",
+    },
     "start_store": {"kind": "string", "exclusive": "boolean"},
 }
 

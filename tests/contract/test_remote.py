@@ -26,7 +26,7 @@ import pytest
 import memoryd
 import supervisors
 from memoryd import client
-from tests.contract.base import ImportContract, Store, StoreContract, StoreFactory
+from tests.contract.base import ImportContract, RecordContract, Store, StoreContract, StoreFactory
 from tests.server.daemon import Daemon
 
 
@@ -45,7 +45,7 @@ def _stop_named_stores(daemon: Daemon) -> None:
                 http.delete(f"/v1/stores/{info['name']}").raise_for_status()
 
 
-class TestRemoteStore(StoreContract, ImportContract):
+class TestRemoteStore(StoreContract, RecordContract, ImportContract):
     """Every contract behaviour, on a RemoteStore over the daemon's Unix socket."""
 
     @pytest.fixture
