@@ -1,0 +1,190 @@
+"""Extraction: the prompt that asks an LLM for facts, and the pure parser of its reply."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.memory.records import SCOPES, MemoryRecord
+from memoryd.memory.schema import SchemaError, validate_body
+
+__all__ = [
+    "DEFAULT_EXTRACTION_INSTRUCTION",
+    "ExtractionError",
+    "Fact",
+    "extraction_request",
+    "loads_json",
+    "parse_facts",
+    "reply_text",
+]
+
+DEFAULT_EXTRACTION_INSTRUCTION = (
+    "You maintain an assistant's long-term memory. From the new messages, extract the "
+    "reusable facts and preferences worth remembering in later conversations. Reply with "
+    'JSON only: {"facts": [{"scope": "global" or "session", "kind": "fact" or '
+    '"preference" or another short label, "body": {"key": "a stable snake_case name", '
+    '"text": "the fact in one sentence"}, "tags": ["..."], "importance": 0.0 to 1.0}]}. '
+    "Use scope global for what holds about the user or project everywhere, session for "
+    "what matters only in this conversation. Restate a known record with the same kind "
+    'and key to update it. Reply {"facts": []} when nothing is worth keeping.'
+)
+
+Message = dict[str, Any]
+
+
+class ExtractionError(ValueError):
+    """The LLM's reply is not the JSON the extraction asked for."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fact:
+    """One fact the LLM extracted, validated, not yet stored."""
+
+    scope: str
+    kind: str
+    body: dict[str, Any]
+    tags: tuple[str, ...] = ()
+    importance: float = 0.5
+
+
+def _render(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
+    return f"{message.get('role')}: {content}" if content else ""
+
+
+def extraction_request(
+    instruction: str, messages: Sequence[Mapping[str, Any]], known: Sequence[MemoryRecord]
+) -> list[Message]:
+    """The messages of the extraction call.
+
+    Args:
+        instruction: The system instruction.
+        messages: The new messages to extract from.
+        known: Records already stored (so the LLM can restate rather than invent keys).
+
+    Returns:
+        A system and a user message.
+    """
+    lines = [
+        json.dumps({"scope": r.scope, "kind": r.kind, "body": r.body}, ensure_ascii=False)
+        for r in known
+    ]
+    parts = ["Known records:\n" + ("\n".join(lines) if lines else "(none)")]
+    parts.append("New messages:\n" + "\n".join(filter(None, map(_render, messages))))
+    return [
+        {"role": "system", "content": instruction},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def reply_text(reply: Any) -> str:
+    """The text content of an assistant reply.
+
+    Args:
+        reply: The assistant message.
+
+    Returns:
+        Its ``content`` text.
+
+    Raises:
+        ExtractionError: The reply holds no text.
+    """
+    content = reply.get("content") if isinstance(reply, Mapping) else None
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    if not isinstance(content, str) or not content.strip():
+        raise ExtractionError("the reply holds no text")
+    return content
+
+
+def loads_json(text: str) -> Any:
+    """Parse JSON, tolerating a Markdown code fence around it.
+
+    Args:
+        text: The reply text.
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        ExtractionError: The text is not JSON.
+    """
+    stripped = text.strip()
+    fenced = re.fullmatch(r"```[\w-]*\s*(.*?)\s*```", stripped, flags=re.DOTALL)
+    if fenced:
+        stripped = fenced.group(1)
+    try:
+        return json.loads(stripped)
+    except ValueError as exc:
+        raise ExtractionError(f"the reply is not JSON: {exc}") from None
+
+
+def _fact(item: Any, where: str, schema: Mapping[str, Any], default_scope: str) -> Fact:
+    if not isinstance(item, Mapping):
+        raise ExtractionError(f"{where} must be an object, not {type(item).__name__}")
+    scope = item.get("scope", default_scope)
+    if scope not in SCOPES:
+        raise ExtractionError(f"{where}.scope must be one of {SCOPES}, not {scope!r}")
+    kind = item.get("kind", "fact")
+    if not isinstance(kind, str) or not kind.strip():
+        raise ExtractionError(f"{where}.kind must be a non-empty str, not {kind!r}")
+    body = item.get("body")
+    try:
+        validate_body(body, schema, f"{where}.body")
+    except SchemaError as exc:
+        raise ExtractionError(str(exc)) from None
+    if not isinstance(body, dict):
+        raise ExtractionError(f"{where}.body must be an object")
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ExtractionError(f"{where}.tags must be a list of str, not {tags!r}")
+    importance = item.get("importance", 0.5)
+    if isinstance(importance, bool) or not isinstance(importance, int | float):
+        raise ExtractionError(f"{where}.importance must be a number, not {importance!r}")
+    return Fact(
+        scope=scope,
+        kind=kind.strip(),
+        body=dict(body),
+        tags=tuple(tags),
+        importance=min(1.0, max(0.0, float(importance))),
+    )
+
+
+def parse_facts(
+    text: str, schema: Mapping[str, Any], *, default_scope: str = "session"
+) -> tuple[list[Fact], list[str]]:
+    """Read the facts of an extraction reply. Pure.
+
+    A reply that is not ``{"facts": [...]}`` (or a bare list) is an error; within a
+    valid reply, each invalid fact is reported and skipped, the others kept.
+
+    Args:
+        text: The reply text.
+        schema: The body schema.
+        default_scope: The scope of a fact that names none.
+
+    Returns:
+        The valid facts, and one message per invalid fact.
+
+    Raises:
+        ExtractionError: The reply as a whole is malformed.
+    """
+    value = loads_json(text)
+    items = value.get("facts") if isinstance(value, Mapping) else value
+    if not isinstance(items, list):
+        raise ExtractionError('the reply must be {"facts": [...]} or a list of facts')
+    facts: list[Fact] = []
+    problems: list[str] = []
+    for index, item in enumerate(items):
+        try:
+            facts.append(_fact(item, f"facts[{index}]", schema, default_scope))
+        except ExtractionError as exc:
+            problems.append(str(exc))
+    return facts, problems

@@ -1,0 +1,73 @@
+"""RecallFilter: the kernel filter that recalls and reranks memory before each LLM call.
+
+`LongTermMemory.prepare` must stay pure, so the LLM rerank cannot run there; a kernel
+``around_chat`` filter may do I/O. Build it with `LongTermMemory.rerank_filter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memoryd.kernel.filters import ChatNext, ChatRequest, Filter
+from memoryd.memory.retrieve import inject
+
+if TYPE_CHECKING:
+    from memoryd.memory.provider import LongTermMemory
+
+__all__ = ["RecallFilter", "query_of"]
+
+Message = dict[str, Any]
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else ""
+
+
+def query_of(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The retrieval query: the text of the newest user message (empty when none).
+
+    Args:
+        messages: The messages, oldest first.
+
+    Returns:
+        The query text.
+    """
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return _text(message).strip()
+    return ""
+
+
+class RecallFilter(Filter):
+    """Recalls (and reranks) long-term memory around each LLM call; see `rerank_filter`.
+
+    Args:
+        memory: The long-term memory.
+    """
+
+    def __init__(self, memory: LongTermMemory) -> None:
+        self.memory = memory
+
+    def around_chat(self, request: ChatRequest, next: ChatNext) -> Message:
+        """Replace the request's memory block with a fresh recall, then call the LLM.
+
+        Args:
+            request: The request.
+            next: The inner layers and the LLM.
+
+        Returns:
+            The LLM's reply.
+        """
+        cid = request.context.conversation_id
+        query = query_of(request.messages)
+        if not cid or not query:
+            return next(request)
+        recall = self.memory.cached_recall(cid, query) if request.step > 0 else None
+        if recall is None:
+            recall = self.memory.recall(cid, query)
+        messages = inject(request.messages, recall.records, self.memory.max_chars)
+        return next(request.with_messages(messages))
