@@ -96,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     p = command("import", "import an export file (idempotent)")
     p.add_argument("file")
     p.add_argument("--workers", type=int, default=8)
+    p = command("backup", "write a consistent copy of a store into a new directory (needs --data)")
+    p.add_argument("dest", help="the new directory (must not exist or be empty)")
     p = command("fork", "start DST as a copy of SRC")
     p.add_argument("source")
     p.add_argument("target")
@@ -341,6 +343,28 @@ def _import(args: argparse.Namespace, store: StoreHandle, out: _Output) -> int:
     return 1 if summary.conflicts else 0
 
 
+def _backup(args: argparse.Namespace, out: _Output) -> int:
+    """Copy ``--data`` (or its ``--store``) to ``args.dest``; safe while a daemon serves it."""
+    from memoryd.store.backup import backup  # noqa: PLC0415
+
+    data = _option(args, "data")
+    if data is None:
+        raise ValueError(
+            "backup reads the data directory itself: pass --data DIR (a daemon may be "
+            "serving it; the copy is one consistent snapshot)"
+        )
+    name = _option(args, "store")
+    root = Path(data)
+    named = name not in (None, DEFAULT_STORE_NAME)
+    source = root / "stores" / check_store_name(name) if named else root
+    copied = backup(source, args.dest)
+    out.emit(
+        {"backup": str(copied.parent), "bytes": copied.stat().st_size},
+        lambda o: o.write(f"backed up {source} to {copied.parent}\n"),
+    )
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import ServerConfig, parse_listen, run  # noqa: PLC0415 (starlette)
 
@@ -378,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
     store: StoreHandle | None = None
     try:
+        if args.command == "backup":
+            return _backup(args, _Output(as_json, sys.stdout))
         store = _open(args)
         return _run_command(args, store, _Output(as_json, sys.stdout))
     except BrokenPipeError:

@@ -11,6 +11,7 @@ import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -177,6 +178,13 @@ class Guard:
                     )
                 if not hmac.compare_digest(given[7:].strip().encode(), self._token):
                     return 401, "Unauthorized", "wrong token"
+        for part in (scope.get("raw_path"), scope.get("query_string")):
+            try:
+                unquote_to_bytes(part or b"").decode("utf-8")
+            except UnicodeDecodeError:
+                # the server would decode it with replacement characters: two different
+                # ids would reach the same conversation
+                return 400, "ValueError", "the request URL is not UTF-8 once percent-decoded"
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
             return (

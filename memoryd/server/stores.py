@@ -128,6 +128,8 @@ class StoreRegistry:
             elif kind == "ephemeral":
                 started = EphemeralStore.start(name=name, max_message_bytes=self.max_message_bytes)
             else:
+                # the parent of the store directories is as private as the data directory
+                (self.data / "stores").mkdir(mode=0o700, exist_ok=True)
                 started = LmdbStore.start(
                     self.data / "stores" / name,
                     name=name,

@@ -1,0 +1,71 @@
+"""``memoryd backup DEST``: a consistent copy of a data directory, also while a daemon serves it."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from memoryd import api
+from memoryd.store.lmdb_store import LmdbStore
+from tests.server.daemon import Daemon
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with stdout a pipe and no MEMORYD_* variables."""
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+        check=False,
+    )
+
+
+def test_backup_of_a_served_data_directory_opens_as_a_store_with_the_data(tmp_path: Path) -> None:
+    """While a daemon serves DIR, ``backup --data DIR`` copies every acknowledged write."""
+    daemon = Daemon().start()
+    try:
+        store = daemon.connect()
+        for i in range(50):
+            store.add(f"c{i % 5}", [{"role": "user", "content": f"m{i}"}])
+        daemon.connect(store="notes").add("n", [{"role": "user", "content": "named"}])
+        done = run("backup", str(tmp_path / "copy"), "--data", str(daemon.data))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["backup"] == str((tmp_path / "copy").resolve())
+        done = run(
+            "backup", str(tmp_path / "notes"), "--data", str(daemon.data), "--store", "notes"
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        daemon.close()
+    assert stat.S_IMODE(os.stat(tmp_path / "copy" / "data.mdb").st_mode) == 0o600
+    copy = LmdbStore.start(tmp_path / "copy", name="backup-copy")
+    notes = LmdbStore.start(tmp_path / "notes", name="backup-notes")
+    try:
+        for c in range(5):
+            assert [m["content"] for m in copy.get(f"c{c}")] == [
+                f"m{i}" for i in range(50) if i % 5 == c
+            ]
+        assert notes.get("n") == [{"role": "user", "content": "named"}]
+    finally:
+        api.shutdown()
+
+
+def test_backup_needs_data_and_an_empty_destination(tmp_path: Path) -> None:
+    """Without --data, or onto a non-empty directory, backup fails with a message and status 1."""
+    done = run("backup", str(tmp_path / "x"), "--address", "unix:///nowhere.sock")
+    assert done.returncode == 1
+    assert "--data" in done.stderr
+    data = tmp_path / "data"
+    assert run("add", "c", "--content", "x", "--data", str(data)).returncode == 0
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep").write_text("mine")
+    done = run("backup", str(tmp_path / "full"), "--data", str(data))
+    assert done.returncode == 1
+    assert "not empty" in done.stderr
+    assert (tmp_path / "full" / "keep").read_text() == "mine"
