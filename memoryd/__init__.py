@@ -50,6 +50,7 @@ from memoryd.kernel import (
     memory_filter,
     tool,
 )
+from memoryd.memory import LongTermMemory
 from memoryd.provider import (
     DefaultProvider,
     Explanation,
@@ -65,12 +66,14 @@ from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb_store import EphemeralStore, LmdbStore
 
 if _TYPE_CHECKING:
+    from memoryd.aio import AsyncStore
     from memoryd.client import RemoteStore, connect
     from memoryd.store.redis_store import RedisStore
 
 __all__ = [
     "Agent",
     "AlreadyStarted",
+    "AsyncStore",
     "AuthenticationError",
     "Change",
     "ChatRequest",
@@ -88,6 +91,7 @@ __all__ = [
     "InvokeResult",
     "Kernel",
     "LmdbStore",
+    "LongTermMemory",
     "MemoryProvider",
     "MemorydError",
     "PendingRun",
@@ -124,7 +128,11 @@ __all__ = [
 
 def __getattr__(name: str) -> _Any:
     """``connect`` and ``RemoteStore`` load the HTTP client (httpx), ``RedisStore``
-    redis-py, on first use."""
+    redis-py, ``AsyncStore`` the asyncio face, on first use."""
+    if name == "AsyncStore":
+        from memoryd import aio  # noqa: PLC0415 (asyncio face only when used)
+
+        return aio.AsyncStore
     if name in ("connect", "RemoteStore"):
         from memoryd import client  # noqa: PLC0415 (httpx only when a daemon is used)
 

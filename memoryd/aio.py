@@ -1,0 +1,139 @@
+"""An asyncio face for every store: `AsyncStore` never blocks the event loop.
+
+Each method runs the matching `StoreHandle` call in a worker thread with
+`asyncio.to_thread`, so a slow fsync, a full group commit or a daemon round trip
+waits off the loop while other tasks run::
+
+    store = memoryd.AsyncStore(memoryd.LmdbStore.start("data/chat"))
+    await store.add("session-1", [messages.user("hi")])
+    await store.get("session-1", limit=50)
+
+The handle's own deadlines still apply (every call into a store actor has one), so
+an awaited call ends with `WriteTimeout` or `StoreUnavailable` rather than hanging.
+Cancelling the awaiting task does not cancel a write that was already handed to
+the store: it may still commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memoryd.events import Change, Event
+from memoryd.store.handle import StoreHandle
+
+__all__ = ["AsyncStore"]
+
+
+class AsyncStore:
+    """Awaitable versions of every `StoreHandle` method, run in worker threads.
+
+    Args:
+        handle: any store handle (`LmdbStore`, `EphemeralStore`, `RedisStore`,
+            `RemoteStore`). Arguments, results and errors are exactly the handle's.
+    """
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: StoreHandle) -> None:
+        if not isinstance(handle, StoreHandle):
+            raise TypeError(
+                f"AsyncStore wraps a StoreHandle (LmdbStore, EphemeralStore, RemoteStore, ...), "
+                f"not {type(handle).__name__}"
+            )
+        self.handle = handle
+
+    @property
+    def name(self) -> str:
+        """The wrapped store's registered name."""
+        return self.handle.name
+
+    async def add(
+        self,
+        cid: str,
+        messages: list[dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """`StoreHandle.add` off the event loop; returns the new version."""
+        return await asyncio.to_thread(
+            self.handle.add,
+            cid,
+            messages,
+            idempotency_key=idempotency_key,
+            expected_version=expected_version,
+        )
+
+    async def record(
+        self,
+        cid: str,
+        kind: str,
+        *,
+        messages: Sequence[dict[str, Any]] = (),
+        data: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """`StoreHandle.record` off the event loop; returns the new version."""
+        return await asyncio.to_thread(
+            self.handle.record,
+            cid,
+            kind,
+            messages=messages,
+            data=data,
+            idempotency_key=idempotency_key,
+            expected_version=expected_version,
+        )
+
+    async def clear(self, cid: str) -> None:
+        """`StoreHandle.clear` off the event loop."""
+        await asyncio.to_thread(self.handle.clear, cid)
+
+    async def pop(self, cid: str) -> dict[str, Any] | None:
+        """`StoreHandle.pop` off the event loop: the removed last message, or None."""
+        return await asyncio.to_thread(self.handle.pop, cid)
+
+    async def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
+        """`StoreHandle.fork` off the event loop; returns ``target``'s new version."""
+        return await asyncio.to_thread(self.handle.fork, source, target, at_version=at_version)
+
+    async def get(
+        self, cid: str, *, limit: int | None = None, at_version: int | None = None
+    ) -> list[dict[str, Any]]:
+        """`StoreHandle.get` off the event loop: the history, chronological."""
+        return await asyncio.to_thread(self.handle.get, cid, limit=limit, at_version=at_version)
+
+    async def version(self, cid: str) -> int:
+        """`StoreHandle.version` off the event loop."""
+        return await asyncio.to_thread(self.handle.version, cid)
+
+    async def events(self, cid: str, *, after: int = 0) -> list[Event]:
+        """`StoreHandle.events` off the event loop."""
+        return await asyncio.to_thread(self.handle.events, cid, after=after)
+
+    async def conversations(
+        self, *, prefix: str = "", after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """`StoreHandle.conversations` off the event loop."""
+        return await asyncio.to_thread(
+            self.handle.conversations, prefix=prefix, after=after, limit=limit
+        )
+
+    async def tail(
+        self, *, after: int = 0, limit: int = 1000, timeout: float = 0.0
+    ) -> list[Change]:
+        """`StoreHandle.tail` off the event loop; a long ``timeout`` waits in its thread."""
+        return await asyncio.to_thread(self.handle.tail, after=after, limit=limit, timeout=timeout)
+
+    async def stats(self) -> dict[str, Any]:
+        """`StoreHandle.stats` off the event loop."""
+        return await asyncio.to_thread(self.handle.stats)
+
+    async def stop(self) -> None:
+        """`StoreHandle.stop` off the event loop."""
+        await asyncio.to_thread(self.handle.stop)
+
+    def __repr__(self) -> str:
+        return f"<AsyncStore {self.handle!r}>"

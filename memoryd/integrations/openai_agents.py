@@ -1,0 +1,262 @@
+"""OpenAI Agents SDK session backed by a memoryd store.
+
+Swap the SDK's ``SQLiteSession("user-1", "chat.db")`` for
+``MemorydSession("user-1", store)`` and every run keeps its history in memoryd::
+
+    from agents import Agent, Runner
+    from memoryd.integrations.openai_agents import MemorydSession
+
+    session = MemorydSession("user-1", memoryd.LmdbStore.start("data/chat"))
+    await Runner.run(agent, "hello", session=session)
+
+SDK items come in many shapes (messages, ``function_call``, ``function_call_output``,
+``reasoning``, ...) and most are not chat messages. Each item is stored as one
+chat message whose ``role`` and ``content`` summarise it (so memoryd's own tools
+can read the history) and whose ``openai_agents_item`` key holds the item itself,
+so `MemorydSession.get_items` returns exactly what was added.
+
+Every method runs its store call in a worker thread (`asyncio.to_thread`): the
+event loop is never blocked by a disk sync or a daemon round trip. As in the SDK's
+``SQLiteSession``, a cancelled ``add_items``, ``pop_item`` or ``clear_session``
+raises ``CancelledError`` only after its write has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar, cast
+
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from memoryd import messages as msgs
+from memoryd.store.handle import StoreHandle
+
+__all__ = ["ITEM_KEY", "MemorydSession", "decode_items", "encode_item", "without_orphan_outputs"]
+
+ITEM_KEY = "openai_agents_item"
+"""The message key under which the SDK item is stored verbatim."""
+
+_PLAIN_ROLES = frozenset({"developer", "system", "user"})
+
+_T = TypeVar("_T")
+
+
+async def _outlast_cancellation(awaitable: Awaitable[_T]) -> _T:
+    """Await a store write to its outcome even if the caller is cancelled meanwhile.
+
+    A write handed to a worker thread commits whether or not its awaiter is still
+    there; like the SDK's own sessions, the caller learns of its cancellation only
+    once the write has ended, so a cancelled ``add_items`` never leaves a write
+    running behind the next call.
+    """
+    task = asyncio.ensure_future(awaitable)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        raise cancelled
+    return task.result()
+
+
+def _summary(item: Mapping[str, Any]) -> str:
+    """A short text for the item: its text content, else ``[type]``."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        ]
+        if texts:
+            return "\n".join(texts)
+    return f"[{item.get('type', 'message')}]"
+
+
+def encode_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat message that stores one SDK item losslessly.
+
+    A user, system or developer message keeps its role; every other item (assistant
+    messages, tool calls and their outputs, reasoning, ...) is stored as an
+    ``assistant`` message. The item itself rides under `ITEM_KEY`.
+
+    Args:
+        item: an SDK input item (a JSON-compatible mapping).
+
+    Returns:
+        An OpenAI-format message that `memoryd.messages.validate` accepts.
+
+    Raises:
+        TypeError: ``item`` is not a mapping.
+    """
+    if not isinstance(item, Mapping):
+        raise TypeError(f"a session item must be a dict, got {type(item).__name__}")
+    role = item.get("role")
+    is_message = item.get("type", "message") == "message"
+    stored_role = role if is_message and role in _PLAIN_ROLES else "assistant"
+    return {"role": stored_role, "content": _summary(item), ITEM_KEY: dict(item)}
+
+
+def _decode_foreign(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """SDK items for a chat message some other memoryd writer stored."""
+    role = message.get("role")
+    if role == "tool":
+        content = message.get("content")
+        output = content if isinstance(content, str) else _summary(message)
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message.get("tool_call_id"),
+                "output": output,
+            }
+        ]
+    items: list[dict[str, Any]] = []
+    content = message.get("content")
+    calls = message.get("tool_calls") or ()
+    if content is not None and (content != "" or not calls):
+        items.append({"role": role, "content": content})
+    for call in calls:
+        function = call.get("function", {})
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+            }
+        )
+    return items
+
+
+def decode_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The SDK items a stored message holds.
+
+    A message written by `encode_item` gives back its one item exactly. A plain chat
+    message written by other memoryd code becomes an easy input message, plus one
+    ``function_call`` per tool call; a tool message becomes a ``function_call_output``.
+    """
+    item = message.get(ITEM_KEY)
+    if isinstance(item, dict):
+        return [item]
+    return _decode_foreign(message)
+
+
+def _is_output(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    return isinstance(kind, str) and kind.endswith("_output") and "call_id" in item
+
+
+def without_orphan_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop tool outputs whose call is not in ``items``.
+
+    A window cut from the end of a history can start between a ``function_call``
+    (or any ``*_call``) and its ``*_output``; the model API rejects an output whose
+    call it has not seen, so such outputs are left out.
+    """
+    calls = {item["call_id"] for item in items if "call_id" in item and not _is_output(item)}
+    return [item for item in items if not _is_output(item) or item["call_id"] in calls]
+
+
+class MemorydSession:
+    """An OpenAI Agents SDK ``Session`` that keeps its items in a memoryd store.
+
+    Args:
+        session_id: the session id; it is the memoryd conversation id.
+        store: any store handle (`LmdbStore`, `EphemeralStore`, `RemoteStore`, ...).
+        session_settings: default settings (``limit``) as in the SDK's sessions.
+        drop_orphan_outputs: leave out of a limited `get_items` window the tool
+            outputs whose call fell outside it (the default). Pass False to get the raw
+            tail, as ``SQLiteSession`` returns it: the SDK's own write reconciliation
+            on resuming an interrupted run (``resume_pending_session_write``) and its
+            retry rewind compare ``get_items(limit=n)`` with what it wrote, and a
+            shortened window reads to it as changed history.
+
+    Raises:
+        InvalidConversationId: ``session_id`` is not a valid conversation id.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        store: StoreHandle,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        *,
+        drop_orphan_outputs: bool = True,
+    ) -> None:
+        self.session_id = msgs.validate_conversation_id(session_id)
+        self.store = store
+        self.drop_orphan_outputs = drop_orphan_outputs
+        self.session_settings: SessionSettings | None = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+
+    def _read(self, limit: int | None) -> list[dict[str, Any]]:
+        """Items, oldest first: all of them, or the last ``limit`` without orphan outputs."""
+        if limit is None or limit < 0:  # the SDK's SQLiteSession reads all for a negative limit
+            stored = self.store.get(self.session_id)
+            return [item for message in stored for item in decode_items(message)]
+        if limit == 0:
+            return []
+        stored = self.store.get(self.session_id, limit=limit)
+        items = [item for message in stored for item in decode_items(message)][-limit:]
+        return without_orphan_outputs(items) if self.drop_orphan_outputs else items
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The session's items, oldest first.
+
+        Args:
+            limit: at most this many of the latest items; None uses
+                ``session_settings.limit`` (None there means all). Unless the session
+                was made with ``drop_orphan_outputs=False``, a limited window never
+                holds a tool output whose call fell outside it.
+
+        Returns:
+            The items exactly as they were added.
+        """
+        effective = resolve_session_limit(limit, self.session_settings)
+        items = await asyncio.to_thread(self._read, effective)
+        return cast(list[TResponseInputItem], items)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` as one atomic store event (nothing for an empty list).
+
+        Raises:
+            InvalidMessage: an item is not JSON-compatible or is too large; nothing
+                is written.
+        """
+        if not items:
+            return
+        encoded = [encode_item(cast(Mapping[str, Any], item)) for item in items]
+        await _outlast_cancellation(asyncio.to_thread(self.store.add, self.session_id, encoded))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the latest item, or None when the session is empty.
+
+        Removes the newest stored message: for items this session wrote that is
+        exactly one item. A plain chat message another writer stored (see
+        `decode_items`) goes whole, and its last item is returned.
+        """
+        message = await _outlast_cancellation(asyncio.to_thread(self.store.pop, self.session_id))
+        if message is None:
+            return None
+        items = decode_items(message)
+        return cast(TResponseInputItem, items[-1]) if items else None
+
+    async def clear_session(self) -> None:
+        """Remove every item of the session (the store's log keeps a ``cleared`` marker)."""
+        await _outlast_cancellation(asyncio.to_thread(self.store.clear, self.session_id))
+
+    def __repr__(self) -> str:
+        return f"<MemorydSession {self.session_id!r} on {self.store!r}>"

@@ -1,0 +1,1 @@
+"""Tests of the framework adapters in memoryd.integrations and the asyncio face."""

@@ -1,0 +1,164 @@
+"""AsyncStore: every store method, awaitable, run off the event loop; import isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from typing import Any, cast
+
+import pytest
+
+import memoryd
+from memoryd import messages as msgs
+from memoryd.aio import AsyncStore
+from memoryd.store.handle import StoreHandle
+
+
+def test_async_store_is_exported_lazily_from_memoryd() -> None:
+    """memoryd.AsyncStore is memoryd.aio.AsyncStore."""
+    assert memoryd.AsyncStore is AsyncStore
+
+
+def test_every_method_matches_the_handle(store: StoreHandle, cid: str) -> None:
+    """add, get, version, events, pop, fork, conversations, tail, clear, stats agree."""
+    astore = AsyncStore(store)
+    other = cid + "-fork"
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["v1"] = await astore.add(cid, [msgs.user("a"), msgs.assistant("b")])
+        out["v2"] = await astore.add(cid, [msgs.user("c")], idempotency_key="k")
+        out["v2_again"] = await astore.add(cid, [msgs.user("c")], idempotency_key="k")
+        out["get"] = await astore.get(cid, limit=2)
+        out["at"] = await astore.get(cid, at_version=1)
+        out["version"] = await astore.version(cid)
+        out["kinds"] = [e.kind for e in await astore.events(cid)]
+        out["pop"] = await astore.pop(cid)
+        out["fork"] = await astore.fork(cid, other)
+        out["convs"] = await astore.conversations(prefix=cid)
+        out["tail"] = await astore.tail(after=0, limit=100000)
+        await astore.clear(cid)
+        out["cleared"] = await astore.get(cid)
+        out["stats"] = await astore.stats()
+        return out
+
+    out = asyncio.run(main())
+    assert (out["v1"], out["v2"], out["v2_again"]) == (1, 2, 2)
+    assert [m["content"] for m in out["get"]] == ["b", "c"]
+    assert [m["content"] for m in out["at"]] == ["a", "b"]
+    assert out["version"] == 2
+    assert out["kinds"] == ["appended", "appended"]
+    assert out["pop"] == msgs.user("c")
+    assert out["fork"] >= 1 and store.get(other) == [msgs.user("a"), msgs.assistant("b")]
+    assert out["convs"] == [cid, other]
+    assert any(change.conversation_id == cid for change in out["tail"])
+    assert out["cleared"] == []
+    assert isinstance(out["stats"], dict)
+
+
+def test_record_writes_a_memo_and_leaves_the_history() -> None:
+    """record appends a memo event (local stores; RemoteStore has no record yet)."""
+    store = memoryd.EphemeralStore.start(name="aio-record")
+    astore = AsyncStore(store)
+
+    async def main() -> tuple[int, list[Any]]:
+        await astore.add("c", [msgs.user("a")])
+        version = await astore.record("c", "memo", data={"x": 1})
+        return version, await astore.events("c")
+
+    try:
+        version, events = asyncio.run(main())
+    finally:
+        store.stop()
+    assert version == 2
+    assert [(e.kind, e.data) for e in events] == [("appended", None), ("memo", {"x": 1})]
+
+
+def test_errors_are_the_handles_errors(store: StoreHandle, cid: str) -> None:
+    """A bad message raises the same InvalidMessage, from the awaited call."""
+    with pytest.raises(memoryd.InvalidMessage):
+        asyncio.run(AsyncStore(store).add(cid, [{"role": "nobody", "content": "x"}]))
+
+
+def test_calls_run_in_worker_threads(store: StoreHandle, cid: str) -> None:
+    """Each awaited call runs the handle method in a thread other than the loop's."""
+    threads: set[int] = set()
+
+    class Spy(StoreHandle):
+        name = store.name
+        max_message_bytes = store.max_message_bytes
+
+        def _write(self, request: Any) -> Any:
+            threads.add(threading.get_ident())
+            return store._write(request)
+
+        def _get(self, *args: Any) -> Any:
+            threads.add(threading.get_ident())
+            return store._get(*args)
+
+        def _version(self, *args: Any) -> Any:
+            threads.add(threading.get_ident())
+            return store._version(*args)
+
+        def _events(self, *args: Any) -> Any:
+            return store._events(*args)
+
+        def _conversations(self, *args: Any) -> Any:
+            return store._conversations(*args)
+
+        def _tail(self, *args: Any) -> Any:
+            return store._tail(*args)
+
+        def stats(self) -> dict[str, Any]:
+            return store.stats()
+
+        def stop(self) -> None:
+            """Not called."""
+
+    astore = AsyncStore(Spy())
+
+    async def main() -> int:
+        await astore.add(cid, [msgs.user("a")])
+        await astore.get(cid)
+        await astore.version(cid)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert len(threads) >= 1 and loop_thread not in threads
+
+
+def test_concurrent_adds_from_tasks_all_land(store: StoreHandle, cid: str) -> None:
+    """20 tasks adding at once produce 20 versions and 20 messages."""
+    astore = AsyncStore(store)
+
+    async def main() -> list[int]:
+        return list(
+            await asyncio.gather(*(astore.add(cid, [msgs.user(str(n))]) for n in range(20)))
+        )
+
+    versions = asyncio.run(main())
+    assert sorted(versions) == list(range(1, 21))
+    assert sorted(int(m["content"]) for m in store.get(cid)) == list(range(20))
+
+
+def test_wrapping_something_else_is_refused() -> None:
+    """AsyncStore takes a StoreHandle and says so otherwise."""
+    with pytest.raises(TypeError, match="StoreHandle"):
+        AsyncStore(cast(StoreHandle, object()))
+
+
+def test_importing_memoryd_imports_no_framework() -> None:
+    """import memoryd (and memoryd.integrations, memoryd.aio) loads neither langchain nor agents."""
+    code = (
+        "import sys, memoryd, memoryd.integrations, memoryd.aio\n"
+        "memoryd.AsyncStore\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('agents', 'langchain', 'langchain_core', 'openai'))\n"
+        "print(bad)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"

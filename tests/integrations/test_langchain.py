@@ -1,0 +1,245 @@
+"""MemorydChatMessageHistory behaves as LangChain documents a BaseChatMessageHistory.
+
+Every test runs against LmdbStore, EphemeralStore and the daemon through RemoteStore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+import pytest
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables.history import RunnableWithMessageHistory
+
+from memoryd import messages as msgs
+from memoryd.integrations.langchain import (
+    LANGCHAIN_KEY,
+    MemorydChatMessageHistory,
+    from_openai,
+    to_openai,
+)
+from memoryd.store.handle import StoreHandle
+
+TOOL_CALL = {"name": "weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}
+
+MESSAGES: list[BaseMessage] = [
+    SystemMessage(content="Be brief."),
+    HumanMessage(content="Weather in Paris?"),
+    AIMessage(content="", tool_calls=[TOOL_CALL]),
+    ToolMessage(content="18C", tool_call_id="call_1"),
+    AIMessage(content="It is 18C in Paris."),
+    HumanMessage(content=[{"type": "text", "text": "thanks"}]),
+]
+
+
+def test_plain_messages_become_plain_openai_dicts() -> None:
+    """Human/AI (with tool_calls)/Tool/System messages map to OpenAI dicts with no extras."""
+    assert [to_openai(m) for m in MESSAGES] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": "18C", "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "It is 18C in Paris."},
+        {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
+    ]
+
+
+def test_rich_messages_round_trip_without_loss() -> None:
+    """ids, metadata, usage, invalid tool calls, artifacts and chat roles survive."""
+    rich: list[BaseMessage] = [
+        AIMessage(
+            content="hi",
+            id="run-1",
+            response_metadata={"model": "fake"},
+            usage_metadata={"input_tokens": 3, "output_tokens": 1, "total_tokens": 4},
+            tool_calls=[TOOL_CALL],
+            invalid_tool_calls=[
+                {"name": "f", "args": "{bad", "id": "c2", "error": "x", "type": "invalid_tool_call"}
+            ],
+        ),
+        ToolMessage(content="ok", tool_call_id="c1", artifact={"rows": [1, 2]}, status="error"),
+        HumanMessage(content="named", name="alice", additional_kwargs={"k": 1}),
+        ChatMessage(role="critic", content="meh"),
+        SystemMessage(content="dev", additional_kwargs={"__openai_role__": "developer"}),
+    ]
+    stored = [msgs.validate(to_openai(m)) for m in rich]
+    assert [from_openai(m) for m in stored] == rich
+    assert LANGCHAIN_KEY in stored[0] and stored[4]["role"] == "developer"
+
+
+def test_messages_from_memoryds_own_writers_convert() -> None:
+    """OpenAI dicts built with memoryd.messages become the matching LangChain messages."""
+    stored = [
+        msgs.system("s"),
+        msgs.user("u"),
+        msgs.assistant(None, tool_calls=[msgs.tool_call("call_1", "weather", {"city": "Paris"})]),
+        msgs.tool("call_1", "18C"),
+    ]
+    assert [from_openai(m) for m in stored] == [
+        SystemMessage(content="s"),
+        HumanMessage(content="u"),
+        AIMessage(content="", tool_calls=[TOOL_CALL]),
+        ToolMessage(content="18C", tool_call_id="call_1"),
+    ]
+
+
+def test_history_is_a_base_chat_message_history(store: StoreHandle, cid: str) -> None:
+    """It is a BaseChatMessageHistory and starts empty."""
+    history = MemorydChatMessageHistory(store, cid)
+    assert isinstance(history, BaseChatMessageHistory)
+    assert history.messages == []
+
+
+def test_messages_round_trip_in_order(store: StoreHandle, cid: str) -> None:
+    """add_messages then messages gives back equal messages, in order, across batches."""
+    history = MemorydChatMessageHistory(store, cid)
+    history.add_messages(MESSAGES[:3])
+    history.add_message(MESSAGES[3])
+    history.add_messages(MESSAGES[4:])
+    assert history.messages == MESSAGES
+    assert MemorydChatMessageHistory(store, cid).messages == MESSAGES
+
+
+def test_each_batch_is_one_event(store: StoreHandle, cid: str) -> None:
+    """add_messages writes one store event per call; an empty call writes nothing."""
+    history = MemorydChatMessageHistory(store, cid)
+    history.add_messages(MESSAGES)
+    history.add_messages([])
+    assert store.version(cid) == 1
+
+
+def test_clear_empties_the_history(store: StoreHandle, cid: str) -> None:
+    """clear removes every message; the history can be used again afterwards."""
+    history = MemorydChatMessageHistory(store, cid)
+    history.add_messages(MESSAGES)
+    history.clear()
+    assert history.messages == []
+    history.add_messages(MESSAGES[:1])
+    assert history.messages == MESSAGES[:1]
+
+
+def test_memoryd_pop_removes_the_last_message(store: StoreHandle, cid: str) -> None:
+    """The store's pop takes the newest message off the LangChain history."""
+    history = MemorydChatMessageHistory(store, cid)
+    history.add_messages(MESSAGES[:3])
+    popped = store.pop(cid)
+    assert popped is not None and from_openai(popped) == MESSAGES[2]
+    assert history.messages == MESSAGES[:2]
+
+
+def test_async_variants_match_the_sync_ones(store: StoreHandle, cid: str) -> None:
+    """aadd_messages, aget_messages and aclear do what their sync twins do."""
+    history = MemorydChatMessageHistory(store, cid)
+
+    async def main() -> tuple[list[BaseMessage], list[BaseMessage]]:
+        await history.aadd_messages(MESSAGES)
+        got = await history.aget_messages()
+        await history.aclear()
+        return got, await history.aget_messages()
+
+    got, after = asyncio.run(main())
+    assert got == MESSAGES
+    assert after == []
+
+
+def test_concurrent_adds_from_tasks_are_each_atomic(store: StoreHandle, cid: str) -> None:
+    """Pairs added from 10 concurrent tasks all land, each pair contiguous."""
+    history = MemorydChatMessageHistory(store, cid)
+
+    def pair(n: int) -> list[BaseMessage]:
+        return [HumanMessage(content=f"q{n}"), AIMessage(content=f"a{n}")]
+
+    async def main() -> list[BaseMessage]:
+        await asyncio.gather(*(history.aadd_messages(pair(n)) for n in range(10)))
+        return await history.aget_messages()
+
+    got = asyncio.run(main())
+    pairs = [got[i : i + 2] for i in range(0, len(got), 2)]
+    assert len(got) == 20
+    assert sorted(pairs, key=lambda p: str(p[0].content)) == sorted(
+        (pair(n) for n in range(10)), key=lambda p: str(p[0].content)
+    )
+
+
+def test_async_methods_call_the_store_off_the_loop_thread(store: StoreHandle, cid: str) -> None:
+    """aget_messages, aadd_messages and aclear call the store from worker threads."""
+    threads: set[int] = set()
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            method = getattr(store, name)
+
+            def spied(*args: Any, **kw: Any) -> Any:
+                threads.add(threading.get_ident())
+                return method(*args, **kw)
+
+            return spied
+
+    history = MemorydChatMessageHistory(cast(StoreHandle, Spy()), cid)
+
+    async def main() -> int:
+        await history.aadd_messages(MESSAGES[:1])
+        await history.aget_messages()
+        await history.aclear()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert threads and loop_thread not in threads
+
+
+@pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
+def test_runnable_with_message_history_keeps_the_conversation(store: StoreHandle, cid: str) -> None:
+    """RunnableWithMessageHistory reads and appends turns through the memoryd history."""
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="Hi Alice"), AIMessage("Alice")]))
+    seen: list[list[BaseMessage]] = []
+
+    def record(messages: list[BaseMessage]) -> list[BaseMessage]:
+        seen.append(list(messages))
+        return messages
+
+    from langchain_core.runnables import RunnableLambda
+
+    chain = RunnableWithMessageHistory(
+        RunnableLambda(record) | model,
+        lambda session_id: MemorydChatMessageHistory(store, session_id),
+    )
+    config: Any = {"configurable": {"session_id": cid}}
+    chain.invoke([HumanMessage(content="I am Alice")], config=config)
+    answer = chain.invoke([HumanMessage(content="Who am I?")], config=config)
+    assert answer.content == "Alice"
+    assert [m.content for m in seen[1]] == ["I am Alice", "Hi Alice", "Who am I?"]
+    assert [m["content"] for m in store.get(cid)] == [
+        "I am Alice",
+        "Hi Alice",
+        "Who am I?",
+        "Alice",
+    ]
+
+
+def test_invalid_conversation_id_is_refused() -> None:
+    """A bad conversation id fails at construction, naming the problem."""
+    from memoryd.errors import InvalidConversationId
+
+    with pytest.raises(InvalidConversationId, match="empty"):
+        MemorydChatMessageHistory(cast(StoreHandle, object()), "")

@@ -1,0 +1,322 @@
+"""MemorydSession behaves as the Agents SDK documents a Session (SQLiteSession's behaviour).
+
+Every test runs against LmdbStore, EphemeralStore and the daemon through RemoteStore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+import pytest
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import Session, SessionSettings
+
+from memoryd import messages as msgs
+from memoryd.integrations.openai_agents import ITEM_KEY, MemorydSession, encode_item
+from memoryd.store.handle import StoreHandle
+from tests.integrations.fakes import ScriptedModel, call, say
+
+set_tracing_disabled(True)
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"role": "system", "content": [{"type": "input_text", "text": "be brief"}]},
+    {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "look it up"}],
+        "encrypted_content": None,
+    },
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "weather",
+        "arguments": '{"city": "Paris"}',
+        "status": "completed",
+    },
+    {"type": "function_call_output", "call_id": "call_1", "output": "18C and sunny"},
+    {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "18C, sunny.", "annotations": []}],
+    },
+    {"type": "item_reference", "id": "ref_1"},
+    {"role": "user", "content": [{"type": "input_image", "image_url": "https://x/a.png"}]},
+]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_memoryd_session_satisfies_the_session_protocol(store: StoreHandle, cid: str) -> None:
+    """The SDK's runtime-checkable Session protocol recognises MemorydSession."""
+    session = MemorydSession(cid, store)
+    assert isinstance(session, Session)
+    assert session.session_id == cid
+    assert session.session_settings == SessionSettings()
+
+
+def test_every_item_shape_round_trips_exactly(store: StoreHandle, cid: str) -> None:
+    """Messages, calls, outputs, reasoning and references come back deep-equal, in order."""
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, ITEMS)))
+    assert run(session.get_items()) == ITEMS
+
+
+def test_each_item_is_stored_as_a_valid_chat_message(store: StoreHandle, cid: str) -> None:
+    """The store holds one valid chat message per item, carrying the item verbatim."""
+    run(MemorydSession(cid, store).add_items(cast(Any, ITEMS)))
+    stored = store.get(cid)
+    assert [m[ITEM_KEY] for m in stored] == ITEMS
+    assert [m["role"] for m in stored[:3]] == ["user", "system", "assistant"]
+    assert stored[0]["content"] == "What is the weather in Paris?"
+    for message in stored:
+        assert msgs.validate(message) == message
+
+
+def test_get_items_with_limit_returns_the_latest_in_order(store: StoreHandle, cid: str) -> None:
+    """limit=N gives the newest N items, oldest first; limit=0 gives none."""
+    session = MemorydSession(cid, store)
+    items = [{"role": "user", "content": f"m{i}"} for i in range(6)]
+    run(session.add_items(cast(Any, items[:3])))
+    run(session.add_items(cast(Any, items[3:])))
+    assert run(session.get_items(limit=2)) == items[4:]
+    assert run(session.get_items(limit=100)) == items
+    assert run(session.get_items(limit=0)) == []
+
+
+def test_session_settings_limit_is_the_default_limit(store: StoreHandle, cid: str) -> None:
+    """session_settings.limit applies when get_items has no limit; an explicit one wins."""
+    session = MemorydSession(cid, store, session_settings={"limit": 2})
+    items = [{"role": "user", "content": f"m{i}"} for i in range(4)]
+    run(session.add_items(cast(Any, items)))
+    assert run(session.get_items()) == items[2:]
+    assert run(session.get_items(limit=3)) == items[1:]
+
+
+def test_limit_never_returns_an_output_without_its_call(store: StoreHandle, cid: str) -> None:
+    """A window cut between a function_call and its output leaves the output out."""
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, ITEMS[:6])))
+    window = run(session.get_items(limit=2))  # function_call_output, assistant message
+    assert window == [ITEMS[5]]
+    assert run(session.get_items(limit=3)) == ITEMS[3:6]
+
+
+def test_raw_tail_is_returned_when_orphan_dropping_is_off(store: StoreHandle, cid: str) -> None:
+    """drop_orphan_outputs=False returns the exact last N items, as SQLiteSession does."""
+    session = MemorydSession(cid, store, drop_orphan_outputs=False)
+    reference = SQLiteSession(cid)
+    for target in (session, reference):
+        run(target.add_items(cast(Any, ITEMS[:6])))
+    assert run(session.get_items(limit=2)) == ITEMS[4:6] == run(reference.get_items(limit=2))
+
+
+def test_pop_item_removes_and_returns_the_latest(store: StoreHandle, cid: str) -> None:
+    """pop_item returns the newest item exactly and removes it; None when empty."""
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, ITEMS[3:5])))
+    assert run(session.pop_item()) == ITEMS[4]
+    assert run(session.get_items()) == [ITEMS[3]]
+    assert run(session.pop_item()) == ITEMS[3]
+    assert run(session.pop_item()) is None
+
+
+def test_clear_session_empties_it(store: StoreHandle, cid: str) -> None:
+    """clear_session removes every item; the session can be used again afterwards."""
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, ITEMS)))
+    run(session.clear_session())
+    assert run(session.get_items()) == []
+    run(session.add_items(cast(Any, ITEMS[:1])))
+    assert run(session.get_items()) == ITEMS[:1]
+
+
+def test_adding_no_items_writes_nothing(store: StoreHandle, cid: str) -> None:
+    """add_items([]) leaves the conversation at version 0."""
+    run(MemorydSession(cid, store).add_items([]))
+    assert store.version(cid) == 0
+
+
+def test_sessions_with_different_ids_are_separate(store: StoreHandle, cid: str) -> None:
+    """Two session ids on one store never see each other's items."""
+    one, two = MemorydSession(cid, store), MemorydSession(cid + "-b", store)
+    run(one.add_items(cast(Any, ITEMS[:1])))
+    assert run(two.get_items()) == []
+
+
+def test_concurrent_adds_from_tasks_are_each_atomic(store: StoreHandle, cid: str) -> None:
+    """Batches added from 10 concurrent tasks all land, each batch contiguous."""
+    session = MemorydSession(cid, store)
+
+    def batch(n: int) -> list[dict[str, Any]]:
+        return [
+            {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{n}", "output": str(n)},
+        ]
+
+    async def main() -> list[Any]:
+        await asyncio.gather(*(session.add_items(cast(Any, batch(n))) for n in range(10)))
+        return await session.get_items()
+
+    items = run(main())
+    assert len(items) == 20
+    pairs = [items[i : i + 2] for i in range(0, 20, 2)]
+    assert sorted(pairs, key=lambda p: p[0]["call_id"]) == sorted(
+        (batch(n) for n in range(10)), key=lambda p: p[0]["call_id"]
+    )
+
+
+def test_plain_chat_messages_from_other_writers_are_readable(store: StoreHandle, cid: str) -> None:
+    """Messages memoryd's own agent stored come back as SDK items (calls and outputs too)."""
+    store.add(
+        cid,
+        [
+            msgs.user("hi"),
+            msgs.assistant(None, tool_calls=[msgs.tool_call("call_9", "lookup", {"q": "x"})]),
+            msgs.tool("call_9", "42"),
+        ],
+    )
+    items = run(MemorydSession(cid, store).get_items())
+    assert items == [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "call_9", "name": "lookup", "arguments": '{"q":"x"}'},
+        {"type": "function_call_output", "call_id": "call_9", "output": "42"},
+    ]
+
+
+class _ThreadSpy:
+    """Delegates to a store and records which thread made each call."""
+
+    def __init__(self, store: StoreHandle) -> None:
+        self._store = store
+        self.threads: set[int] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+
+        def spied(*args: Any, **kw: Any) -> Any:
+            self.threads.add(threading.get_ident())
+            return method(*args, **kw)
+
+        return spied
+
+
+def test_store_calls_run_off_the_event_loop_thread(store: StoreHandle, cid: str) -> None:
+    """Every session method calls the store from a worker thread, never the loop's."""
+    spy = _ThreadSpy(store)
+    session = MemorydSession(cid, cast(StoreHandle, spy))
+
+    async def main() -> int:
+        await session.add_items(cast(Any, ITEMS[:2]))
+        await session.get_items(limit=1)
+        await session.pop_item()
+        await session.clear_session()
+        return threading.get_ident()
+
+    loop_thread = run(main())
+    assert spy.threads and loop_thread not in spy.threads
+
+
+def test_cancelled_add_items_returns_only_after_the_write(store: StoreHandle, cid: str) -> None:
+    """Cancelling add_items mid-write raises CancelledError once the write has committed."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Held:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def add(self, *args: Any, **kw: Any) -> int:
+            entered.set()
+            release.wait(10)
+            return store.add(*args, **kw)
+
+    session = MemorydSession(cid, cast(StoreHandle, Held()))
+
+    async def main() -> tuple[bool, bool]:
+        task = asyncio.create_task(session.add_items(cast(Any, ITEMS[:2])))
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        done_while_held = task.done()
+        release.set()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return done_while_held, True
+        return done_while_held, False
+
+    done_while_held, cancelled = run(main())
+    assert not done_while_held
+    assert cancelled
+    assert [m[ITEM_KEY] for m in store.get(cid)] == ITEMS[:2]
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: the city.
+    """
+    return f"18C in {city}"
+
+
+def _agent_run(session: Any) -> tuple[ScriptedModel, list[Any]]:
+    model = ScriptedModel(
+        [
+            [call("weather", '{"city": "Paris"}', "call_1")],
+            [say("It is 18C in Paris.")],
+            [say("You asked about Paris.", "msg_2")],
+        ]
+    )
+    agent = Agent(name="assistant", model=model, tools=[weather])
+
+    async def main() -> list[Any]:
+        await Runner.run(agent, "Weather in Paris?", session=session)
+        await Runner.run(agent, "What did I ask?", session=session)
+        return await session.get_items()
+
+    return model, run(main())
+
+
+def test_runner_keeps_history_like_sqlite_session(store: StoreHandle, cid: str) -> None:
+    """Runner.run with MemorydSession stores and replays the same items as SQLiteSession."""
+    model, items = _agent_run(MemorydSession(cid, store))
+    _, reference = _agent_run(SQLiteSession(cid))
+    assert items == reference
+    assert [i.get("type", "message") for i in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+        "message",
+    ]
+    second_input = model.inputs[2]
+    assert second_input[:4] == items[:4]
+    assert encode_item(items[0])["role"] == "user"
+
+
+def test_add_items_rejects_non_json_values(store: StoreHandle, cid: str) -> None:
+    """An item that is not JSON-compatible raises InvalidMessage and writes nothing."""
+    from memoryd.errors import InvalidMessage
+
+    with pytest.raises(InvalidMessage):
+        run(MemorydSession(cid, store).add_items(cast(Any, [{"role": "user", "content": {1}}])))
+    assert store.version(cid) == 0
+
+
+def test_invalid_session_id_is_refused() -> None:
+    """A bad session id fails at construction, naming the problem."""
+    from memoryd.errors import InvalidConversationId
+
+    with pytest.raises(InvalidConversationId, match="control character"):
+        MemorydSession("a\nb", cast(StoreHandle, object()))
