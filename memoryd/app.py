@@ -12,6 +12,7 @@ a shutdown starts a fresh tree.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import threading
 import time
@@ -58,6 +59,7 @@ class _Tree:
     """The running tree's state; one instance, guarded by ``_lock``."""
 
     root: Supervisor | None = None
+    atexit_registered = False
 
 
 _lock = threading.RLock()
@@ -106,6 +108,11 @@ def _stores(timeout_s: float = 10.0) -> DynamicSupervisor:
     with _lock:
         if _tree.root is None or not _tree.root.is_alive():
             _discard_all()
+            if not _tree.atexit_registered:
+                # Stop the stores cleanly when the program exits without shutdown():
+                # queued writes are committed and every environment is closed.
+                atexit.register(shutdown)
+                _tree.atexit_registered = True
             _tree.root = Supervisor.start(
                 name=ROOT,
                 max_restarts=3,

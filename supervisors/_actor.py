@@ -113,6 +113,11 @@ class SupervisedActor(pykka.ThreadingActor):
     start_timeout_s: ClassVar[float] = 10.0
     """How long ``start()`` waits for ``init()`` when no supervisor sets it."""
 
+    use_daemon_thread: ClassVar[bool] = True
+    """Supervised actors run on daemon threads, so a program that forgets to stop its
+    supervision tree still exits (as an OTP node stops with its VM); an application
+    stops its tree cleanly from an ``atexit`` handler."""
+
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__()
         self.name = name

@@ -120,8 +120,13 @@ def test_foreign_or_missing_host_over_tcp_is_refused_and_writes_nothing(
         headers={**JSON_HEADERS, "host": host},
         tcp=True,
     )
-    assert status == 403
-    assert body is not None and body["error"]["type"] == "Forbidden"
+    if host:
+        assert status == 403
+        assert body is not None and body["error"]["type"] == "Forbidden"
+    else:
+        # An empty Host header is malformed HTTP/1.1: the pure-Python parser (h11) answers
+        # 400 before the application sees it; httptools passes it on and Guard answers 403.
+        assert status in (400, 403)
     assert version(daemon, cid) == 0
 
 
