@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchlib.peers.adapters import MemorydLangchainPeer, MemorydSessionPeer
 from benchlib.peers.agents_session import AgentsSessionPeer
 from benchlib.peers.base import Peer, ProgressFn
 from benchlib.peers.langchain_sql import LangchainSqlPeer
@@ -12,13 +13,23 @@ from benchlib.peers.sqlite_wal import SqliteWalPeer
 #: Every peer, in table order; ours first.
 PEERS: dict[str, type[Peer]] = {
     cls.name: cls
-    for cls in (OursPeer, RawLmdbPeer, SqliteWalPeer, AgentsSessionPeer, LangchainSqlPeer)
+    for cls in (
+        OursPeer,
+        RawLmdbPeer,
+        SqliteWalPeer,
+        AgentsSessionPeer,
+        MemorydSessionPeer,
+        LangchainSqlPeer,
+        MemorydLangchainPeer,
+    )
 }
 
 __all__ = [
     "PEERS",
     "AgentsSessionPeer",
     "LangchainSqlPeer",
+    "MemorydLangchainPeer",
+    "MemorydSessionPeer",
     "OursPeer",
     "Peer",
     "ProgressFn",
