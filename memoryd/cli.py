@@ -345,7 +345,7 @@ def _import(args: argparse.Namespace, store: StoreHandle, out: _Output) -> int:
 
 def _backup(args: argparse.Namespace, out: _Output) -> int:
     """Copy ``--data`` (or its ``--store``) to ``args.dest``; safe while a daemon serves it."""
-    from memoryd.store.backup import backup  # noqa: PLC0415
+    from memoryd.store.lmdb_backup import backup  # noqa: PLC0415
 
     data = _option(args, "data")
     if data is None:

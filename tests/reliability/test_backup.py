@@ -9,7 +9,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
-from memoryd.store.backup import backup
+from memoryd.store.lmdb_backup import backup
 from tools.reliability.verify import verify
 
 
