@@ -150,12 +150,11 @@ def _assert_nothing_written(store: Store, cid: str, before: tuple[int, list[Mess
 
 
 class StoreContract:
-    """Behaviour every store backend must show. Subclasses provide ``make_store``."""
+    """Behaviour every store backend must show.
 
-    @pytest.fixture
-    def make_store(self) -> StoreFactory:
-        """Return ``make_store(**options)`` starting a fresh, empty store; backends override."""
-        raise NotImplementedError("a backend's test class provides make_store")
+    A backend's test class defines the fixture ``make_store`` (``make_store(**options)``
+    starts a fresh, empty store); pytest reports a missing one as a missing fixture.
+    """
 
     @pytest.fixture
     def store(self, make_store: StoreFactory) -> Store:

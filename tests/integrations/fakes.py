@@ -47,4 +47,5 @@ class ScriptedModel(Model):
         return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kw: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("the scripted model does not stream")
+        # The adapter tests drive Runner.run only; a streamed run is refused loudly.
+        raise TypeError("ScriptedAgentsModel answers Runner.run only; it has no streaming mode")

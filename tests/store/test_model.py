@@ -12,6 +12,7 @@ import itertools
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +112,8 @@ class StoreMachine(RuleBasedStateMachine):
         self.unseen_changes: list[tuple[str, int, str]] = []
         self.position = 0
 
-    def start_store(self) -> Any:
-        raise NotImplementedError
+    start_store: Callable[[], Any]
+    """Starts the real store under test; each concrete machine defines it."""
 
     def teardown(self) -> None:
         self.store.stop()
