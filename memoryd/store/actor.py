@@ -1,10 +1,11 @@
 """StoreActor: the one owner of a store's LMDB environment (a gen_server owning its table).
 
-Writes arrive as ``submit(request, future)`` tells. The actor queues them and
+Writes arrive as ``submit(request, reply, writer)`` tells. The actor queues them and
 sends itself one ``flush``; by the time the flush is handled every write that
 arrived meanwhile is queued too, and all of them are committed in one write
 transaction and one fsync (group commit), then answered. Nothing is answered
-before its commit returned.
+before its commit returned. A reply is a `Reply`, not a Pykka future: it is
+answered exactly once, and a bare lock is the cheapest way to hand the answer over.
 
 Let it crash: if LMDB fails, every waiting caller gets ``StorageError`` (the
 outcome of that batch is unknown), writes not yet attempted are handed back
@@ -14,12 +15,12 @@ closed, and the supervisor restarts the store.
 
 from __future__ import annotations
 
+import queue
 import time
 from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Any
 
-import pykka
 import structlog
 from pykka.messages import ProxyCall
 
@@ -28,6 +29,7 @@ from memoryd.store import engines, lmdb_ops
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
 from memoryd.store.lmdb_engine import LmdbEngine
+from memoryd.store.reply import Reply
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from supervisors import Exit, SupervisedActor
 
@@ -36,9 +38,8 @@ __all__ = ["FAULT_POINTS", "NotWritten", "StoreActor", "fault_hook"]
 log = structlog.get_logger(__name__)
 
 _FLUSH = ProxyCall(attr_path=("flush",), args=(), kwargs={})
-_NAP_S = 20e-6
 
-Pending = tuple[WriteRequest, pykka.Future[Any]]
+Pending = tuple[WriteRequest, Reply]
 
 FAULT_POINTS = ("init", "before_commit", "after_commit")
 """Where ``fault_hook`` is called: ``init`` after the environment is opened and before it
@@ -59,8 +60,41 @@ class NotWritten(StoreUnavailable):
     """The store stopped before attempting this write: nothing was written; retry is safe."""
 
 
-def _fail(future: pykka.Future[Any], error: BaseException) -> None:
+def _fail(future: Reply, error: BaseException) -> None:
     future.set_exception((type(error), error, error.__traceback__))
+
+
+class _Inbox(queue.Queue[Any]):
+    """The store actor's inbox: a ``queue.Queue`` the actor can wait on for several messages.
+
+    While a batch waits for its expected writers the actor sleeps until that many
+    messages are queued (or the linger runs out): a put wakes it only when the
+    count is reached, so a batch of eight costs the actor one wake-up, not eight,
+    and the actor never takes the GIL from the writers it is waiting for.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wanted = 1
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        """Queue ``item`` (never blocks: the inbox is unbounded)."""
+        with self.mutex:
+            self._put(item)
+            self.unfinished_tasks += 1
+            if self._qsize() >= self._wanted:
+                self.not_empty.notify()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` messages are queued or ``timeout`` passes; True if they are."""
+        with self.mutex:
+            self._wanted = max(count, 1)
+            try:
+                return self.not_empty.wait_for(
+                    lambda: self._qsize() >= count, timeout=max(timeout, 0.0)
+                )
+            finally:
+                self._wanted = 1
 
 
 class StoreActor(SupervisedActor):
@@ -69,6 +103,10 @@ class StoreActor(SupervisedActor):
     Args:
         config: how to open the store (restarts reuse it).
     """
+
+    @staticmethod
+    def _create_actor_inbox() -> _Inbox:  # Pykka's hook for actor types' inboxes
+        return _Inbox()
 
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(name=config.name)
@@ -106,9 +144,7 @@ class StoreActor(SupervisedActor):
             self._hand_back(NotWritten(f"store {self.config.name!r} did not start"))
         log.info("store_closed", store=self.config.name, reason=exit.describe())
 
-    def submit(
-        self, request: WriteRequest, future: pykka.Future[Any], writer: Hashable = None
-    ) -> None:
+    def submit(self, request: WriteRequest, future: Reply, writer: Hashable = None) -> None:
         """Queue a write; it is committed by the next flush. Runs in the actor's thread.
 
         Args:
@@ -131,15 +167,17 @@ class StoreActor(SupervisedActor):
         """Commit the queued writes, ``max_batch`` per transaction. Runs in the actor's thread.
 
         Unless ``force``, a batch still expecting writers from the recent commits is
-        held back (briefly, see ``GroupCommit``) by sending the flush to the back of
-        the inbox again, behind whatever arrived meanwhile.
+        held back (briefly, see ``GroupCommit``): the actor sleeps until the missing
+        writes are in its inbox or the linger runs out, then handles them first by
+        sending the flush to the back of the inbox again.
         """
         self._flush_scheduled = False
         if not force and self._pending and not self._ready():
-            if self.actor_inbox.empty():
-                time.sleep(_NAP_S)  # lets waking writers run and send their writes
-            self._schedule_flush()
-            return
+            linger = self._policy.linger_left(time.monotonic() - self._first_arrival)
+            missing = self._policy.expected() - len(self._writers)
+            if self._inbox.wait_for(missing, linger):
+                self._schedule_flush()  # behind the writes that arrived: they join this batch
+                return
         while self._pending and self._engine is not None:
             size = self.config.max_batch
             batch, self._pending = self._pending[:size], self._pending[size:]
@@ -154,12 +192,15 @@ class StoreActor(SupervisedActor):
             if self._pending:
                 self._first_arrival = time.monotonic()
 
+    @property
+    def _inbox(self) -> _Inbox:
+        inbox = self.actor_inbox
+        assert isinstance(inbox, _Inbox)
+        return inbox
+
     def _queued(self) -> int:
-        """Messages waiting in the inbox (a ThreadingActor's inbox is a ``queue.Queue``)."""
-        qsize = getattr(self.actor_inbox, "qsize", None)
-        if callable(qsize):
-            return int(qsize())
-        return 0 if self.actor_inbox.empty() else 1
+        """Messages waiting in the inbox."""
+        return self._inbox.qsize()
 
     def _ready(self) -> bool:
         waited = time.monotonic() - self._first_arrival

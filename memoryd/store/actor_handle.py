@@ -21,6 +21,7 @@ from memoryd.store import engines
 from memoryd.store.actor import NotWritten
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import StoreHandle
+from memoryd.store.reply import Reply
 from memoryd.store.requests import WriteRequest
 from supervisors import whereis
 
@@ -78,7 +79,7 @@ class ActorStoreHandle(StoreHandle):
             if ref is None:
                 self._engine(deadline)  # waits for the restart, or raises
                 continue
-            future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+            future = Reply()
             try:
                 ref.tell(
                     ProxyCall(
@@ -96,9 +97,7 @@ class ActorStoreHandle(StoreHandle):
                     raise self._unavailable("stopped before the write") from None
                 continue  # never attempted: safe to send again
 
-    def _await(
-        self, ref: pykka.ActorRef[Any], future: pykka.ThreadingFuture[Any], deadline: float
-    ) -> Any:
+    def _await(self, ref: pykka.ActorRef[Any], future: Reply, deadline: float) -> Any:
         """Wait for the write's answer.
 
         A told message that an actor never handled is dropped silently when the
@@ -108,17 +107,16 @@ class ActorStoreHandle(StoreHandle):
         """
         while True:
             remaining = deadline - time.monotonic()
-            try:
-                return future.get(timeout=max(0.0, min(remaining, _POLL_S)))
-            except pykka.Timeout:
-                if not ref.is_alive():
-                    raise NotWritten(f"store {self.name!r} stopped before the write") from None
-                if time.monotonic() >= deadline:
-                    raise WriteTimeout(
-                        f"store {self.name!r} did not confirm the write within "
-                        f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
-                        "same idempotency_key"
-                    ) from None
+            if future.wait(min(remaining, _POLL_S)):
+                return future.result()
+            if not ref.is_alive():
+                raise NotWritten(f"store {self.name!r} stopped before the write")
+            if time.monotonic() >= deadline:
+                raise WriteTimeout(
+                    f"store {self.name!r} did not confirm the write within "
+                    f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
+                    "same idempotency_key"
+                )
 
     def stop(self) -> None:
         """Stop the store: commit what it accepted, close its storage."""

@@ -64,6 +64,10 @@ class GroupCommit:
             return True
         return waited_s >= min(self.max_linger_s, self._last_commit_s)
 
+    def linger_left(self, waited_s: float) -> float:
+        """How much longer a batch whose oldest write waited ``waited_s`` may be held back."""
+        return max(min(self.max_linger_s, self._last_commit_s) - waited_s, 0.0)
+
     def committed(
         self, writers: Iterable[Hashable], *, duration_s: float, waiting: int = 0
     ) -> None:

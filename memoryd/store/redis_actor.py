@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-import pykka
 import structlog
 
 from memoryd.errors import StorageError
@@ -26,13 +25,14 @@ from memoryd.store.actor import Pending, StoreActor
 from memoryd.store.config import StoreConfig
 from memoryd.store.redis_engine import RedisEngine
 from memoryd.store.redis_scripts import redact
+from memoryd.store.reply import Reply
 
 __all__ = ["RedisStoreActor"]
 
 log = structlog.get_logger(__name__)
 
 
-def _fail(future: pykka.Future[Any], error: BaseException) -> None:
+def _fail(future: Reply, error: BaseException) -> None:
     future.set_exception((type(error), error, error.__traceback__))
 
 

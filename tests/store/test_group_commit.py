@@ -61,3 +61,12 @@ def test_rotating_writer_ids_of_one_client_do_not_make_it_wait() -> None:
         policy.committed({thread}, duration_s=0.0005, waiting=0)
     assert policy.expected() == 1
     assert policy.ready({"t4"}, waited_s=0.0)
+
+
+def test_linger_left_counts_down_from_the_bounded_linger() -> None:
+    """What is left of a batch's linger: min(cap, last commit) minus the time waited."""
+    policy = GroupCommit(max_linger_s=0.001)
+    policy.committed({"a", "b"}, duration_s=0.0004)
+    assert policy.linger_left(0.0) == pytest.approx(0.0004)
+    assert policy.linger_left(0.0001) == pytest.approx(0.0003)
+    assert policy.linger_left(0.01) == 0.0

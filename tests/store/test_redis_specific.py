@@ -138,8 +138,10 @@ def test_wait_replicas_with_a_replica_acknowledges(server: RedisServer, tmp_path
         try:
             # Connected is not enough: WAIT counts only a replica past its initial sync.
             wait_until(
-                lambda: primary.info("replication").get("slave0", {}).get("state") == "online"
-                and copy.info("replication").get("master_link_status") == "up",
+                lambda: (
+                    primary.info("replication").get("slave0", {}).get("state") == "online"
+                    and copy.info("replication").get("master_link_status") == "up"
+                ),
                 timeout=30,
             )
         finally:

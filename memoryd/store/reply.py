@@ -1,0 +1,58 @@
+"""Reply: the one-shot answer slot a writer hands to its store actor with each write.
+
+A write's caller blocks until the actor answers; with many writers that wait is
+on the hot path of every append. ``pykka.ThreadingFuture`` builds on
+``queue.Queue`` (a condition variable and a fresh waiter lock per wait); a reply
+is answered exactly once, so one pre-acquired lock that the actor releases does
+the same job with one lock operation on each side.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Any
+
+__all__ = ["Reply"]
+
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+
+
+class Reply:
+    """Set once by the actor (`set` or `set_exception`); waited for by the caller."""
+
+    __slots__ = ("_answered", "_error", "_ready", "_value")
+
+    def __init__(self) -> None:
+        self._ready = threading.Lock()
+        self._ready.acquire()
+        self._answered = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def set(self, value: Any = None) -> None:
+        """Answer with ``value``. Only the first answer counts (answers come from one thread)."""
+        if not self._answered:
+            self._answered = True
+            self._value = value
+            self._ready.release()
+
+    def set_exception(self, exc_info: ExcInfo | BaseException) -> None:
+        """Answer with an error (an exception or a ``sys.exc_info()``-style tuple)."""
+        if not self._answered:
+            self._answered = True
+            self._error = exc_info[1] if isinstance(exc_info, tuple) else exc_info
+            self._ready.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for the answer; True once it is there."""
+        if self._ready.acquire(timeout=max(timeout, 0.0)):
+            self._ready.release()  # later waits return at once
+            return True
+        return False
+
+    def result(self) -> Any:
+        """The answer: the value, or the error raised. Call after `wait` returned True."""
+        if self._error is not None:
+            raise self._error
+        return self._value
