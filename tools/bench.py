@@ -28,7 +28,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchlib.environment import MEMORY_FILESYSTEMS, default_base_dir, filesystem_of
+from benchlib.environment import (
+    MEMORY_FILESYSTEMS,
+    default_base_dir,
+    filesystem_of,
+    thread_round_trip_us,
+)
 from benchlib.peers import PEERS, OursPeer, Peer
 from benchlib.report import render, targets
 from benchlib.runner import (
@@ -317,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = Bench(settings, args.names, run_dir, args.keep)
     try:
         if "appends" in args.phase_set:
+            bench.results["environment"]["thread_round_trip_us"] = thread_round_trip_us()
             bench.appends()
         if args.phase_set & {"reads", "big"}:
             bench.reads(args.phase_set)

@@ -45,3 +45,35 @@ def default_base_dir(repo_root: Path) -> Path:
     fallback = repo_root / "build" / "bench"
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback
+
+
+def thread_round_trip_us(rounds: int = 5000) -> float:
+    """p50 µs of a bare hand-over between two Python threads and back (lock ping-pong).
+
+    A store write crosses to the store actor's thread and back once, so this is the
+    floor that a single writer pays on top of the commit; printed beside the figures
+    because it varies widely between machines (virtual CPUs wake slowly).
+    """
+    import threading
+    import time
+
+    there, back = threading.Lock(), threading.Lock()
+    there.acquire()
+    back.acquire()
+
+    def echo() -> None:
+        for _ in range(rounds):
+            there.acquire()
+            back.release()
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    samples: list[float] = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        there.release()
+        back.acquire()
+        samples.append(time.perf_counter() - started)
+    thread.join()
+    samples.sort()
+    return samples[len(samples) // 2] * 1e6

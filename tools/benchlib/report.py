@@ -119,6 +119,12 @@ def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
                 f"ours stats(): fsyncs per append {fmt(ours.get('fsyncs_per_append'))}, "
                 f"mean group-commit batch {fmt(ours.get('batch'))} appends/fsync{note}"
             )
+        trip = results["environment"].get("thread_round_trip_us")
+        if writers == "1" and trip is not None:
+            lines.append(
+                f"a bare round trip between two Python threads here: p50 {trip:,.0f} µs "
+                "(a single writer pays one to the store actor per append)"
+            )
     if results.get("reads"):
         title = (
             f"\nRead latency p50, store of {settings['read_convs']:,} conversations x "
