@@ -1,8 +1,10 @@
 """An asyncio face for every store: `AsyncStore` never blocks the event loop.
 
-Each method runs the matching `StoreHandle` call in a worker thread with
-`asyncio.to_thread`, so a slow fsync, a full group commit or a daemon round trip
-waits off the loop while other tasks run::
+Writes go through `StoreHandle.submit`: a store served by a store actor (LMDB,
+ephemeral, Redis) answers the event loop directly, with no worker thread; reads
+and the other stores run the matching `StoreHandle` call in a worker thread with
+`asyncio.to_thread`. Either way a slow fsync, a full group commit or a daemon round
+trip waits off the loop while other tasks run::
 
     store = memoryd.AsyncStore(memoryd.LmdbStore.start("data/chat"))
     await store.add("session-1", [messages.user("hi")])
@@ -21,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.events import Change, Event
+from memoryd.store import build
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["AsyncStore"]
 
 
 class AsyncStore:
-    """Awaitable versions of every `StoreHandle` method, run in worker threads.
+    """Awaitable versions of every `StoreHandle` method; none blocks the event loop.
 
     Args:
         handle: any store handle (`LmdbStore`, `EphemeralStore`, `RedisStore`,
@@ -57,14 +60,15 @@ class AsyncStore:
         idempotency_key: str | None = None,
         expected_version: int | None = None,
     ) -> int:
-        """`StoreHandle.add` off the event loop; returns the new version."""
-        return await asyncio.to_thread(
-            self.handle.add,
+        """`StoreHandle.add`, awaited; returns the new version."""
+        request = build.add(
             cid,
             messages,
             idempotency_key=idempotency_key,
             expected_version=expected_version,
+            max_bytes=self.handle.max_message_bytes,
         )
+        return int(await self.handle.submit(request))
 
     async def record(
         self,
@@ -76,28 +80,30 @@ class AsyncStore:
         idempotency_key: str | None = None,
         expected_version: int | None = None,
     ) -> int:
-        """`StoreHandle.record` off the event loop; returns the new version."""
-        return await asyncio.to_thread(
-            self.handle.record,
+        """`StoreHandle.record`, awaited; returns the new version."""
+        request = build.record(
             cid,
             kind,
             messages=messages,
             data=data,
             idempotency_key=idempotency_key,
             expected_version=expected_version,
+            max_bytes=self.handle.max_message_bytes,
         )
+        return int(await self.handle.submit(request))
 
     async def clear(self, cid: str) -> None:
-        """`StoreHandle.clear` off the event loop."""
-        await asyncio.to_thread(self.handle.clear, cid)
+        """`StoreHandle.clear`, awaited."""
+        await self.handle.submit(build.clear(cid))
 
     async def pop(self, cid: str) -> dict[str, Any] | None:
-        """`StoreHandle.pop` off the event loop: the removed last message, or None."""
-        return await asyncio.to_thread(self.handle.pop, cid)
+        """`StoreHandle.pop`, awaited: the removed last message, or None."""
+        message: dict[str, Any] | None = await self.handle.submit(build.pop(cid))
+        return message
 
     async def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
-        """`StoreHandle.fork` off the event loop; returns ``target``'s new version."""
-        return await asyncio.to_thread(self.handle.fork, source, target, at_version=at_version)
+        """`StoreHandle.fork`, awaited; returns ``target``'s new version."""
+        return int(await self.handle.submit(build.fork(source, target, at_version=at_version)))
 
     async def get(
         self, cid: str, *, limit: int | None = None, at_version: int | None = None

@@ -15,8 +15,11 @@ chat message whose ``role`` and ``content`` summarise it (so memoryd's own tools
 can read the history) and whose ``openai_agents_item`` key holds the item itself,
 so `MemorydSession.get_items` returns exactly what was added.
 
-Every method runs its store call in a worker thread (`asyncio.to_thread`): the
-event loop is never blocked by a disk sync or a daemon round trip. As in the SDK's
+The event loop is never blocked by a disk sync or a daemon round trip: writes go
+through `StoreHandle.submit` (a store actor answers the loop directly), and reads
+run in a worker thread (`asyncio.to_thread`), except a limited read of a local
+LMDB store, a walk of a few records in its memory map that is cheaper than the
+hand-off to a thread and back (`LIMIT_READ_INLINE`). As in the SDK's
 ``SQLiteSession``, a cancelled ``add_items``, ``pop_item`` or ``clear_session``
 raises ``CancelledError`` only after its write has ended.
 """
@@ -35,6 +38,7 @@ from agents.memory.session_settings import (
 )
 
 from memoryd import messages as msgs
+from memoryd.store import build
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["ITEM_KEY", "MemorydSession", "decode_items", "encode_item", "without_orphan_outputs"]
@@ -45,6 +49,9 @@ ITEM_KEY = "openai_agents_item"
 _PLAIN_ROLES = frozenset({"developer", "system", "user"})
 
 _T = TypeVar("_T")
+
+LIMIT_READ_INLINE = 200
+"""A read of at most this many stored messages of a local store runs on the event loop."""
 
 
 async def _outlast_cancellation(awaitable: Awaitable[_T]) -> _T:
@@ -226,7 +233,10 @@ class MemorydSession:
             The items exactly as they were added.
         """
         effective = resolve_session_limit(limit, self.session_settings)
-        items = await asyncio.to_thread(self._read, effective)
+        if effective is not None and 0 <= effective <= LIMIT_READ_INLINE and self.store.local_reads:
+            items = self._read(effective)
+        else:
+            items = await asyncio.to_thread(self._read, effective)
         return cast(list[TResponseInputItem], items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -239,7 +249,14 @@ class MemorydSession:
         if not items:
             return
         encoded = [encode_item(cast(Mapping[str, Any], item)) for item in items]
-        await _outlast_cancellation(asyncio.to_thread(self.store.add, self.session_id, encoded))
+        request = build.add(
+            self.session_id,
+            encoded,
+            idempotency_key=None,
+            expected_version=None,
+            max_bytes=self.store.max_message_bytes,
+        )
+        await _outlast_cancellation(self.store.submit(request))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the latest item, or None when the session is empty.
@@ -248,7 +265,9 @@ class MemorydSession:
         exactly one item. A plain chat message another writer stored (see
         `decode_items`) goes whole, and its last item is returned.
         """
-        message = await _outlast_cancellation(asyncio.to_thread(self.store.pop, self.session_id))
+        message: dict[str, Any] | None = await _outlast_cancellation(
+            self.store.submit(build.pop(self.session_id))
+        )
         if message is None:
             return None
         items = decode_items(message)
@@ -256,7 +275,7 @@ class MemorydSession:
 
     async def clear_session(self) -> None:
         """Remove every item of the session (the store's log keeps a ``cleared`` marker)."""
-        await _outlast_cancellation(asyncio.to_thread(self.store.clear, self.session_id))
+        await _outlast_cancellation(self.store.submit(build.clear(self.session_id)))
 
     def __repr__(self) -> str:
         return f"<MemorydSession {self.session_id!r} on {self.store!r}>"

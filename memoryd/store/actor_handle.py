@@ -8,6 +8,9 @@ again only a write that was surely never attempted. Reads are each backend's own
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import itertools
 import threading
 import time
 from typing import Any, Self
@@ -28,6 +31,22 @@ from supervisors import whereis
 __all__ = ["ActorStoreHandle"]
 
 _POLL_S = 0.05
+_REQUESTS = itertools.count()
+"""Writer identities of requests sent from event loops."""
+
+
+def _tell(ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply, writer: Any) -> bool:
+    """Hand ``request`` to the store actor; False if it was dead (nothing was sent)."""
+    try:
+        ref.tell(ProxyCall(attr_path=("submit",), args=(request, reply, writer), kwargs={}))
+    except pykka.ActorDeadError:
+        return False
+    return True
+
+
+def _settle(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 class ActorStoreHandle(StoreHandle):
@@ -73,50 +92,79 @@ class ActorStoreHandle(StoreHandle):
             engines.wait_for(self.name, min(remaining, _POLL_S))
 
     def _write(self, request: WriteRequest) -> Any:
-        deadline = time.monotonic() + self.call_timeout_s
+        return self._write_until(request, time.monotonic() + self.call_timeout_s)
+
+    def _write_until(self, request: WriteRequest, deadline: float) -> Any:
         while True:
             ref = whereis(self.name)
             if ref is None:
                 self._engine(deadline)  # waits for the restart, or raises
                 continue
-            future = Reply()
-            try:
-                ref.tell(
-                    ProxyCall(
-                        attr_path=("submit",),
-                        args=(request, future, threading.get_ident()),
-                        kwargs={},
-                    )
-                )
-            except pykka.ActorDeadError:
+            reply = Reply()
+            if not _tell(ref, request, reply, threading.get_ident()):
                 continue  # nothing was sent
             try:
-                return self._await(ref, future, deadline)
+                return self._await(ref, reply, deadline)
             except (pykka.ActorDeadError, NotWritten):
                 if time.monotonic() >= deadline:
                     raise self._unavailable("stopped before the write") from None
                 continue  # never attempted: safe to send again
 
-    def _await(self, ref: pykka.ActorRef[Any], future: Reply, deadline: float) -> Any:
+    def _await(self, ref: pykka.ActorRef[Any], reply: Reply, deadline: float) -> Any:
         """Wait for the write's answer.
 
         A told message that an actor never handled is dropped silently when the
-        actor dies, so the wait is sliced: an unanswered future whose actor is
+        actor dies, so the wait is sliced: an unanswered reply whose actor is
         dead was never attempted (processed writes are answered or handed back
         before the actor stops), and the caller may send it again.
         """
-        while True:
-            remaining = deadline - time.monotonic()
-            if future.wait(min(remaining, _POLL_S)):
-                return future.result()
-            if not ref.is_alive():
-                raise NotWritten(f"store {self.name!r} stopped before the write")
-            if time.monotonic() >= deadline:
-                raise WriteTimeout(
-                    f"store {self.name!r} did not confirm the write within "
-                    f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
-                    "same idempotency_key"
-                )
+        while not reply.wait(min(deadline - time.monotonic(), _POLL_S)):
+            self._after_slice(ref, deadline)
+        return reply.result()
+
+    def _after_slice(self, ref: pykka.ActorRef[Any], deadline: float) -> None:
+        """A slice passed without an answer: raise if none can come in time."""
+        if not ref.is_alive():
+            raise NotWritten(f"store {self.name!r} stopped before the write")
+        if time.monotonic() >= deadline:
+            raise WriteTimeout(
+                f"store {self.name!r} did not confirm the write within "
+                f"{self.call_timeout_s:g} s; its outcome is unknown: retry with the "
+                "same idempotency_key"
+            )
+
+    async def _write_async(self, request: WriteRequest) -> Any:
+        """The write path of an event loop: the actor's answer wakes the loop itself.
+
+        The common case costs no thread: the request is told to the actor with a
+        `Reply` that completes a future on the loop when answered. Anything unusual
+        (the store restarting, or its actor dying before the write was attempted)
+        goes to the thread path, which waits for the restart and sends again, within
+        the same deadline. Each request is its own writer for the group-commit policy
+        (one loop thread serves many clients).
+        """
+        if type(self)._write is not ActorStoreHandle._write:
+            return await asyncio.to_thread(self._write, request)  # keep the subclass's checks
+        deadline = time.monotonic() + self.call_timeout_s
+        ref = whereis(self.name)
+        if ref is not None:
+            loop = asyncio.get_running_loop()
+            woken: asyncio.Future[None] = loop.create_future()
+            reply = Reply(functools.partial(loop.call_soon_threadsafe, _settle, woken))
+            if _tell(ref, request, reply, next(_REQUESTS)):
+                try:
+                    while True:
+                        slice_s = max(0.0, min(deadline - time.monotonic(), _POLL_S))
+                        try:
+                            await asyncio.wait_for(asyncio.shield(woken), slice_s)
+                        except TimeoutError:
+                            if not reply.answered:
+                                self._after_slice(ref, deadline)
+                                continue
+                        return reply.result()
+                except (pykka.ActorDeadError, NotWritten):
+                    pass  # never attempted: safe to send again
+        return await asyncio.to_thread(self._write_until, request, deadline)
 
     def stop(self) -> None:
         """Stop the store: commit what it accepted, close its storage."""

@@ -7,88 +7,18 @@ Every backend (LMDB, ephemeral, Redis, remote) subclasses it and implements the
 from __future__ import annotations
 
 import abc
-import json
-import math
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd import messages as msgs
-from memoryd.errors import InvalidMessage
 from memoryd.events import Change, Event
+from memoryd.store import build
 from memoryd.store import validate as check
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.build import RECORD_KINDS
+from memoryd.store.requests import WriteRequest
 
 __all__ = ["RECORD_KINDS", "StoreHandle"]
-
-RECORD_KINDS = frozenset({"compacted", "memo"})
-"""The event kinds `StoreHandle.record` writes: they leave the history unchanged."""
-
-
-def _plain_json(value: Any, path: str, depth: int = 0) -> Any:
-    """A plain copy of a JSON-compatible value, or ValueError naming where it is not."""
-    if depth > 64:
-        raise ValueError(f"{path} nests deeper than 64 levels; flatten it")
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{path} is {value}; JSON has no NaN or infinity")
-        return float(value)
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{path} has the key {key!r}; keys must be str")
-            out[str(key)] = _plain_json(item, f"{path}[{key!r}]", depth + 1)
-        return out
-    if isinstance(value, list | tuple):
-        return [_plain_json(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
-    raise ValueError(
-        f"{path} is of type {type(value).__name__}; only JSON values "
-        "(str, int, float, bool, None, list, dict) can be recorded"
-    )
-
-
-def _checked_data(data: Any, limit: int, what: str = "data") -> dict[str, Any] | None:
-    """A plain copy of an event's ``data``, or ValueError naming the problem."""
-    if data is None:
-        return None
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{what} must be a mapping or None, not {type(data).__name__}")
-    plain: dict[str, Any] = _plain_json(data, what)
-    size = len(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > limit:
-        raise ValueError(f"{what} is {size} bytes as compact JSON; the limit is {limit}")
-    return plain
-
-
-def _checked_event(event: Any, index: int, max_bytes: int) -> Event:
-    """A normalised copy of one event to import, or an error naming its index."""
-    if not isinstance(event, Event):
-        raise ValueError(f"events[{index}] must be an Event, not {type(event).__name__}")
-    try:
-        checked = (
-            msgs.validate_many(list(event.messages), max_bytes=max_bytes) if event.messages else []
-        )
-    except InvalidMessage as exc:
-        raise InvalidMessage(f"events[{index}] (version {event.version}): {exc}") from None
-    try:
-        key = check.check_idempotency_key(event.idempotency_key)
-        data = _checked_data(event.data, max_bytes, f"events[{index}].data")
-    except ValueError as exc:
-        raise ValueError(f"events[{index}] (version {event.version}): {exc}") from None
-    return Event(
-        version=event.version,
-        kind=event.kind,
-        messages=tuple(checked),
-        timestamp=float(event.timestamp),
-        idempotency_key=key,
-        data=data,
-    )
 
 
 class StoreHandle(abc.ABC):
@@ -131,13 +61,12 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.
         """
-        cid = msgs.validate_conversation_id(cid)
-        checked = msgs.validate_many(messages, max_bytes=self.max_message_bytes)
-        request = Add(
-            cid=cid,
-            messages=tuple(checked),
-            idempotency_key=check.check_idempotency_key(idempotency_key),
-            expected_version=check.check_version_arg(expected_version, "expected_version"),
+        request = build.add(
+            cid,
+            messages,
+            idempotency_key=idempotency_key,
+            expected_version=expected_version,
+            max_bytes=self.max_message_bytes,
         )
         return int(self._write(request))
 
@@ -177,25 +106,14 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.
         """
-        cid = msgs.validate_conversation_id(cid)
-        if not isinstance(kind, str) or kind not in RECORD_KINDS:
-            raise ValueError(
-                f"record() writes only the kinds {sorted(RECORD_KINDS)}, not {kind!r}; "
-                "use add, clear, pop or fork for the others"
-            )
-        if not isinstance(messages, list | tuple):
-            raise InvalidMessage(
-                f"messages must be a list or tuple of message dicts, got {type(messages).__name__}"
-            )
-        checked = msgs.validate_many(messages, max_bytes=self.max_message_bytes) if messages else []
-        plain = _checked_data(data, self.max_message_bytes)
-        request = Record(
-            cid=cid,
-            kind=kind,
-            messages=tuple(checked),
-            data=plain,
-            idempotency_key=check.check_idempotency_key(idempotency_key),
-            expected_version=check.check_version_arg(expected_version, "expected_version"),
+        request = build.record(
+            cid,
+            kind,
+            messages=messages,
+            data=data,
+            idempotency_key=idempotency_key,
+            expected_version=expected_version,
+            max_bytes=self.max_message_bytes,
         )
         return int(self._write(request))
 
@@ -232,32 +150,20 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; importing again is safe.
             StoreUnavailable: the store is not running.
         """
-        cid = msgs.validate_conversation_id(cid)
-        if not isinstance(events, Sequence) or isinstance(events, str | bytes):
-            raise ValueError(f"events must be a sequence of Event, not {type(events).__name__}")
-        if not events:
-            raise ValueError("events is empty; give at least one event to import")
-        checked: list[Event] = []
-        for index, event in enumerate(events):
-            if checked and isinstance(event, Event) and event.version != checked[-1].version + 1:
-                raise ValueError(
-                    f"events[{index}] has version {event.version} after version "
-                    f"{checked[-1].version}; an event log's versions increase by one"
-                )
-            checked.append(_checked_event(event, index, self.max_message_bytes))
-        return int(self._write(Import(cid=cid, events=tuple(checked))))
+        request = build.import_events(cid, events, max_bytes=self.max_message_bytes)
+        return int(self._write(request))
 
     def clear(self, cid: str) -> None:
         """Delete the conversation's messages durably; the log keeps a ``cleared`` marker.
 
         A conversation holding no messages is left as it is (no event).
         """
-        self._write(Clear(cid=msgs.validate_conversation_id(cid)))
+        self._write(build.clear(cid))
 
     def pop(self, cid: str) -> dict[str, Any] | None:
         """Remove and return the last message (a ``popped`` event), or None if there is none."""
-        result = self._write(Pop(cid=msgs.validate_conversation_id(cid)))
-        return None if result is None else dict(result)
+        request = build.pop(cid)
+        return build.result(request, self._write(request))  # type: ignore[no-any-return]
 
     def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
         """Start ``target`` as a copy of ``source``'s history (as of ``at_version``).
@@ -269,12 +175,28 @@ class StoreHandle(abc.ABC):
             ValueError: ``source == target``, or ``at_version`` out of range.
             ConflictError: ``target`` holds messages.
         """
-        source = msgs.validate_conversation_id(source)
-        target = msgs.validate_conversation_id(target)
-        if source == target:
-            raise ValueError(f"cannot fork {source!r} into itself; pick another target id")
-        at = check.check_version_arg(at_version, "at_version")
-        return int(self._write(Fork(source=source, target=target, at_version=at)))
+        return int(self._write(build.fork(source, target, at_version=at_version)))
+
+    async def submit(self, request: WriteRequest) -> Any:
+        """Send a write built by `memoryd.store.build` and await its result off the loop.
+
+        The awaitable write path (`AsyncStore` and the daemon use it): it returns
+        what the matching method (`add`, `clear`, ...) returns and raises what it
+        raises. A store served by a store actor answers the event loop directly,
+        with no worker thread in between; other stores run the call in a worker
+        thread. Cancelling the awaiting task does not cancel a write already handed
+        to the store: it may still commit (retry with its idempotency key).
+        """
+        return build.result(request, await self._write_async(request))
+
+    async def _write_async(self, request: WriteRequest) -> Any:
+        return await asyncio.to_thread(self._write, request)
+
+    @property
+    def local_reads(self) -> bool:
+        """True when a read is a short in-memory (mmap) lookup that never waits on I/O
+        of another process: small reads may then run on an event loop directly."""
+        return False
 
     # -- reads ------------------------------------------------------------------
 

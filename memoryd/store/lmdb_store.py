@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
-from memoryd.store import lmdb_ops
+from memoryd.store import engines, lmdb_ops
 from memoryd.store.actor_handle import ActorStoreHandle
 from memoryd.store.config import (
     DEFAULT_CALL_TIMEOUT_S,
@@ -45,6 +45,12 @@ class _LmdbHandle(ActorStoreHandle):
 
     def _engine(self, deadline: float) -> LmdbEngine:
         return cast(LmdbEngine, super()._engine(deadline))
+
+    @property
+    def local_reads(self) -> bool:
+        """True while the environment is open: a read is then a walk over its memory map."""
+        engine = engines.lookup(self.name)
+        return engine is not None and not engine.closed
 
     def _read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
         deadline = time.monotonic() + self.call_timeout_s

@@ -9,7 +9,9 @@ the same job with one lock operation on each side.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -19,16 +21,23 @@ ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
 class Reply:
-    """Set once by the actor (`set` or `set_exception`); waited for by the caller."""
+    """Set once by the actor (`set` or `set_exception`); waited for by the caller.
 
-    __slots__ = ("_answered", "_error", "_ready", "_value")
+    Args:
+        notify: called once in the answering thread right after the answer, e.g. to
+            wake an event loop with ``loop.call_soon_threadsafe``; whatever it raises
+            is swallowed (the waiter is gone), so the actor is never disturbed.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_answered", "_error", "_notify", "_ready", "_value")
+
+    def __init__(self, notify: Callable[[], object] | None = None) -> None:
         self._ready = threading.Lock()
         self._ready.acquire()
         self._answered = False
         self._value: Any = None
         self._error: BaseException | None = None
+        self._notify = notify
 
     def set(self, value: Any = None) -> None:
         """Answer with ``value``. Only the first answer counts (answers come from one thread)."""
@@ -36,6 +45,7 @@ class Reply:
             self._answered = True
             self._value = value
             self._ready.release()
+            self._wake()
 
     def set_exception(self, exc_info: ExcInfo | BaseException) -> None:
         """Answer with an error (an exception or a ``sys.exc_info()``-style tuple)."""
@@ -43,6 +53,12 @@ class Reply:
             self._answered = True
             self._error = exc_info[1] if isinstance(exc_info, tuple) else exc_info
             self._ready.release()
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._notify is not None:
+            with contextlib.suppress(Exception):  # e.g. a closed event loop: nobody waits
+                self._notify()
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for the answer; True once it is there."""
@@ -50,6 +66,11 @@ class Reply:
             self._ready.release()  # later waits return at once
             return True
         return False
+
+    @property
+    def answered(self) -> bool:
+        """True once the actor answered."""
+        return self._answered
 
     def result(self) -> Any:
         """The answer: the value, or the error raised. Call after `wait` returned True."""

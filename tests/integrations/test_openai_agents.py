@@ -13,8 +13,10 @@ import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
 from agents.memory import Session, SessionSettings
 
+import memoryd
 from memoryd import messages as msgs
 from memoryd.integrations.openai_agents import ITEM_KEY, MemorydSession, encode_item
+from memoryd.store import actor as store_actor
 from memoryd.store.handle import StoreHandle
 from tests.integrations.fakes import ScriptedModel, call, say
 
@@ -191,37 +193,40 @@ def test_plain_chat_messages_from_other_writers_are_readable(store: StoreHandle,
     ]
 
 
-class _ThreadSpy:
-    """Delegates to a store and records which thread made each call."""
+def test_a_held_commit_never_blocks_the_event_loop(cid: str) -> None:
+    """While the store actor holds a commit, the loop keeps running its other tasks."""
+    entered, release = threading.Event(), threading.Event()
 
-    def __init__(self, store: StoreHandle) -> None:
-        self._store = store
-        self.threads: set[int] = set()
+    def hold(point: str, name: str) -> None:
+        if point == "before_commit" and name == held.name:
+            entered.set()
+            release.wait(10)
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._store, name)
+    held = memoryd.EphemeralStore.start()
+    session = MemorydSession(cid, held)
+    store_actor.fault_hook = hold
+    try:
 
-        def spied(*args: Any, **kw: Any) -> Any:
-            self.threads.add(threading.get_ident())
-            return method(*args, **kw)
+        async def main() -> tuple[int, list[Any]]:
+            ticks = 0
+            write = asyncio.create_task(session.add_items(cast(Any, ITEMS[:2])))
+            while not entered.is_set():
+                await asyncio.sleep(0.001)
+            for _ in range(20):  # the commit is held: the loop must still turn
+                await asyncio.sleep(0.001)
+                ticks += 1
+            assert not write.done()
+            release.set()
+            await write
+            return ticks, await session.get_items()
 
-        return spied
-
-
-def test_store_calls_run_off_the_event_loop_thread(store: StoreHandle, cid: str) -> None:
-    """Every session method calls the store from a worker thread, never the loop's."""
-    spy = _ThreadSpy(store)
-    session = MemorydSession(cid, cast(StoreHandle, spy))
-
-    async def main() -> int:
-        await session.add_items(cast(Any, ITEMS[:2]))
-        await session.get_items(limit=1)
-        await session.pop_item()
-        await session.clear_session()
-        return threading.get_ident()
-
-    loop_thread = run(main())
-    assert spy.threads and loop_thread not in spy.threads
+        ticks, items = run(main())
+    finally:
+        store_actor.fault_hook = None
+        release.set()
+        held.stop()
+    assert ticks == 20
+    assert items == ITEMS[:2]
 
 
 def test_cancelled_add_items_returns_only_after_the_write(store: StoreHandle, cid: str) -> None:
@@ -232,10 +237,10 @@ def test_cancelled_add_items_returns_only_after_the_write(store: StoreHandle, ci
         def __getattr__(self, name: str) -> Any:
             return getattr(store, name)
 
-        def add(self, *args: Any, **kw: Any) -> int:
+        async def submit(self, request: Any) -> Any:
             entered.set()
-            release.wait(10)
-            return store.add(*args, **kw)
+            await asyncio.to_thread(release.wait, 10)
+            return await store.submit(request)
 
     session = MemorydSession(cid, cast(StoreHandle, Held()))
 

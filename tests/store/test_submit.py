@@ -1,0 +1,148 @@
+"""`StoreHandle.submit`: the awaitable write path that answers an event loop directly."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memoryd
+from memoryd import messages as msgs
+from memoryd.errors import ConflictError, InvalidMessage, WriteTimeout
+from memoryd.store import actor as store_actor
+from memoryd.store import build
+from memoryd.store.handle import StoreHandle
+from memoryd.store.requests import Add
+from supervisors import kill, whereis
+
+
+@pytest.fixture(params=["lmdb", "ephemeral"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHandle]:
+    handle: StoreHandle
+    if request.param == "lmdb":
+        handle = memoryd.LmdbStore.start(tmp_path / "data", name="submit-test", call_timeout_s=2.0)
+    else:
+        handle = memoryd.EphemeralStore.start(name="submit-test", call_timeout_s=2.0)
+    yield handle
+    handle.stop()
+
+
+def _add(
+    store: StoreHandle, cid: str, text: str, *, key: str | None = None, expected: int | None = None
+) -> Add:
+    return build.add(
+        cid,
+        [msgs.user(text)],
+        idempotency_key=key,
+        expected_version=expected,
+        max_bytes=store.max_message_bytes,
+    )
+
+
+def test_submitted_writes_return_what_the_methods_return(store: StoreHandle) -> None:
+    """add -> version, pop -> the message, clear -> None, fork -> the target's version."""
+
+    async def main() -> list[object]:
+        first = await store.submit(_add(store, "c", "one"))
+        second = await store.submit(_add(store, "c", "two"))
+        popped = await store.submit(build.pop("c"))
+        forked = await store.submit(build.fork("c", "d", at_version=None))
+        cleared = await store.submit(build.clear("c"))
+        return [first, second, popped, forked, cleared]
+
+    assert asyncio.run(main()) == [1, 2, msgs.user("two"), 1, None]
+    assert store.get("d") == [msgs.user("one")]
+    assert store.get("c") == []
+
+
+def test_errors_arrive_at_the_awaiting_task(store: StoreHandle) -> None:
+    """A conflict raised in the actor reaches the awaiter; a retried key writes once."""
+
+    async def main() -> None:
+        await store.submit(_add(store, "c", "one", key="k1"))
+        again = await store.submit(_add(store, "c", "one", key="k1"))
+        assert again == 1
+        with pytest.raises(ConflictError):
+            await store.submit(_add(store, "c", "late", expected=0))
+
+    asyncio.run(main())
+    assert store.get("c") == [msgs.user("one")]
+
+
+def test_bad_input_is_refused_before_anything_is_sent(store: StoreHandle) -> None:
+    """The builders raise in the caller; nothing reaches the store."""
+    with pytest.raises(InvalidMessage):
+        build.add(
+            "c",
+            [{"role": "nobody"}],
+            idempotency_key=None,
+            expected_version=None,
+            max_bytes=store.max_message_bytes,
+        )
+    with pytest.raises(ValueError, match="itself"):
+        build.fork("c", "c", at_version=None)
+    assert store.version("c") == 0
+
+
+def test_concurrent_submits_of_one_loop_share_commits(store: StoreHandle) -> None:
+    """Requests of one loop thread are separate writers: they land once each, batched."""
+    before = store.stats()
+
+    async def main() -> list[int]:
+        return await asyncio.gather(  # type: ignore[no-any-return]
+            *(store.submit(_add(store, f"c{i % 10}", f"m{i}")) for i in range(200))
+        )
+
+    versions = asyncio.run(main())
+    assert sorted(versions) == sorted(v for _ in range(10) for v in range(1, 21))
+    after = store.stats()
+    commits = after["commits"] - before["commits"]
+    assert commits < 200  # at least some requests shared a commit
+    assert sum(len(store.get(f"c{i}")) for i in range(10)) == 200
+
+
+def test_a_write_to_a_restarting_store_lands(store: StoreHandle) -> None:
+    """Killed actor: the write waits for the restart (thread path) and lands once."""
+    kill(store.name, "test")
+
+    async def main() -> object:
+        return await store.submit(_add(store, "c", "after the crash"))
+
+    assert asyncio.run(main()) == 1
+    assert store.get("c") == [msgs.user("after the crash")]
+    assert whereis(store.name) is not None
+
+
+def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -> None:
+    """WriteTimeout at the handle's deadline; the loop kept turning all along."""
+    release = threading.Event()
+
+    def hold(point: str, name: str) -> None:
+        if point == "before_commit" and name == store.name:
+            release.wait(10)
+
+    store_actor.fault_hook = hold
+    try:
+
+        async def main() -> int:
+            ticks = 0
+            write = asyncio.create_task(store.submit(_add(store, "c", "held")))
+            while not write.done():
+                await asyncio.sleep(0.01)
+                ticks += 1
+            with pytest.raises(WriteTimeout):
+                write.result()
+            return ticks
+
+        started = time.monotonic()
+        ticks = asyncio.run(main())
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+        store_actor.fault_hook = None
+    assert 1.5 <= elapsed < 6.0  # the 2 s deadline, not the 10 s hold
+    assert ticks > 50
