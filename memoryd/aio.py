@@ -120,11 +120,20 @@ class AsyncStore:
         return await asyncio.to_thread(self.handle.events, cid, after=after)
 
     async def conversations(
-        self, *, prefix: str = "", after: str | None = None, limit: int | None = None
+        self,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int | None = None,
+        include_empty: bool = False,
     ) -> list[str]:
         """`StoreHandle.conversations` off the event loop."""
         return await asyncio.to_thread(
-            self.handle.conversations, prefix=prefix, after=after, limit=limit
+            self.handle.conversations,
+            prefix=prefix,
+            after=after,
+            limit=limit,
+            include_empty=include_empty,
         )
 
     async def tail(

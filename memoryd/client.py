@@ -378,8 +378,15 @@ class RemoteStore(StoreHandle):
         body = self._call("GET", self._conv(cid, "events"), params={"after": after}, retry=True)
         return [event_from_wire(e) for e in body["events"]]
 
-    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
-        params = {"prefix": prefix or None, "after": after, "limit": limit}
+    def _conversations(
+        self, prefix: str, after: str | None, limit: int | None, include_empty: bool
+    ) -> list[str]:
+        params = {
+            "prefix": prefix or None,
+            "after": after,
+            "limit": limit,
+            "include_empty": "true" if include_empty else None,
+        }
         names: list[str] = self._call(
             "GET", f"{self._prefix}/conversations", params=params, retry=True
         )["conversations"]

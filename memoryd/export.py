@@ -10,7 +10,9 @@ An export is one header line, one line per event, one trailer line::
 
 It walks the store one conversation at a time, so memory stays bounded by the
 largest conversation whatever the store's size. A conversation's events are
-contiguous and in version order; conversations holding no messages are left out.
+contiguous and in version order. Every conversation with events is exported, also
+those holding no messages now: cleared ones, and logs of ``memo`` events only (where
+long-term memory keeps its records).
 
 Import first checks every line (reporting the line number of anything bad) and
 writes nothing unless the whole file is valid. It then writes each conversation's
@@ -117,7 +119,7 @@ def export_jsonl(
     out.write(_line({"format": EXPORT_FORMAT, "schema": EXPORT_SCHEMA, "store": store.name}))
     conversations = events = 0
     after: str | None = None
-    while page := store.conversations(after=after, limit=_PAGE):
+    while page := store.conversations(after=after, limit=_PAGE, include_empty=True):
         for cid in page:
             for event in store.events(cid):
                 out.write(_line({"conversation_id": cid, **event_to_wire(event)}))

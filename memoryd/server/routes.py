@@ -99,6 +99,15 @@ def _float_param(request: Request, name: str, default: float) -> float:
         raise HttpError(400, "ValueError", f"{name} must be a number, not {text!r}") from None
 
 
+def _bool_param(request: Request, name: str) -> bool:
+    text = request.query_params.get(name)
+    if text is None or text in ("", "false", "0"):
+        return False
+    if text in ("true", "1"):
+        return True
+    raise HttpError(400, "ValueError", f"{name} must be true or false, not {text!r}")
+
+
 def _fields(body: dict[str, Any], allowed: set[str], required: set[str]) -> None:
     unknown = set(body) - allowed
     if unknown:
@@ -231,14 +240,19 @@ def _version_answer(version: Any) -> dict[str, Any]:
 
 
 async def conversations(request: Request) -> Response:
-    """List conversations holding messages (``prefix``, ``after``, ``limit``)."""
+    """List conversations (``prefix``, ``after``, ``limit``, ``include_empty``)."""
     prefix = request.query_params.get("prefix", "")
     after = request.query_params.get("after")
     limit = _int_param(request, "limit")
+    empty = _bool_param(request, "include_empty")
     return await _answer(
         request,
         "conversations",
-        lambda s: {"conversations": s.conversations(prefix=prefix, after=after, limit=limit)},
+        lambda s: {
+            "conversations": s.conversations(
+                prefix=prefix, after=after, limit=limit, include_empty=empty
+            )
+        },
     )
 
 
@@ -520,7 +534,13 @@ async def openapi_document(request: Request) -> Response:
 # --------------------------------------------------------------------------- table
 
 _STORE_OPS: tuple[tuple[str, str, Endpoint, str, tuple[str, ...]], ...] = (
-    ("GET", "/conversations", conversations, "list conversations", ("prefix", "after", "limit")),
+    (
+        "GET",
+        "/conversations",
+        conversations,
+        "list conversations",
+        ("prefix", "after", "limit", "include_empty"),
+    ),
     ("GET", "/conversations/{cid:path}/messages", get_messages, "get", ("limit", "at_version")),
     ("POST", "/conversations/{cid:path}/messages", add_messages, "add", ()),
     ("DELETE", "/conversations/{cid:path}/messages", clear_messages, "clear", ()),

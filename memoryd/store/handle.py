@@ -229,13 +229,30 @@ class StoreHandle(abc.ABC):
         return self._events(msgs.validate_conversation_id(cid), check.check_after(after))
 
     def conversations(
-        self, *, prefix: str = "", after: str | None = None, limit: int | None = None
+        self,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int | None = None,
+        include_empty: bool = False,
     ) -> list[str]:
-        """Ids of conversations that hold messages now, sorted; page with ``after``."""
+        """Ids of conversations that hold messages now, sorted; page with ``after``.
+
+        Args:
+            prefix: only ids starting with this.
+            after: only ids sorting after this one (the last id of the previous page).
+            limit: at most this many ids.
+            include_empty: also list every conversation with events but no messages
+                now: cleared ones, and logs of ``memo`` or ``compacted`` events only
+                (long-term memory records live in such logs). Export uses it.
+        """
         prefix = check.check_prefix(prefix, "prefix")
         if after is not None:
             after = check.check_prefix(after, "after")
-        return self._conversations(prefix, after, check.check_optional_count(limit, "limit"))
+        if not isinstance(include_empty, bool):
+            raise ValueError(f"include_empty must be True or False, not {include_empty!r}")
+        count = check.check_optional_count(limit, "limit")
+        return self._conversations(prefix, after, count, include_empty)
 
     def tail(self, *, after: int = 0, limit: int = 1000, timeout: float = 0.0) -> list[Change]:
         """The global change feed in commit order, from position ``after + 1``.
@@ -269,7 +286,9 @@ class StoreHandle(abc.ABC):
     def _events(self, cid: str, after: int) -> list[Event]: ...
 
     @abc.abstractmethod
-    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]: ...
+    def _conversations(
+        self, prefix: str, after: str | None, limit: int | None, include_empty: bool
+    ) -> list[str]: ...
 
     @abc.abstractmethod
     def _tail(self, after: int, limit: int, timeout: float) -> list[Change]: ...

@@ -258,9 +258,15 @@ def events(txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, after: int) -> li
 
 
 def conversations(
-    txn: lmdb.Transaction, dbs: Dbs, *, prefix: str, after: str | None, limit: int | None
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    *,
+    prefix: str,
+    after: str | None,
+    limit: int | None,
+    include_empty: bool = False,
 ) -> list[str]:
-    """Ids of conversations holding messages now, sorted, paged."""
+    """Ids of conversations holding messages now (or ever written), sorted, paged."""
     start = prefix.encode("utf-8")
     prefix_bytes = start
     after_bytes = None if after is None else after.encode("utf-8")
@@ -276,8 +282,8 @@ def conversations(
             break
         if after_bytes is not None and key <= after_bytes:
             continue
-        packed = txn.get(bytes(conv), db=dbs.meta)
-        if packed is not None and codec.unpack_meta(packed)[2] > 0:
+        packed = None if include_empty else txn.get(bytes(conv), db=dbs.meta)
+        if include_empty or (packed is not None and codec.unpack_meta(packed)[2] > 0):
             out.append(keys.decode_name_key(key))
             if limit is not None and len(out) >= limit:
                 break

@@ -82,10 +82,12 @@ class _LmdbHandle(ActorStoreHandle):
             lambda txn, dbs: lmdb_ops.events(txn, dbs, lmdb_ops.meta_of(txn, dbs, cid), after)
         )
 
-    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+    def _conversations(
+        self, prefix: str, after: str | None, limit: int | None, include_empty: bool
+    ) -> list[str]:
         return self._read(
             lambda txn, dbs: lmdb_ops.conversations(
-                txn, dbs, prefix=prefix, after=after, limit=limit
+                txn, dbs, prefix=prefix, after=after, limit=limit, include_empty=include_empty
             )
         )
 

@@ -228,6 +228,12 @@ def _populate(path: Path, conversations: int, events: int, per_event: int) -> No
         store.add(f"reset-{c}", [{"role": "user", "content": "gone too"}])
         store.clear(f"reset-{c}")
         store.add(f"reset-{c}", [{"role": "user", "content": "kept"}], idempotency_key="r")
+    for c in range(3):  # cleared, nothing after: only the marker is left
+        store.add(f"emptied-{c}", [{"role": "user", "content": "gone"}])
+        store.clear(f"emptied-{c}")
+    for c in range(2):  # memo events only, as long-term memory keeps its records
+        store.record(f"memory-{c}", "memo", data={"record": c})
+        store.record(f"memory-{c}", "memo", data={"record": c, "updated": True})
     memoryd.shutdown()
 
 
@@ -245,9 +251,11 @@ def _assert_same_stores(source_path: Path, target_path: Path) -> None:
     source = memoryd.LmdbStore.start(source_path, name="compare-source")
     target = memoryd.LmdbStore.start(target_path, name="compare-target")
     try:
-        cids = source.conversations()
-        assert len(cids) == 510
-        assert target.conversations() == cids
+        cids = source.conversations(include_empty=True)
+        assert len(cids) == 515
+        assert len(source.conversations()) == 510
+        assert target.conversations(include_empty=True) == cids
+        assert target.conversations() == source.conversations()
         for cid in cids:
             expected = source.events(cid)
             got = target.events(cid)
@@ -281,13 +289,15 @@ def test_export_import_round_trip_of_100k_messages(tmp_path: Path) -> None:
     done = run("export", "--data", str(source), "--out", str(first))
     assert done.returncode == 0, done.stderr
     # 500 conversations of 21 events, 2 more events on 10 of them, 5 forks of 2 events,
-    # 5 cleared-then-written conversations of 2 live events.
-    assert json.loads(done.stdout) == {"conversations": 510, "events": 500 * 21 + 20 + 10 + 10}
+    # 5 cleared-then-written conversations of 2 live events, 3 cleared ones of 1 (the
+    # marker) and 2 memo-only ones of 2: conversations without messages are exported too.
+    expected_events = 500 * 21 + 20 + 10 + 10 + 3 + 4
+    assert json.loads(done.stdout) == {"conversations": 515, "events": expected_events}
     imported = run("import", str(first), "--data", str(target))
     assert imported.returncode == 0, imported.stderr
     summary = json.loads(imported.stdout)
-    assert summary["imported"] == 510
-    assert summary["events_written"] == 500 * 21 + 20 + 10 + 10
+    assert summary["imported"] == 515
+    assert summary["events_written"] == expected_events
     assert summary["conflicts"] == []
     run("export", "--data", str(target), "--out", str(second))
     rows = [json.loads(line) for line in first.read_text(encoding="utf-8").splitlines()]
@@ -298,7 +308,7 @@ def test_export_import_round_trip_of_100k_messages(tmp_path: Path) -> None:
     _assert_same_stores(source, target)
     again = run("import", str(first), "--data", str(target))
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout) | {"present": 510} == json.loads(again.stdout)
+    assert json.loads(again.stdout) | {"present": 515} == json.loads(again.stdout)
     assert json.loads(again.stdout)["events_written"] == 0
     run("export", "--data", str(target), "--out", str(third))
     assert third.read_text() == second.read_text()

@@ -45,7 +45,12 @@ class Store(Protocol):
     def version(self, cid: Any) -> int: ...
     def events(self, cid: Any, *, after: int = 0) -> list[Any]: ...
     def conversations(
-        self, *, prefix: str = "", after: str | None = None, limit: int | None = None
+        self,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int | None = None,
+        include_empty: bool = False,
     ) -> list[str]: ...
     def fork(self, source: Any, target: Any, *, at_version: int | None = None) -> int: ...
     def record(
@@ -899,6 +904,25 @@ class StoreContract:
         store.clear("cleared")
         store.pop("popped")
         assert store.conversations() == ["kept"]
+
+    def test_include_empty_lists_every_conversation_with_events(self, store: Store) -> None:
+        """include_empty=True adds cleared, popped-to-empty and memo-only logs, sorted, paged."""
+        for cid in ("cleared", "kept", "popped"):
+            store.add(cid, [user(cid)])
+        store.clear("cleared")
+        store.pop("popped")
+        store.record("memo-only", "memo", data={"note": "no messages here"})
+        assert store.conversations() == ["kept"]
+        every = ["cleared", "kept", "memo-only", "popped"]
+        assert store.conversations(include_empty=True) == every
+        assert store.conversations(include_empty=True, prefix="m") == ["memo-only"]
+        assert store.conversations(include_empty=True, after="kept", limit=1) == ["memo-only"]
+        assert "never-written" not in store.conversations(include_empty=True)
+
+    def test_include_empty_must_be_a_bool(self, store: Store) -> None:
+        """A non-bool include_empty is refused, naming the argument."""
+        with pytest.raises(ValueError, match="include_empty"):
+            store.conversations(include_empty="yes")  # type: ignore[arg-type]
 
     def test_forked_target_is_listed(self, store: Store) -> None:
         """A fork's target holds messages, so it is listed."""
