@@ -43,16 +43,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryd", description="durable conversation memory")
-    _common(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=text, description=text)
-        _common(p)
-        return p
-
+def _serve_parser(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the daemon", description="run the daemon")
     serve.add_argument("--data", required=True, help="the data directory")
     serve.add_argument("--listen", help="also listen on TCP HOST:PORT (needs a token)")
@@ -66,6 +57,19 @@ def _parser() -> argparse.ArgumentParser:
         "several daemons may serve one Redis or Redis Cluster",
     )
     serve.add_argument("--fault-injection", action="store_true", help=argparse.SUPPRESS)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="durable conversation memory")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, description=text)
+        _common(p)
+        return p
+
+    _serve_parser(sub)
 
     p = command("get", "print a conversation's messages")
     p.add_argument("cid")
@@ -86,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     p = command("conversations", "list conversations holding messages")
     p.add_argument("--prefix", default="")
     p.add_argument("--limit", type=int)
+    p.add_argument("--all", action="store_true", help="also those holding no messages now")
     p = command("tail", "print the change feed")
     p.add_argument("-f", "--follow", action="store_true", help="keep waiting for changes")
     p.add_argument("--after", type=int, default=0)
@@ -252,7 +257,9 @@ def _run_command(args: argparse.Namespace, store: StoreHandle, out: _Output) -> 
     elif command == "conversations":
         names: list[str] = []
         after: str | None = None
-        while page := store.conversations(prefix=args.prefix, after=after, limit=500):
+        while page := store.conversations(
+            prefix=args.prefix, after=after, limit=500, include_empty=args.all
+        ):
             names.extend(page)
             after = page[-1]
             if args.limit is not None and len(names) >= args.limit:

@@ -116,6 +116,8 @@ def test_every_command_works_through_the_daemon(daemon: Daemon) -> None:
     ]
     assert json.loads(run("clear", "dst", *a).stdout) == {"cleared": "dst"}
     assert json.loads(run("stats", *a).stdout)["conversations"] == 1
+    assert json.loads(run("conversations", *a).stdout) == ["src"]
+    assert json.loads(run("conversations", "--all", *a).stdout) == ["dst", "src"]
 
 
 def test_errors_are_named_with_a_nonzero_status(daemon: Daemon) -> None:
