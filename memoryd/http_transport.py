@@ -15,7 +15,11 @@ import select
 import socket
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["ConnectFailed", "HttpTransport", "Reply", "TransportFailed"]
 
@@ -37,7 +41,43 @@ class Reply:
     body: bytes
 
 
-class _UnixConnection(http.client.HTTPConnection):
+class _OneWrite(http.client.HTTPConnection):
+    """Sends a request's head and body in ONE write.
+
+    ``http.client`` writes them separately: a second system call here, and in the
+    daemon a second read and a second turn of its event loop for every request.
+    """
+
+    _held: list[bytes] | None = None
+
+    def send(self, data: ReadableBuffer) -> None:  # type: ignore[override]
+        """Hold the data while `request_whole` assembles a request; else send it."""
+        if self._held is not None:
+            self._held.append(bytes(data))
+            return
+        super().send(data)
+
+    def request_whole(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str]
+    ) -> None:
+        """`request`, written to the socket at once."""
+        self._held = []
+        try:
+            self.request(method, url, body=body, headers=headers)
+        finally:
+            held, self._held = self._held, None
+        super().send(b"".join(held))
+
+
+class _TcpConnection(_OneWrite):
+    pass
+
+
+class _TlsConnection(_OneWrite, http.client.HTTPSConnection):
+    pass
+
+
+class _UnixConnection(_OneWrite):
     def __init__(self, path: str, timeout: float) -> None:
         super().__init__("memoryd", timeout=timeout)
         self._socket_path = path
@@ -89,14 +129,14 @@ class HttpTransport:
         self._all: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
-    def _new(self, timeout: float) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection
+    def _new(self, timeout: float) -> _OneWrite:
+        conn: _OneWrite
         if self._uds is not None:
             conn = _UnixConnection(self._uds, timeout)
         elif self._scheme == "https":
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+            conn = _TlsConnection(self._host, self._port, timeout=timeout)
         else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            conn = _TcpConnection(self._host, self._port, timeout=timeout)
         try:
             conn.connect()
             if conn.sock is not None and self._uds is None:
@@ -108,8 +148,8 @@ class HttpTransport:
             self._all.append(conn)
         return conn
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+    def _connection(self, timeout: float) -> _OneWrite:
+        conn: _OneWrite | None = getattr(self._local, "conn", None)
         if conn is not None and _server_closed(conn):
             self._drop(conn)
             conn = None
@@ -152,7 +192,7 @@ class HttpTransport:
             all_headers["content-length"] = str(len(content))
         conn = self._connection(timeout)
         try:
-            conn.request(method, url, body=content, headers=all_headers)
+            conn.request_whole(method, url, content, all_headers)
             response = conn.getresponse()
             body = response.read()
         except (OSError, http.client.HTTPException) as exc:
