@@ -116,6 +116,7 @@ class StoreActor(SupervisedActor):
         self._writers: set[Hashable] = set()
         self._first_arrival = 0.0
         self._flush_scheduled = False
+        self._waiting_at_answer: int | None = None
         self._policy = GroupCommit(max_linger_s=config.max_linger_s)
 
     def init(self) -> None:
@@ -183,11 +184,13 @@ class StoreActor(SupervisedActor):
             batch, self._pending = self._pending[:size], self._pending[size:]
             writers, self._writers = self._writers, set()
             started = time.monotonic()
+            self._waiting_at_answer = None
             self._commit(batch)
+            waiting = self._waiting_at_answer
             self._policy.committed(
                 writers,
                 duration_s=time.monotonic() - started,
-                waiting=len(self._pending) + self._queued(),
+                waiting=len(self._pending) + self._queued() if waiting is None else waiting,
             )
             if self._pending:
                 self._first_arrival = time.monotonic()
@@ -205,6 +208,15 @@ class StoreActor(SupervisedActor):
     def _ready(self) -> bool:
         waited = time.monotonic() - self._first_arrival
         return self._policy.ready(self._writers, waited_s=waited)
+
+    def _note_waiting(self) -> None:
+        """Count the writes queued behind a batch, before its writers are answered.
+
+        Counted after the answers, it would include the answered writers' next
+        writes (a fast writer is back within microseconds), and one writer would
+        look like two: its next batch would linger for a writer that never comes.
+        """
+        self._waiting_at_answer = len(self._pending) + self._queued()
 
     def _schedule_flush(self) -> None:
         self._flush_scheduled = True
@@ -232,6 +244,7 @@ class StoreActor(SupervisedActor):
             return
         if fault_hook is not None:
             fault_hook("after_commit", self.config.name)
+        self._note_waiting()
         for (_, future), (ok, value) in zip(batch, results, strict=True):
             if ok:
                 future.set(value)
