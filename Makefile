@@ -12,7 +12,8 @@ PYTEST_ARGS ?=
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,all]'
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[test,all,dense]'
 	touch $(STAMP)
 
 $(BSTAMP): $(STAMP)

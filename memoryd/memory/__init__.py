@@ -1,26 +1,37 @@
-"""Long-term memory: scoped records extracted by an LLM and recalled with BM25.
+"""Long-term memory: scoped records extracted by an LLM and recalled by BM25 or embeddings.
 
 ```python
 from memoryd.memory import LongTermMemory
 
-memory = LongTermMemory(store, llm=model)            # global + session scopes
+memory = LongTermMemory(store, llm=model)                      # global + session scopes
+memory = LongTermMemory(store, llm=model, retrieval="hybrid")  # BM25 + all-MiniLM-L6-v2
 agent = memoryd.Agent(llm=model, memory=memory)
 ```
 
-Records are ``memo`` events in per-scope records conversations (`records`); bm25s (the
-``memory`` extra) is imported only on the first retrieval.
+Records are ``memo`` events in per-scope records conversations (`records`, written by
+`book`); bm25s (the ``memory`` extra) is imported only on the first retrieval, the
+sentence-transformers model (the ``dense`` extra, `dense`) on the first dense one.
+`search` holds the retrieval modes, `plan` the LLM query planning, `pipeline` the
+recall steps (plan, search, rerank) and `retrieve` BM25, the rerank and the memory block.
 """
 
+from memoryd.memory.dense import DenseUnavailable
 from memoryd.memory.extract import DEFAULT_EXTRACTION_INSTRUCTION, ExtractionError, Fact
 from memoryd.memory.filter import RecallFilter
+from memoryd.memory.pipeline import RecallSettings
+from memoryd.memory.plan import DEFAULT_PLAN_INSTRUCTION
 from memoryd.memory.provider import LongTermMemory
 from memoryd.memory.records import MemoryRecord, Provenance, fold, records_conversation
 from memoryd.memory.retrieve import Diagnostic, Recall
 from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, SchemaError, validate_body
+from memoryd.memory.search import RETRIEVALS
 
 __all__ = [
     "DEFAULT_BODY_SCHEMA",
     "DEFAULT_EXTRACTION_INSTRUCTION",
+    "DEFAULT_PLAN_INSTRUCTION",
+    "RETRIEVALS",
+    "DenseUnavailable",
     "Diagnostic",
     "ExtractionError",
     "Fact",
@@ -29,6 +40,7 @@ __all__ = [
     "Provenance",
     "Recall",
     "RecallFilter",
+    "RecallSettings",
     "SchemaError",
     "fold",
     "records_conversation",

@@ -1,4 +1,4 @@
-"""Extraction: the prompt that asks an LLM for facts, and the pure parser of its reply."""
+"""Extraction: the prompt that asks an LLM for facts, the pure parser of its reply, the call."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
+from memoryd.llm.base import ChatModel
 from memoryd.memory.records import SCOPES, MemoryRecord
 from memoryd.memory.schema import SchemaError, validate_body
 
@@ -15,6 +18,7 @@ __all__ = [
     "DEFAULT_EXTRACTION_INSTRUCTION",
     "ExtractionError",
     "Fact",
+    "ask_facts",
     "extraction_request",
     "loads_json",
     "parse_facts",
@@ -33,6 +37,8 @@ DEFAULT_EXTRACTION_INSTRUCTION = (
 )
 
 Message = dict[str, Any]
+
+log = structlog.get_logger(__name__)
 
 
 class ExtractionError(ValueError):
@@ -188,3 +194,49 @@ def parse_facts(
         except ExtractionError as exc:
             problems.append(str(exc))
     return facts, problems
+
+
+def ask_facts(
+    llm: ChatModel,
+    instruction: str,
+    schema: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    known: Sequence[MemoryRecord],
+    *,
+    default_scope: str,
+    conversation: str = "",
+) -> list[Fact]:
+    """Ask ``llm`` for the facts in ``messages``. Never raises for the LLM.
+
+    An LLM failure is logged (``memory_extraction_failed``), a malformed reply or fact
+    too (``memory_extraction_invalid``); what is valid is returned.
+
+    Args:
+        llm: The chat model.
+        instruction: The extraction instruction.
+        schema: The body schema.
+        messages: The new messages.
+        known: The records already stored.
+        default_scope: The scope of a fact that names none.
+        conversation: The conversation id, for the log events.
+
+    Returns:
+        The valid facts.
+    """
+    try:
+        reply = llm.complete(extraction_request(instruction, messages, known))
+    except Exception as exc:  # any model or transport failure: skip this extraction
+        log.warning(
+            "memory_extraction_failed",
+            conversation=conversation,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+        return []
+    try:
+        facts, problems = parse_facts(reply_text(reply), schema, default_scope=default_scope)
+    except ExtractionError as exc:
+        log.warning("memory_extraction_invalid", conversation=conversation, error=str(exc)[:300])
+        return []
+    for problem in problems:
+        log.warning("memory_extraction_invalid", conversation=conversation, error=problem[:300])
+    return facts

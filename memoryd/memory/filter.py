@@ -1,7 +1,8 @@
-"""RecallFilter: the kernel filter that recalls and reranks memory before each LLM call.
+"""RecallFilter: the kernel filter that recalls (plans, reranks) memory before LLM calls.
 
-`LongTermMemory.prepare` must stay pure, so the LLM rerank cannot run there; a kernel
-``around_chat`` filter may do I/O. Build it with `LongTermMemory.rerank_filter`.
+`LongTermMemory.prepare` must stay pure, so the LLM query planning and rerank cannot run
+there; a kernel ``around_chat`` filter may do I/O. Build it with
+`LongTermMemory.rerank_filter`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def query_of(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 class RecallFilter(Filter):
-    """Recalls (and reranks) long-term memory around each LLM call; see `rerank_filter`.
+    """Recalls (plans, reranks) long-term memory around each LLM call; see `rerank_filter`.
 
     Args:
         memory: The long-term memory.

@@ -3,60 +3,41 @@
 It wraps another provider (or a store, wrapped in a `DefaultProvider`) and adds:
 
 * after each `append`, an LLM extraction of reusable facts into memory records (see
-  `memoryd.memory.records`); a reply that is not valid JSON is logged
-  (``memory_extraction_invalid``) and skipped, an LLM failure is logged
+  `memoryd.memory.records`, written by a `RecordBook`); a reply that is not valid JSON is
+  logged (``memory_extraction_invalid``) and skipped, an LLM failure is logged
   (``memory_extraction_failed``): neither ever reaches the caller;
 * in `history`, a snapshot of the records the conversation may see (global ones and its
-  own session's), kept in memory, so that
-* `prepare` stays pure: it ranks the snapshot with BM25 against the newest user message
-  (no I/O) and injects the best records as ONE system message within ``max_chars``.
+  own session's), kept in memory; with dense retrieval the model is loaded and the
+  snapshot embedded there too, so that
+* `prepare` stays pure: it ranks the snapshot (``retrieval``: BM25, dense or hybrid,
+  see `memoryd.memory.search`) against the newest user message, with no I/O, and injects
+  the best records as ONE system message within ``max_chars``.
 
-LLM rerank is I/O, so it never runs inside `prepare`: call `recall` (which reads the
-store and reranks) before `prepare`, and `prepare` uses that cached result for the same
-query; in an `Agent`, pass ``filters=[memory.rerank_filter()]`` to do it per run.
+LLM query planning and rerank are I/O, so they never run inside `prepare`: call `recall`
+(which reads the store, plans, searches and reranks) before `prepare`, and `prepare`
+uses that cached result for the same query; in an `Agent`, pass
+``filters=[memory.rerank_filter()]`` to do it per run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
-from memoryd import messages as msgs
-from memoryd.errors import ConflictError
 from memoryd.llm.base import ChatModel
 from memoryd.memory._cache import Lru
-from memoryd.memory.extract import (
-    DEFAULT_EXTRACTION_INSTRUCTION,
-    ExtractionError,
-    Fact,
-    extraction_request,
-    parse_facts,
-    reply_text,
-)
+from memoryd.memory.book import RecordBook
+from memoryd.memory.extract import DEFAULT_EXTRACTION_INSTRUCTION, Fact, ask_facts
 from memoryd.memory.filter import RecallFilter, query_of
-from memoryd.memory.records import (
-    GLOBAL,
-    SCOPES,
-    SESSION,
-    MemoryRecord,
-    dedupe_key,
-    fold,
-    merge_provenance,
-    records_conversation,
-)
-from memoryd.memory.retrieve import (
-    DEFAULT_RERANK_INSTRUCTION,
-    Recall,
-    inject,
-    rank,
-    rerank,
-)
+from memoryd.memory.pipeline import RecallSettings, check_settings, recall_records
+from memoryd.memory.plan import DEFAULT_PLAN_INSTRUCTION
+from memoryd.memory.records import GLOBAL, SCOPES, SESSION, MemoryRecord
+from memoryd.memory.retrieve import DEFAULT_RERANK_INSTRUCTION, Recall, inject
 from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, check_schema
+from memoryd.memory.search import Searcher
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.store.handle import StoreHandle
@@ -66,7 +47,6 @@ __all__ = ["LongTermMemory"]
 log = structlog.get_logger(__name__)
 
 Message = dict[str, Any]
-_WRITE_ATTEMPTS = 3
 _CACHE_SIZE = 1024
 
 
@@ -80,15 +60,22 @@ class LongTermMemory:
     Args:
         provider_or_store: The provider whose history this wraps, or a store handle
             (wrapped in a `DefaultProvider`).
-        llm: The `ChatModel` that extracts facts (and reranks, with ``rerank=True``).
+        llm: The `ChatModel` that extracts facts (and plans and reranks, when enabled).
         scopes: The scopes read and written: ``"global"`` (shared by every
             conversation of the store) and/or ``"session"`` (one conversation's own).
         store: Where records live; default the wrapped provider's ``.store``.
         extraction_instruction: The system prompt of the extraction call.
         body_schema: The JSON schema subset every record body must match.
+        retrieval: ``"bm25"`` (bm25s, the ``memory`` extra), ``"dense"`` (a local
+            all-MiniLM-L6-v2, the ``dense`` extra) or ``"hybrid"`` (both, fused).
+        min_similarity: Dense and hybrid leave out records below this cosine similarity.
         top_k: At most this many records are injected.
-        candidates: How many BM25 candidates `recall` hands to the rerank.
+        candidates: How many candidates `recall` hands to the rerank.
         max_chars: The character budget of the injected system message.
+        plan_queries: Let `recall` ask the LLM to rewrite the user's turn into search
+            queries first (a failure falls back to the turn, ``memory_plan_failed``).
+        plan_instruction: The system prompt of the planning call.
+        max_queries: At most this many planned queries are searched.
         rerank: Let `recall` ask the LLM to order the candidates.
         rerank_instruction: The system prompt of the rerank call.
         rerank_min_candidates: Below this many candidates the rerank is skipped.
@@ -100,7 +87,10 @@ class LongTermMemory:
     Raises:
         TypeError: ``provider_or_store`` is neither a provider nor a store, no store can
             be found, or ``llm`` has no ``complete``.
-        ValueError: An unknown scope, a malformed schema, or a number out of range.
+        ValueError: An unknown scope or retrieval mode, a malformed schema, or a number
+            out of range.
+        DenseUnavailable: ``retrieval`` is dense or hybrid and the ``dense`` extra is not
+            installed (``pip install 'memoryd[dense]'``).
     """
 
     def __init__(
@@ -112,9 +102,14 @@ class LongTermMemory:
         store: StoreHandle | None = None,
         extraction_instruction: str = DEFAULT_EXTRACTION_INSTRUCTION,
         body_schema: Mapping[str, Any] = DEFAULT_BODY_SCHEMA,
+        retrieval: str = "bm25",
+        min_similarity: float = 0.2,
         top_k: int = 5,
         candidates: int = 20,
         max_chars: int = 2000,
+        plan_queries: bool = False,
+        plan_instruction: str = DEFAULT_PLAN_INSTRUCTION,
+        max_queries: int = 3,
         rerank: bool = False,
         rerank_instruction: str = DEFAULT_RERANK_INSTRUCTION,
         rerank_min_candidates: int = 2,
@@ -134,7 +129,6 @@ class LongTermMemory:
         found = store if store is not None else getattr(inner, "store", None)
         if not isinstance(found, StoreHandle):
             raise TypeError("no store for the records: pass store=<store handle>")
-        self._store: StoreHandle = found
         if not callable(getattr(llm, "complete", None)):
             raise TypeError(f"llm must be a ChatModel with a complete() method, got {llm!r:.80}")
         self.llm = llm
@@ -146,37 +140,50 @@ class LongTermMemory:
             raise ValueError("extraction_instruction must be a non-empty str")
         self.extraction_instruction = extraction_instruction
         self.body_schema = check_schema(body_schema, "body_schema")
-        for name, value, low in (
-            ("top_k", top_k, 1),
-            ("candidates", candidates, 1),
-            ("max_chars", max_chars, 1),
-            ("rerank_min_candidates", rerank_min_candidates, 0),
-            ("rerank_retries", rerank_retries, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-        self.top_k, self.candidates, self.max_chars = top_k, max(candidates, top_k), max_chars
-        self.rerank = bool(rerank)
-        self.rerank_instruction = rerank_instruction
-        self.rerank_min_candidates = rerank_min_candidates
-        self.rerank_retries = rerank_retries
-        self.keep_candidates_on_empty_rerank = bool(keep_candidates_on_empty_rerank)
-        self._clock = clock
+        self.settings = check_settings(
+            RecallSettings(
+                top_k=top_k,
+                candidates=candidates,
+                max_chars=max_chars,
+                plan_queries=plan_queries,
+                plan_instruction=plan_instruction,
+                max_queries=max_queries,
+                rerank=rerank,
+                rerank_instruction=rerank_instruction,
+                rerank_min_candidates=rerank_min_candidates,
+                rerank_retries=rerank_retries,
+                keep_candidates_on_empty_rerank=keep_candidates_on_empty_rerank,
+            )
+        )
+        self._searcher = Searcher(retrieval, min_similarity=min_similarity)
+        self.retrieval = self._searcher.retrieval
+        self.min_similarity = self._searcher.min_similarity
+        self._book = RecordBook(found, scopes, clock=clock)
         self._snapshots = Lru(_CACHE_SIZE)  # cid -> tuple[MemoryRecord, ...]
         self._recalls = Lru(_CACHE_SIZE)  # (cid, query) -> Recall
 
     @property
+    def searcher(self) -> Searcher:
+        """The retrieval mode in use, with its embedding cache."""
+        return self._searcher
+
+    @property
+    def max_chars(self) -> int:
+        """The character budget of the injected memory message."""
+        return self.settings.max_chars
+
+    @property
     def store(self) -> StoreHandle:
         """The store holding the records (and, usually, the conversations)."""
-        return self._store
+        return self._book.store
 
     # -- records ------------------------------------------------------------------------
 
-    def _scope_cid(self, scope: str, cid: str) -> str:
-        return records_conversation(scope, cid if scope == SESSION else None)
-
     def records(self, cid: str) -> list[MemoryRecord]:
         """The records conversation ``cid`` may see: global ones, then its session's.
+
+        Also refreshes the snapshot `prepare` ranks (and, with dense retrieval, loads
+        the model and embeds the records not embedded yet).
 
         Args:
             cid: The conversation id.
@@ -184,10 +191,8 @@ class LongTermMemory:
         Returns:
             The current records (reads the store).
         """
-        msgs.validate_conversation_id(cid)
-        found: list[MemoryRecord] = []
-        for scope in self.scopes:
-            found.extend(fold(self._store.events(self._scope_cid(scope, cid))).values())
+        found = self._book.read(cid)
+        self._searcher.warm(found)
         self._snapshots.put(cid, tuple(found))
         return found
 
@@ -207,64 +212,10 @@ class LongTermMemory:
         Raises:
             ConflictError: The records changed under every attempt.
         """
-        if fact.scope not in self.scopes:
-            log.info(
-                "memory_fact_skipped", conversation=cid, reason="scope_disabled", scope=fact.scope
-            )
-            return None
-        target = self._scope_cid(fact.scope, cid)
-        conflict = ConflictError("no write attempted", expected=None, actual=0)
-        for attempt in range(_WRITE_ATTEMPTS):
-            events = self._store.events(target)
-            current = fold(events)
-            base = events[-1].version if events else 0
-            wanted = dedupe_key(fact.kind, fact.body)
-            old = next((r for r in current.values() if dedupe_key(r.kind, r.body) == wanted), None)
-            now = float(self._clock())
-            op: Literal["add", "update"]
-            if old is None:
-                record = MemoryRecord(
-                    id=uuid.uuid4().hex,
-                    scope=fact.scope,
-                    kind=fact.kind,
-                    body=fact.body,
-                    tags=fact.tags,
-                    importance=fact.importance,
-                    provenance=merge_provenance((), cid, versions),
-                    created_at=now,
-                    updated_at=now,
-                )
-                op = "add"
-            else:
-                record = dataclasses.replace(
-                    old,
-                    kind=fact.kind,
-                    body=fact.body,
-                    tags=tuple(dict.fromkeys((*old.tags, *fact.tags))),
-                    importance=fact.importance,
-                    provenance=merge_provenance(old.provenance, cid, versions),
-                    updated_at=now,
-                )
-                if dataclasses.replace(record, updated_at=old.updated_at) == old:
-                    return None
-                op = "update"
-            try:
-                self._store.record(target, "memo", data=record.to_data(op), expected_version=base)
-            except ConflictError as exc:
-                log.info("memory_write_retried", conversation=cid, attempt=attempt + 1)
-                conflict = exc
-                continue
+        record = self._book.remember(cid, fact, versions=versions)
+        if record is not None:
             self._recalls.clear()
-            log.info(
-                "memory_record_written",
-                conversation=cid,
-                op=op,
-                id=record.id,
-                scope=record.scope,
-                kind=record.kind,
-            )
-            return record
-        raise conflict
+        return record
 
     def forget(self, cid: str) -> list[str]:
         """Delete ``cid``'s session records and the global records only it provided.
@@ -277,17 +228,9 @@ class LongTermMemory:
         Returns:
             The ids deleted.
         """
-        msgs.validate_conversation_id(cid)
-        deleted: list[str] = []
-        for scope in self.scopes:
-            target = self._scope_cid(scope, cid)
-            for record in fold(self._store.events(target)).values():
-                if scope == SESSION or record.conversations == {cid}:
-                    self._store.record(target, "memo", data={"op": "delete", "id": record.id})
-                    deleted.append(record.id)
+        deleted = self._book.forget(cid)
         self._snapshots.clear()
         self._recalls.clear()
-        log.info("memory_forgotten", conversation=cid, deleted=len(deleted))
         return deleted
 
     # -- extraction ---------------------------------------------------------------------
@@ -305,27 +248,15 @@ class LongTermMemory:
         Returns:
             The records added or updated.
         """
-        known = self.records(cid)
-        request = extraction_request(self.extraction_instruction, messages, known)
-        try:
-            reply = self.llm.complete(request)
-        except Exception as exc:  # any model or transport failure: skip this extraction
-            log.warning(
-                "memory_extraction_failed",
-                conversation=cid,
-                error=f"{type(exc).__name__}: {exc}"[:300],
-            )
-            return []
-        default = SESSION if SESSION in self.scopes else GLOBAL
-        try:
-            facts, problems = parse_facts(
-                reply_text(reply), self.body_schema, default_scope=default
-            )
-        except ExtractionError as exc:
-            log.warning("memory_extraction_invalid", conversation=cid, error=str(exc)[:300])
-            return []
-        for problem in problems:
-            log.warning("memory_extraction_invalid", conversation=cid, error=problem[:300])
+        facts = ask_facts(
+            self.llm,
+            self.extraction_instruction,
+            self.body_schema,
+            messages,
+            self._book.read(cid),
+            default_scope=SESSION if SESSION in self.scopes else GLOBAL,
+            conversation=cid,
+        )
         written = [r for f in facts if (r := self.remember(cid, f, versions=versions))]
         self.records(cid)
         return written
@@ -333,36 +264,29 @@ class LongTermMemory:
     # -- retrieval ----------------------------------------------------------------------
 
     def recall(self, cid: str, query: str) -> Recall:
-        """Retrieve the records for ``query``: BM25, then the LLM rerank if enabled.
+        """Retrieve the records for ``query``: plan, search, then rerank, as enabled.
 
-        The result is cached: a later `prepare` whose newest user message is ``query``
+        The LLM calls (planning, rerank) never raise: each fallback is logged and listed
+        in the result's diagnostics. A blank query recalls nothing and calls no LLM. The
+        result is cached: a later `prepare` whose newest user message is ``query``
         injects it.
 
         Args:
             cid: The conversation id.
-            query: The question.
+            query: The question (the user's turn).
 
         Returns:
             The records chosen, best first, with the fallbacks taken.
         """
         query = query.strip()
-        candidates = rank(
-            query, self.records(cid), k=self.candidates if self.rerank else self.top_k
+        result = recall_records(
+            self.llm,
+            self._searcher,
+            self.settings,
+            conversation=cid,
+            query=query,
+            records=self.records(cid),
         )
-        if self.rerank and candidates:
-            result = rerank(
-                self.llm,
-                query,
-                candidates,
-                instruction=self.rerank_instruction,
-                min_candidates=self.rerank_min_candidates,
-                retries=self.rerank_retries,
-                keep_candidates_on_empty=self.keep_candidates_on_empty_rerank,
-                conversation=cid,
-            )
-            result = dataclasses.replace(result, records=result.records[: self.top_k])
-        else:
-            result = Recall(query=query, records=tuple(candidates[: self.top_k]))
         self._recalls.put((cid, query), result)
         return result
 
@@ -382,12 +306,12 @@ class LongTermMemory:
         return found
 
     def rerank_filter(self) -> RecallFilter:
-        """A kernel filter that runs `recall` (with the LLM rerank) before each request.
+        """A kernel filter that runs `recall` (planning, rerank) before each request.
 
-        Pass it to ``memoryd.Agent(filters=[...])`` so agent runs get reranked memory:
-        at the first LLM call of a run it recalls for the newest user message (I/O is
-        allowed in filters, unlike in `prepare`) and replaces the memory block
-        `prepare` injected; later calls of the run reuse that recall.
+        Pass it to ``memoryd.Agent(filters=[...])`` so agent runs get planned and
+        reranked memory: at the first LLM call of a run it recalls for the newest user
+        message (I/O is allowed in filters, unlike in `prepare`) and replaces the memory
+        block `prepare` injected; later calls of the run reuse that recall.
 
         Returns:
             The filter.
@@ -437,9 +361,10 @@ class LongTermMemory:
         """The wrapped provider's messages plus ONE system message of relevant records.
 
         Pure: no I/O. The records come from the `recall` cached for the newest user
-        message, else from a BM25 ranking of the snapshot the last `history` (or
-        `records`) loaded; with neither, nothing is injected. The memory message goes
-        after the leading system messages.
+        message, else from a ranking (``retrieval``) of the snapshot the last `history`
+        (or `records`) loaded; with neither, nothing is injected. Should the dense model
+        not be loaded yet, BM25 ranks instead (``memory_dense_not_ready``). The memory
+        message goes after the leading system messages.
 
         Args:
             cid: The conversation id.
@@ -457,8 +382,17 @@ class LongTermMemory:
             chosen: Sequence[MemoryRecord] = cached.records
         else:
             snapshot: tuple[MemoryRecord, ...] | None = self._snapshots.get(cid)
-            chosen = rank(query, snapshot, k=self.top_k) if snapshot else ()
+            chosen = self._rank_snapshot(cid, query, snapshot) if snapshot else ()
         return inject(prepared, chosen, self.max_chars)
+
+    def _rank_snapshot(
+        self, cid: str, query: str, snapshot: Sequence[MemoryRecord]
+    ) -> list[MemoryRecord]:
+        searcher = self._searcher
+        if not searcher.ready:
+            log.warning("memory_dense_not_ready", conversation=cid, fallback="bm25")
+            searcher = _BM25
+        return searcher.search((query,), snapshot, k=self.settings.top_k)
 
     def clear(self, cid: str, *, forget: bool = False) -> None:
         """Clear the conversation; with ``forget``, also its records (see `forget`).
@@ -472,4 +406,9 @@ class LongTermMemory:
             self.forget(cid)
 
     def __repr__(self) -> str:
-        return f"LongTermMemory({self.inner!r}, scopes={self.scopes!r})"
+        return (
+            f"LongTermMemory({self.inner!r}, scopes={self.scopes!r}, retrieval={self.retrieval!r})"
+        )
+
+
+_BM25 = Searcher("bm25")

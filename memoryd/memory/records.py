@@ -13,6 +13,7 @@ current records from the events, without I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import unicodedata
@@ -125,6 +126,8 @@ class MemoryRecord:
         provenance: The conversations (and versions) the record came from.
         created_at: Epoch seconds of the add.
         updated_at: Epoch seconds of the latest update.
+        version: The version of the event that set it (0 before it is stored); with
+            ``id`` it names one state of the record (the embedding cache key).
     """
 
     id: str
@@ -136,6 +139,7 @@ class MemoryRecord:
     provenance: tuple[Provenance, ...] = ()
     created_at: float = 0.0
     updated_at: float = 0.0
+    version: int = 0
 
     @property
     def text(self) -> str:
@@ -250,5 +254,5 @@ def fold(events: Iterable[Event]) -> dict[str, MemoryRecord]:
                 record = MemoryRecord.from_data(data)
             except (KeyError, TypeError, ValueError):
                 continue
-            records[record.id] = record
+            records[record.id] = dataclasses.replace(record, version=event.version)
     return records

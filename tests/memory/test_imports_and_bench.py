@@ -1,4 +1,4 @@
-"""bm25s stays optional at import time; the recall benchmark's data set is what it claims."""
+"""Optional extras stay optional at import time; the recall bench data set is as claimed."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 import recall_bench  # noqa: E402
 
 
-def test_importing_memoryd_does_not_import_bm25s() -> None:
-    """memoryd.LongTermMemory is exported, and bm25s loads only on the first retrieval."""
+def test_importing_memoryd_imports_neither_bm25s_nor_the_dense_stack() -> None:
+    """memoryd.LongTermMemory is exported; bm25s, numpy, torch and sentence-transformers
+    load only on the first retrieval that needs them (checking the dense extra does not)."""
     code = (
         "import sys, memoryd, memoryd.memory; "
         "assert memoryd.LongTermMemory is memoryd.memory.LongTermMemory; "
-        "print('bm25s' in sys.modules)"
+        "from memoryd.memory.dense import require_dense; require_dense(); "
+        "heavy = ('bm25s', 'numpy', 'torch', 'sentence_transformers'); "
+        "print(any(m in sys.modules for m in heavy))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -43,3 +46,18 @@ def test_recall_bench_builds_200_facts_in_50_sessions_and_100_known_questions() 
     assert all(sum(f.session == s for f in facts) == 4 for s in sessions)
     assert len(questions) == 100 and set(questions) <= set(facts)
     assert recall_bench.build(seed=1) == (facts, questions)
+
+
+def test_recall_bench_measures_a_mode_on_the_stored_set() -> None:
+    """measure() runs recall and the in-memory search for each question and agrees."""
+    facts, questions = recall_bench.build(seed=1)
+    store = memoryd.EphemeralStore.start()
+    writer = LongTermMemory(store, llm=recall_bench.ScriptedModel([]))
+    for case in facts[:40]:
+        writer.remember(
+            case.session, recall_bench.Fact(scope="global", kind="fact", body={"text": case.text})
+        )
+    asked = [q for q in questions if q in facts[:40]][:5]
+    row = recall_bench.measure("bm25", store, writer.records("bench"), asked, 5)
+    assert row.method == "bm25" and 0.0 <= row.recall_at_k <= 1.0
+    assert len(row.rank_ms) == len(row.recall_ms) == len(asked) > 0
