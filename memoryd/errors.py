@@ -11,8 +11,10 @@ MemorydError
 │   ├── StoreNotRunning                the daemon runs no store of that name (stopped)
 │   └── WriteTimeout                   the outcome is unknown: retry with the same
 │                                      idempotency_key
-└── StorageError                       the backend failed (the store crashes and restarts)
-    └── CorruptRecord                  stored bytes cannot be decoded
+├── StorageError                       the backend failed (the store crashes and restarts)
+│   └── CorruptRecord                  stored bytes cannot be decoded
+└── DenseUnavailable(ImportError)      dense retrieval without its extra
+                                       (memoryd.memory.dense: pip install 'memoryd[dense]')
 ```
 
 Every message says what was wrong and what to do about it. Exceptions carrying extra
