@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 import msgpack
 
 from memoryd.errors import CorruptRecord
-from memoryd.events import SCHEMA_VERSION, Event
+from memoryd.events import KINDS, SCHEMA_VERSION, Event
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -37,6 +37,7 @@ __all__ = [
     "pack_meta",
     "pack_value",
     "unpack_event",
+    "unpack_kind_and_messages",
     "unpack_meta",
     "unpack_value",
 ]
@@ -272,6 +273,49 @@ def _corrupt(message: str) -> NoReturn:
     raise CorruptRecord(message)
 
 
+def _unpack_record(data: _Buffer, max_bytes: int) -> dict[str, Any]:
+    """An event record as a map of a schema version this code reads."""
+    record = _unpack(data, allow_bytes=False, max_bytes=max_bytes, what="event record")
+    if not isinstance(record, dict):
+        _corrupt(f"event record is a {type(record).__name__}, not a map")
+    if "s" not in record:
+        _corrupt("event record has no schema version ('s')")
+    schema = record["s"]
+    if type(schema) is not int or schema not in SUPPORTED_SCHEMA_VERSIONS:
+        supported = ", ".join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))
+        _corrupt(
+            f"event record has schema version {schema!r}; this memoryd reads version "
+            f"{supported}. A newer memoryd may have written it: upgrade to read it"
+        )
+    return record
+
+
+def unpack_kind_and_messages(
+    data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES
+) -> tuple[str, list[dict[str, Any]]]:
+    """Decode only what a history read uses: an event record's kind and messages.
+
+    A read of the last N messages decodes N records; building and fully checking an
+    `Event` for each (timestamp, key, data) costs more than the decoding itself, so
+    this checks the schema version, the kind and the messages only. `unpack_event`
+    checks everything.
+
+    Returns:
+        ``(kind, messages)``; the messages are fresh dicts.
+
+    Raises:
+        CorruptRecord: as `unpack_event`, for the fields it reads.
+    """
+    record = _unpack_record(data, max_bytes)
+    kind = record.get("k")
+    if not isinstance(kind, str) or kind not in KINDS:
+        _corrupt(f"event record has kind {kind!r}, not one of {sorted(KINDS)}")
+    messages = record.get("m")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        _corrupt("event record messages are not an array of maps")
+    return kind, messages
+
+
 def unpack_event(data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
     """Decode an event record written by `pack_event`.
 
@@ -288,18 +332,7 @@ def unpack_event(data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
             version this code does not read.
         TypeError: ``data`` is not a bytes-like object.
     """
-    record = _unpack(data, allow_bytes=False, max_bytes=max_bytes, what="event record")
-    if not isinstance(record, dict):
-        _corrupt(f"event record is a {type(record).__name__}, not a map")
-    if "s" not in record:
-        _corrupt("event record has no schema version ('s')")
-    schema = record["s"]
-    if type(schema) is not int or schema not in SUPPORTED_SCHEMA_VERSIONS:
-        supported = ", ".join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))
-        _corrupt(
-            f"event record has schema version {schema!r}; this memoryd reads version "
-            f"{supported}. A newer memoryd may have written it: upgrade to read it"
-        )
+    record = _unpack_record(data, max_bytes)
     unknown = record.keys() - _RECORD_KEYS
     if unknown:
         _corrupt(f"event record has unknown fields {sorted(unknown)}")

@@ -219,15 +219,14 @@ def history(
     for raw_key, value in cursor.iterprev():
         if bytes(raw_key) < lowest:
             break
-        event = codec.unpack_event(value)
-        kind = event.kind
+        kind, messages = codec.unpack_kind_and_messages(value)
         if kind == _POPPED:
             skip += 1
             continue
         if kind == _CLEARED:
             break
         if kind in (_APPENDED, _FORKED):
-            for message in reversed(event.messages):
+            for message in reversed(messages):
                 if skip:
                     skip -= 1
                     continue

@@ -375,3 +375,43 @@ def test_all_is_sorted() -> None:
     assert codec.__all__ == sorted(codec.__all__, key=isort_style)
     for name in codec.__all__:
         assert hasattr(codec, name)
+
+
+# --------------------------------------------------------------------------- history reads
+
+
+@pytest.mark.parametrize("kind", ["appended", "popped", "cleared", "forked", "memo"])
+def test_kind_and_messages_agree_with_the_full_decode(kind: str) -> None:
+    """The history read's decode returns the full decode's kind and (fresh) messages."""
+    msgs = () if kind == "cleared" else (messages.user("héllo 😀"),)
+    packed = pack_event(event(kind=kind, messages=msgs, idempotency_key="k", data={"a": 1}))
+    got_kind, got = codec.unpack_kind_and_messages(packed)
+    full = unpack_event(packed)
+    assert (got_kind, tuple(got)) == (full.kind, full.messages)
+    got[0:0] = [messages.user("mutated")]
+    assert codec.unpack_kind_and_messages(packed)[1] == list(full.messages)
+
+
+@pytest.mark.parametrize(
+    ("record", "needle"),
+    [
+        (raw_record(s=99), "schema version 99"),
+        (raw_record(s=...), "no schema version"),
+        (raw_record(k="renamed"), "kind 'renamed'"),
+        (raw_record(k=...), "kind None"),
+        (raw_record(m="text"), "messages are not an array of maps"),
+        (raw_record(m=[1, 2]), "messages are not an array of maps"),
+        ([1, 2, 3], "not a map"),
+    ],
+)
+def test_kind_and_messages_refuse_what_history_cannot_use(record: Any, needle: str) -> None:
+    """A damaged record fails the history read with CorruptRecord naming the problem."""
+    with pytest.raises(CorruptRecord, match=needle):
+        codec.unpack_kind_and_messages(packb(record))
+
+
+@given(st.binary(max_size=200))
+def test_kind_and_messages_raise_only_corrupt_record(data: bytes) -> None:
+    """Any bytes either decode or raise CorruptRecord."""
+    with contextlib.suppress(CorruptRecord):
+        codec.unpack_kind_and_messages(data)
