@@ -115,6 +115,21 @@ class Observe:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self._log = log.bind()  # resolved once: a lazy proxy binds again on every call
+        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def _series(self, method: str, op: str, status: str) -> tuple[Any, Any]:
+        """The request counter and latency histogram of one label set, looked up once."""
+        key = (method, op, status)
+        found = self._children.get(key)
+        if found is None:
+            found = (
+                self.metrics.requests.labels(method, op, status),
+                self.metrics.latency.labels(op),
+            )
+            if len(self._children) < 1024:  # odd methods from clients must not grow it
+                self._children[key] = found
+        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the request and record it."""
@@ -135,9 +150,10 @@ class Observe:
         finally:
             elapsed = time.perf_counter() - started
             op = str(scope.get("memoryd.op", "other"))
-            self.metrics.requests.labels(scope["method"], op, str(status)).inc()
-            self.metrics.latency.labels(op).observe(elapsed)
-            log.debug(
+            count, latency = self._series(scope["method"], op, str(status))
+            count.inc()
+            latency.observe(elapsed)
+            self._log.debug(
                 "request",
                 method=scope["method"],
                 path=scope["path"],
