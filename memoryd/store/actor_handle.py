@@ -49,6 +49,42 @@ def _settle(woken: asyncio.Future[None]) -> None:
         woken.set_result(None)
 
 
+class _Watch:
+    """The event loop's `ActorStoreHandle._await`: a timer that looks every slice.
+
+    The awaiting task just awaits ``woken``; only a write still unanswered after a
+    slice costs a look, which fails ``woken`` when no answer can come in time.
+    """
+
+    def __init__(
+        self,
+        handle: ActorStoreHandle,
+        ref: pykka.ActorRef[Any],
+        reply: Reply,
+        woken: asyncio.Future[None],
+        deadline: float,
+    ) -> None:
+        self._handle, self._ref, self._reply = handle, ref, reply
+        self._woken, self._deadline = woken, deadline
+        self._timer = asyncio.get_running_loop().call_later(self._slice(), self._look)
+
+    def _slice(self) -> float:
+        return max(0.0, min(self._deadline - time.monotonic(), _POLL_S))
+
+    def _look(self) -> None:
+        if self._woken.done() or self._reply.answered:
+            return
+        try:
+            self._handle._after_slice(self._ref, self._deadline)
+        except (NotWritten, WriteTimeout) as exc:
+            self._woken.set_exception(exc)
+            return
+        self._timer = asyncio.get_running_loop().call_later(self._slice(), self._look)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 class ActorStoreHandle(StoreHandle):
     """A handle on a store served by a supervised store actor, addressed by name.
 
@@ -152,18 +188,14 @@ class ActorStoreHandle(StoreHandle):
             woken: asyncio.Future[None] = loop.create_future()
             reply = Reply(functools.partial(loop.call_soon_threadsafe, _settle, woken))
             if _tell(ref, request, reply, next(_REQUESTS)):
+                watch = _Watch(self, ref, reply, woken, deadline)
                 try:
-                    while True:
-                        slice_s = max(0.0, min(deadline - time.monotonic(), _POLL_S))
-                        try:
-                            await asyncio.wait_for(asyncio.shield(woken), slice_s)
-                        except TimeoutError:
-                            if not reply.answered:
-                                self._after_slice(ref, deadline)
-                                continue
-                        return reply.result()
+                    await woken
+                    return reply.result()
                 except (pykka.ActorDeadError, NotWritten):
                     pass  # never attempted: safe to send again
+                finally:
+                    watch.cancel()
         return await asyncio.to_thread(self._write_until, request, deadline)
 
     def stop(self) -> None:
