@@ -584,9 +584,10 @@ _BODIES = {
 
 
 def _all_ops() -> list[tuple[str, str, Endpoint, str, tuple[str, ...]]]:
-    ops = list(_OTHER_OPS)
-    for prefix in ("/v1", "/v1/stores/{store}"):
-        ops.extend((m, prefix + p, fn, s, q) for m, p, fn, s, q in _STORE_OPS)
+    # The router tries routes in order: the default store's, the busiest, come first.
+    ops = [(m, "/v1" + p, fn, s, q) for m, p, fn, s, q in _STORE_OPS]
+    ops.extend(_OTHER_OPS)
+    ops.extend((m, "/v1/stores/{store}" + p, fn, s, q) for m, p, fn, s, q in _STORE_OPS)
     return ops
 
 
