@@ -19,10 +19,7 @@ from tests.helpers import wait_until
 
 __all__ = ["RedisCluster", "RedisServer", "free_port", "require_binaries"]
 
-_CLUSTER_OPTIONS = (
-    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-    "--cluster-node-timeout", "5000",
-)  # fmt: skip
+_CLUSTER_OPTIONS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
 
 
@@ -116,6 +113,16 @@ class RedisServer:
             client.close()
         return self
 
+    def pause(self) -> None:
+        """SIGSTOP the server: it holds its connections but answers nothing (a hung node)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused server."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL the server (no shutdown, no final fsync) and reap it."""
         if self.process is not None and self.process.poll() is None:
@@ -129,19 +136,23 @@ class RedisServer:
 
 
 class RedisCluster:
-    """A three-master Redis Cluster on loopback, without replicas.
+    """A Redis Cluster on loopback: three masters, and ``replicas`` replicas of each.
 
     Args:
         directory: one sub-directory per node is created under it.
+        masters: how many masters share the slots.
+        replicas: how many replicas each master gets (``--cluster-replicas``).
+        node_timeout_ms: how long a node may be silent before it is failed over.
     """
 
-    def __init__(self, directory: Path, masters: int = 3) -> None:
+    def __init__(
+        self, directory: Path, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000
+    ) -> None:
+        self.replicas = replicas
+        options = (*_CLUSTER_OPTIONS, "--cluster-node-timeout", str(node_timeout_ms))
         self.nodes = [
-            RedisServer(
-                directory / f"node-{i}",
-                extra=_CLUSTER_OPTIONS,
-            )
-            for i in range(masters)
+            RedisServer(directory / f"node-{i}", extra=options)
+            for i in range(masters * (1 + replicas))
         ]
 
     @property
@@ -156,7 +167,7 @@ class RedisCluster:
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         subprocess.run(
             ["redis-cli", "--cluster", "create", *addresses,
-             "--cluster-replicas", "0", "--cluster-yes"],
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True,
             capture_output=True,
             timeout=60,
@@ -175,14 +186,69 @@ class RedisCluster:
             return True
 
         wait_until(all_ok, timeout=30, interval=0.05, message="the cluster did not become ok")
+        if self.replicas:
+            # Connected is not enough: WAIT counts only replicas past their first sync.
+            wait_until(
+                self.replicas_in_sync, timeout=30, interval=0.05, message="replicas not in sync"
+            )
         return self
 
-    def flush(self) -> None:
-        """FLUSHALL on every node."""
+    def replicas_in_sync(self) -> bool:
+        """True when every replica's link is up and every master sees its replicas online."""
         for node in self.nodes:
             client = node.client()
             try:
-                client.flushall()
+                info = client.info("replication")
+            finally:
+                client.close()
+            if info.get("role") == "master":
+                online = [
+                    value
+                    for key, value in info.items()
+                    if key.startswith("slave") and isinstance(value, dict)
+                ]
+                if sum(1 for v in online if v.get("state") == "online") < self.replicas:
+                    return False
+            elif info.get("master_link_status") != "up":
+                return False
+        return True
+
+    def _by_port(self, port: int) -> RedisServer:
+        return next(node for node in self.nodes if node.port == port)
+
+    def shard_of(self, key: str) -> tuple[RedisServer, list[RedisServer]]:
+        """The master holding ``key``'s slot (``CLUSTER SLOTS``), and its replicas
+        (``INFO replication``, which is current before the cluster's gossip is)."""
+        client = self.nodes[0].client()
+        try:
+            slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+            ranges = client.execute_command("CLUSTER", "SLOTS")
+        finally:
+            client.close()
+        port = next(
+            (int(entry[2][1]) for entry in ranges if int(entry[0]) <= slot <= int(entry[1])),
+            None,
+        )
+        if port is None:
+            raise AssertionError(f"slot {slot} of {key!r} is served by no node")
+        replicas = []
+        for node in self.nodes:
+            client = node.client()
+            try:
+                info = client.info("replication")
+            finally:
+                client.close()
+            if info.get("role") == "slave" and int(info.get("master_port", 0)) == port:
+                replicas.append(node)
+        return self._by_port(port), replicas
+
+    def flush(self) -> None:
+        """FLUSHALL on every master (replicas follow)."""
+        for node in self.nodes:
+            client = node.client()
+            try:
+                if client.info("replication").get("role") == "master":
+                    client.flushall()
             finally:
                 client.close()
 

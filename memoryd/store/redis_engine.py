@@ -12,7 +12,9 @@ pipeline resent after a lost connection cannot write anything twice.
 
 from __future__ import annotations
 
+import itertools
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -28,6 +30,7 @@ from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, EventKind
 from memoryd.store import redis_scripts as lua
 from memoryd.store.redis_scripts import redact
+from memoryd.store.redis_wire import Writers
 from memoryd.store.redis_writes import Batch, View
 from memoryd.store.requests import WriteRequest
 
@@ -37,6 +40,7 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
+_KEYS_CACHED = 1 << 14
 _APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value
 _CLEARED = EventKind.CLEARED.value
@@ -128,8 +132,15 @@ class RedisEngine:
         self.commits = 0
         self.writes = 0
         self.reconnects = 0
-        self.script_loaded = False
-        """The write script is in the server's cache (EVALSHA; reloaded on NOSCRIPT)."""
+        self.wait_timeout_ms = max(1, int(call_timeout_s * 500))
+        """How long ``WAIT`` waits for the replicas: half the call timeout."""
+        self.writers = Writers()
+        """The batch writer's own connections (the owner's thread only)."""
+        self.loaded: set[str] = set()
+        """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""
+        self._script_keys: dict[str, tuple[tuple[str, ...], str]] = {}
+        self._nonce = uuid.uuid4().hex[:16]
+        self._serial = itertools.count(1)
         self._lock = threading.Lock()
         self._client: Any = None
         self.views: dict[str, View] = {}
@@ -167,6 +178,7 @@ class RedisEngine:
         with self._lock:
             self.closed = True
             client, self._client = self._client, None
+        self.writers.close()
         if client is not None:
             try:
                 client.close()
@@ -180,6 +192,31 @@ class RedisEngine:
 
     def pipeline(self) -> Any:
         return self.client().pipeline(transaction=False)
+
+    def script_keys(self, cid: str) -> tuple[tuple[str, ...], str]:
+        """The write script's keys for ``cid`` and the id in hex (cached: it is per write)."""
+        found = self._script_keys.get(cid)
+        if found is None:
+            keys: tuple[str, ...] = lua.conv_keys(self.prefix, cid)
+            if not self.cluster:
+                keys += (self.feed_stream, self.feed_state)
+            if len(self._script_keys) >= _KEYS_CACHED:
+                self._script_keys.clear()
+            found = self._script_keys[cid] = (keys, cid.encode("utf-8").hex())
+        return found
+
+    def token(self) -> str:
+        """A write token never handed out before: this engine's random nonce and a serial."""
+        return f"{self._nonce}{next(self._serial):x}"
+
+    def refresh_topology(self) -> None:
+        """Ask a Cluster where its slots are now (after a lost node or a failover)."""
+        if not self.cluster or self._client is None:
+            return
+        try:
+            self._client.nodes_manager.initialize()
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+            log.debug("redis_topology_refresh_failed", error=repr(exc))
 
     # -- reads (any thread) --------------------------------------------------------------
 
@@ -239,17 +276,23 @@ class RedisEngine:
             text(key) for key in self._call(lambda c: list(c.scan_iter(match=pattern, count=1000)))
         ]
 
-    def conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+    def conversations(
+        self, prefix: str, after: str | None, limit: int | None, include_empty: bool = False
+    ) -> list[str]:
         """Ids of conversations holding messages now, in UTF-8 byte order, paged.
 
         Scans every metadata key under the id prefix (SCAN on every primary of a
-        Cluster), so a page costs a walk over the matching keys.
+        Cluster), so a page costs a walk over the matching keys. With
+        ``include_empty`` every conversation with an event is listed: a metadata
+        hash exists from a conversation's first event on.
         """
         keys = self._meta_keys(prefix)
-        pipe = self.pipeline()
-        for key in keys:
-            pipe.hget(key, "n")
-        counts = pipe.execute()
+        counts: list[Any] = [1] * len(keys)
+        if not include_empty:
+            pipe = self.pipeline()
+            for key in keys:
+                pipe.hget(key, "n")
+            counts = pipe.execute()
         floor = None if after is None else after.encode("utf-8")
         found: list[bytes] = []
         for key, count in zip(keys, counts, strict=True):

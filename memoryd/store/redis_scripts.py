@@ -18,8 +18,8 @@ conversation lands in one Redis Cluster slot)::
     P:{H}:m    hash: v (version), f (first live version), n (messages now),
                t (token of the last write)
     P:{H}:i    hash: idempotency key -> version (kept for the conversation's life)
-    P:{H}:w    hash: write token -> version (the last MAX_TOKENS writes)
-    P:{H}:wl   list: those tokens, oldest first
+    P:{H}:w0   hash: write token -> version, for versions v with v // MAX_TOKENS even
+    P:{H}:w1   the same for odd ones (a hash is emptied when its turn comes again)
     {P}:feed   stream: the global change feed, id "<position>-0", fields c (H), v
     {P}:fed    hash: "#" -> last position; H -> last version fed
 """
@@ -45,8 +45,9 @@ __all__ = [
 ]
 
 MAX_TOKENS = 256
-"""Write tokens remembered per conversation: a retry older than this many writes is
-no longer recognised (retries happen within one call timeout, so this is ample)."""
+"""Write tokens remembered per conversation: at least the last this many writes'
+(at most twice as many); an older retry is no longer recognised (retries happen
+within one call timeout, so this is ample)."""
 
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -66,7 +67,7 @@ def check_prefix(prefix: object) -> str:
 
 
 class ConvKeys(tuple[str, str, str, str, str]):
-    """The five keys of one conversation: stream, meta, idem, tokens, token list."""
+    """The five keys of one conversation: stream, meta, idem, two token generations."""
 
     __slots__ = ()
 
@@ -84,7 +85,7 @@ class ConvKeys(tuple[str, str, str, str, str]):
 def conv_keys(prefix: str, cid: str) -> ConvKeys:
     """The keys of conversation ``cid`` (already validated) under ``prefix``."""
     tag = f"{prefix}:{{{cid.encode('utf-8').hex()}}}"
-    return ConvKeys((f"{tag}:s", f"{tag}:m", f"{tag}:i", f"{tag}:w", f"{tag}:wl"))
+    return ConvKeys((f"{tag}:s", f"{tag}:m", f"{tag}:i", f"{tag}:w0", f"{tag}:w1"))
 
 
 def feed_keys(prefix: str) -> tuple[str, str]:
@@ -133,28 +134,29 @@ local function feed(stream, state, hex, ver)
 end
 """
 
-WRITE = (
-    _FEED_FUNCTION
-    + """
--- KEYS: stream, meta, idem, tokens, token list [, feed stream, feed state]
+WRITE = """
+-- KEYS: stream, meta, idem, tokens (two generations) [, feed stream, feed state]
 -- ARGV: 1 token, 2 idempotency key or '', 3 expected version or '', 4 base version,
 --       5 token of the write this one follows in the same pipeline or '',
 --       6 message count after the write, 7 '1' to delete the stream first (clear),
 --       8 kind, 9 messages in the event, 10 the encoded event, 11 '1' to feed,
---       12 the id in hex, 13 tokens to keep
+--       12 the id in hex, 13 tokens per generation
 local token, idem = ARGV[1], ARGV[2]
-local done = redis.call('HGET', KEYS[4], token)
-if done then return {'dup', tonumber(done)} end
 if idem ~= '' then
-  done = redis.call('HGET', KEYS[3], idem)
+  local done = redis.call('HGET', KEYS[3], idem)
   if done then return {'dup', tonumber(done)} end
 end
 local meta = redis.call('HMGET', KEYS[2], 'v', 'f', 'n', 't')
 local cur = tonumber(meta[1]) or 0
-if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= cur then return {'conflict', cur} end
 if tonumber(ARGV[4]) ~= cur or (ARGV[5] ~= '' and ARGV[5] ~= meta[4]) then
+  -- Only this write's own version (base + 1) can hold its token: look for it only
+  -- when the conversation moved past the base, which a resent write always sees.
+  local done = redis.call('HGET', KEYS[4], token) or redis.call('HGET', KEYS[5], token)
+  if done then return {'dup', tonumber(done)} end
+  if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= cur then return {'conflict', cur} end
   return {'stale', cur, tonumber(meta[2]) or 1, tonumber(meta[3]) or 0}
 end
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= cur then return {'conflict', cur} end
 local ver = cur + 1
 local first = tonumber(meta[2]) or 1
 if ARGV[7] == '1' then
@@ -164,19 +166,27 @@ end
 redis.call('XADD', KEYS[1], ver .. '-0', 'k', ARGV[8], 'n', ARGV[9], 'e', ARGV[10])
 redis.call('HSET', KEYS[2], 'v', ver, 'f', first, 'n', ARGV[6], 't', token)
 if idem ~= '' then redis.call('HSET', KEYS[3], idem, ver) end
-redis.call('HSET', KEYS[4], token, ver)
-if redis.call('RPUSH', KEYS[5], token) > tonumber(ARGV[13]) then
-  redis.call('HDEL', KEYS[4], redis.call('LPOP', KEYS[5]))
+local keep = tonumber(ARGV[13])
+local tokens = KEYS[4 + math.floor(ver / keep) % 2]
+if ver % keep == 0 then redis.call('DEL', tokens) end
+redis.call('HSET', tokens, token, ver)
+if ARGV[11] == '1' then
+  local pos = redis.call('HINCRBY', KEYS[7], '#', 1)
+  redis.call('XADD', KEYS[6], pos .. '-0', 'c', ARGV[12], 'v', ver)
 end
-if ARGV[11] == '1' then feed(KEYS[6], KEYS[7], ARGV[12], ver) end
 return {'ok', ver}
 """
-)
 """Append one event if the writer's view is current; see the ARGV list in the script.
 
 Returns ``{'ok', version}``, ``{'dup', version}`` (the token or idempotency key was
 seen), ``{'conflict', current}`` or ``{'stale', current, first, count}`` (the view
 was out of date: nothing written, plan again).
+
+The write tokens live in two hashes used in turn, ``MAX_TOKENS`` versions each; a
+hash is emptied when its turn comes again, so the last ``MAX_TOKENS`` writes (and up
+to twice as many) are remembered at the cost of one ``HSET`` per write. On a single
+server the change feed is written here too: one ``HINCRBY`` and one ``XADD``, since
+nothing else ever feeds there (a Cluster feeds with `FEED` after the commit).
 """
 
 FEED = (

@@ -10,8 +10,9 @@ conversation alike.
 
 Durability is Redis's: with ``appendonly yes`` and ``appendfsync always`` an
 acknowledged write is on the primary's disk; ``wait_replicas=N`` also waits for N
-replicas (``WAIT``). On Redis Cluster the change feed (``tail``) is written right
-after each commit rather than in the same step (see docs/redis.md).
+replicas of the write's primary (``WAIT``; on a Cluster, per primary). On Redis
+Cluster the change feed (``tail``) is written right after each commit rather than in
+the same step (see docs/redis.md).
 
 Importing this module registers the ``"redis"`` backend with the app.
 """
@@ -95,8 +96,10 @@ class RedisStore(ActorStoreHandle):
             name: the registered name (default ``"redis:<url without password>/<prefix>"``).
             prefix: the key prefix: stores with different prefixes share a server
                 without seeing each other (1 to 64 of ``A-Z a-z 0-9 _ . : -``).
-            wait_replicas: make every write wait for this many replica
-                acknowledgements (``WAIT``); not reached in time: `WriteTimeout`.
+            wait_replicas: make every write wait for this many acknowledgements
+                from the replicas of its primary (``WAIT`` on the connection that
+                wrote, on every primary a batch wrote to; for up to half the call
+                timeout); fewer: `WriteTimeout`, though the primary has the write.
             cluster: True for Redis Cluster, False for a single server, None to ask
                 the server (``INFO cluster``), which must then be reachable.
             max_message_bytes: the largest message accepted.
@@ -107,7 +110,7 @@ class RedisStore(ActorStoreHandle):
             A handle on the running store.
 
         Raises:
-            ValueError: a bad url, prefix or option, or ``wait_replicas`` with a Cluster.
+            ValueError: a bad url, prefix or option.
             StoreUnavailable: ``cluster=None`` and the server cannot be reached.
             AlreadyStarted: the name is in use.
         """
@@ -123,12 +126,6 @@ class RedisStore(ActorStoreHandle):
                     f"cannot reach Redis at {redact(url)} ({exc}); start it, or pass "
                     "cluster=True/False to start the store before Redis is up"
                 ) from exc
-        if cluster and wait_replicas:
-            raise ValueError(
-                "wait_replicas is not supported on Redis Cluster: WAIT counts the replicas "
-                "of one connection's node; use a single primary with replicas, or "
-                "wait_replicas=0"
-            )
         config = StoreConfig(
             name=name if name is not None else f"redis:{redact(url)}/{prefix}",
             kind="redis",
@@ -205,8 +202,10 @@ class RedisStore(ActorStoreHandle):
     def _events(self, cid: str, after: int) -> list[Event]:
         return self._redis_read(lambda e: e.events(cid, after))
 
-    def _conversations(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
-        return self._redis_read(lambda e: e.conversations(prefix, after, limit))
+    def _conversations(
+        self, prefix: str, after: str | None, limit: int | None, include_empty: bool
+    ) -> list[str]:
+        return self._redis_read(lambda e: e.conversations(prefix, after, limit, include_empty))
 
     def _tail(self, after: int, limit: int, timeout: float) -> list[Change]:
         wait_until = time.monotonic() + timeout

@@ -12,17 +12,21 @@ Adds and records are planned together; a pop, fork or clear reads what it needs
 first (the last message, the source's history, the fresh state) and goes alone.
 Each write carries a fresh token that the script remembers, so a pipeline resent
 after a lost connection writes nothing twice, even without an idempotency key.
+
+The scripts go out grouped by the primary holding their keys (one group on a single
+server), each group on one connection (`redis_wire`); with ``wait_replicas`` each
+group ends with ``WAIT`` on that connection, so every primary that took a write of
+the batch is asked for its own replicas' acknowledgements. A write whose primary's
+replicas came short is committed there but answered with `WriteTimeout`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import redis
 import structlog
@@ -31,6 +35,7 @@ from memoryd import codec
 from memoryd.errors import ConflictError, CorruptRecord, StorageError, WriteTimeout
 from memoryd.events import EventKind
 from memoryd.store import redis_scripts as lua
+from memoryd.store import redis_wire
 from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
 
 if TYPE_CHECKING:
@@ -41,12 +46,14 @@ __all__ = ["CONNECTION_ERRORS", "Batch", "Plan", "View"]
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
 )
 """The errors that mean "Redis is not reachable now", not "the request is wrong"."""
 
@@ -76,19 +83,19 @@ class Plan:
 
     index: int
     cid: str
-    keys: list[str]
-    args: list[Any]
+    kind: str
+    command: tuple[Any, ...]
+    """``EVALSHA`` with the script's keys and arguments."""
     after: View
     popped: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Event:
-    """What a plan writes: kind, messages, the conversation's count after it."""
+class _Event(NamedTuple):
+    """What a plan writes: kind, messages, the messages left in the conversation after it."""
 
     kind: str
     messages: Sequence[dict[str, Any]]
-    count: int
+    left: int
     data: dict[str, Any] | None = None
     idem: str | None = None
     expected: int | None = None
@@ -97,6 +104,11 @@ class _Event:
 
 class _Unreachable(Exception):
     """Redis stayed unreachable until the batch's deadline."""
+
+
+_REDIRECTS = (redis.exceptions.NoScriptError, redis.exceptions.AskError, *CONNECTION_ERRORS)
+"""Error replies that mean the script did not run there and should be sent again:
+the script is not in that node's cache, or its slot is moving or unserved now."""
 
 
 class Batch:
@@ -112,9 +124,11 @@ class Batch:
         self.engine = engine
         self.requests = requests
         self.now = now
-        self.tokens = [uuid.uuid4().hex for _ in requests]
+        self.tokens = [engine.token() for _ in requests]
         self.results: list[Result | None] = [None] * len(requests)
         self.deadline = time.monotonic() + engine.call_timeout_s
+        self.refused: Exception | None = None
+        """Set when a node refused a script for now (moved slot, cluster down, ...)."""
 
     def commit(self) -> list[Result]:
         """Send every write; ``(True, value)`` or ``(False, exception)`` per request.
@@ -137,9 +151,6 @@ class Batch:
                 self._run([index])
             if group:
                 self._run(group)
-        except WriteTimeout as exc:  # too few replicas acknowledged
-            self.engine.views.clear()
-            return [(False, exc) if r is None else r for r in self.results]
         except _Unreachable as exc:
             self.engine.views.clear()
             error = WriteTimeout(
@@ -158,28 +169,51 @@ class Batch:
         for _ in range(_MAX_ROUNDS):
             if not todo:
                 return
-            plans = self._retrying(partial(self._plan, todo))
+            if self.refused is not None:  # a node refused for now: not at once again
+                self._pause(self.refused)
+            plans = self._retrying(self._plan, todo)
             if not plans:
                 return
-            replies = self._retrying(partial(self._send, plans))
-            todo = self._answer(plans, replies)
+            replies, short = self._retrying(self._send, plans)
+            todo = self._answer(plans, replies, short)
         raise StorageError(f"writes stayed stale for {_MAX_ROUNDS} rounds")
 
-    def _answer(self, plans: list[Plan], replies: list[Any]) -> list[int]:
-        """Record each reply; returns the indices to plan again."""
+    def _answer(self, plans: list[Plan], replies: list[Any], short: dict[int, int]) -> list[int]:
+        """Record each reply; returns the indices to plan again.
+
+        Args:
+            plans: the plans sent.
+            replies: the reply to each plan (an error reply as its exception).
+            short: for a plan whose primary's replicas came short, how many acknowledged.
+
+        Raises:
+            redis.ResponseError: a node refused a script for good (the actor crashes).
+        """
         views = self.engine.views
         fed: list[tuple[str, int]] = []
         again: list[int] = []
-        for plan, reply in zip(plans, replies, strict=True):
-            status = _text(reply[0])
-            if status == "ok":
+        self.refused = None
+        for i, (plan, reply) in enumerate(zip(plans, replies, strict=True)):
+            if isinstance(reply, Exception):
+                if not isinstance(reply, _REDIRECTS):
+                    raise reply
+                if not isinstance(reply, redis.exceptions.NoScriptError):
+                    self.refused = reply
+                views.pop(plan.cid, None)
+                again.append(plan.index)
+                continue
+            status = reply[0]
+            if status == b"ok":
                 self._remember(plan.cid, plan.after)
                 fed.append((plan.cid, int(reply[1])))
-                self.results[plan.index] = (True, self._value(plan, int(reply[1])))
-            elif status == "dup":
+                if i in short:
+                    self.results[plan.index] = (False, self._unreplicated(short[i]))
+                else:
+                    self.results[plan.index] = (True, self._value(plan, int(reply[1])))
+            elif status == b"dup":
                 views.pop(plan.cid, None)
                 self.results[plan.index] = (True, self._value(plan, int(reply[1])))
-            elif status == "conflict":
+            elif status == b"conflict":
                 views.pop(plan.cid, None)
                 expected = getattr(self.requests[plan.index], "expected_version", None)
                 error = ConflictError(expected=expected, actual=int(reply[1]))
@@ -193,9 +227,17 @@ class Batch:
             self._feed(fed)
         return again
 
+    def _unreplicated(self, acked: int) -> WriteTimeout:
+        return WriteTimeout(
+            f"the write reached its Redis primary but only {acked} of "
+            f"{self.engine.wait_replicas} replicas acknowledged it within "
+            f"{self.engine.wait_timeout_ms} ms; its durability is unknown: retry with the "
+            "same idempotency_key"
+        )
+
     @staticmethod
     def _value(plan: Plan, version: int) -> Any:
-        return plan.popped if plan.args[7] == _POPPED else version
+        return plan.popped if plan.kind == _POPPED else version
 
     def _remember(self, cid: str, view: View) -> None:
         views = self.engine.views
@@ -203,17 +245,22 @@ class Batch:
             views.clear()
         views[cid] = view
 
-    def _retrying(self, fn: Callable[[], T]) -> T:
-        """Call ``fn`` until it does not fail for a lost connection, or the deadline passes."""
+    def _retrying(self, fn: Callable[[A], T], arg: A) -> T:
+        """Call ``fn(arg)`` until it does not fail for a lost connection, or the deadline."""
         while True:
             try:
-                return fn()
+                return fn(arg)
             except CONNECTION_ERRORS as exc:
                 self.engine.reconnects += 1
                 log.warning("redis_unreachable", url=lua.redact(self.engine.url), error=repr(exc))
-                if time.monotonic() + _RETRY_PAUSE_S >= self.deadline:
-                    raise _Unreachable() from exc
-                time.sleep(_RETRY_PAUSE_S)
+                self._pause(exc)
+                self.engine.refresh_topology()
+
+    def _pause(self, cause: Exception) -> None:
+        """Wait a moment before trying again, or give up at the deadline."""
+        if time.monotonic() + _RETRY_PAUSE_S >= self.deadline:
+            raise _Unreachable() from cause
+        time.sleep(_RETRY_PAUSE_S)
 
     # -- planning -------------------------------------------------------------------------
 
@@ -337,64 +384,34 @@ class Batch:
             data=event.data,
             trusted=True,
         )
-        keys = list(lua.conv_keys(engine.prefix, cid))
-        if not engine.cluster:
-            keys += [engine.feed_stream, engine.feed_state]
-        args: list[Any] = [
+        keys, hexid = engine.script_keys(cid)
+        command = (
+            "EVALSHA",
+            _WRITE_SHA,
+            len(keys),
+            *keys,
             token,
             event.idem or "",
             "" if event.expected is None else event.expected,
             view.version,
             chained.get(cid, ""),
-            event.count,
+            event.left,
             "1" if event.clear else "0",
             event.kind,
             len(event.messages),
             payload,
             "0" if engine.cluster else "1",
-            cid.encode("utf-8").hex(),
+            hexid,
             lua.MAX_TOKENS,
-        ]
+        )
         first = view.version + 1 if event.clear else view.first
-        after = View(view.version + 1, first, event.count, token)
-        return Plan(index=index, cid=cid, keys=keys, args=args, after=after)
+        after = View(view.version + 1, first, event.left, token)
+        return Plan(index=index, cid=cid, kind=event.kind, command=command, after=after)
 
     # -- sending --------------------------------------------------------------------------
 
-    def _send(self, plans: list[Plan]) -> list[Any]:
-        engine = self.engine
-        if not engine.cluster and not engine.script_loaded:
-            engine.client().script_load(lua.WRITE)
-            engine.script_loaded = True
-        try:
-            replies = self._pipeline(plans, cached=not engine.cluster)
-        except redis.exceptions.NoScriptError:  # a restarted server: load it, send again
-            engine.client().script_load(lua.WRITE)
-            replies = self._pipeline(plans, cached=True)
-        if engine.wait_replicas:
-            acked = int(replies.pop())
-            if acked < engine.wait_replicas and any(_text(r[0]) == "ok" for r in replies):
-                raise WriteTimeout(
-                    f"the write reached the Redis primary but only {acked} of "
-                    f"{engine.wait_replicas} replicas acknowledged it in time; its durability "
-                    "is unknown: retry with the same idempotency_key"
-                )
-        return replies
-
-    def _pipeline(self, plans: list[Plan], *, cached: bool) -> list[Any]:
-        """Send the plans (and WAIT); EVALSHA on a single server, EVAL on a Cluster,
-        whose redis-py pipelines refuse EVALSHA."""
-        engine = self.engine
-        pipe = engine.pipeline()
-        for plan in plans:
-            if cached:
-                pipe.evalsha(_WRITE_SHA, len(plan.keys), *plan.keys, *plan.args)
-            else:
-                pipe.execute_command("EVAL", lua.WRITE, len(plan.keys), *plan.keys, *plan.args)
-        if engine.wait_replicas:
-            timeout_ms = max(1, int(engine.call_timeout_s * 500))
-            pipe.execute_command("WAIT", engine.wait_replicas, timeout_ms)
-        return list(pipe.execute())
+    def _send(self, plans: list[Plan]) -> tuple[list[Any], dict[int, int]]:
+        return redis_wire.send(self.engine, [plan.command for plan in plans])
 
     def _feed(self, fed: list[tuple[str, int]]) -> None:
         """Add committed writes to the change feed (Redis Cluster: after the commit)."""

@@ -147,11 +147,6 @@ class TestRedisStartErrors:
         with pytest.raises(ValueError, match="cluster must be"):
             memoryd.RedisStore.start("redis://127.0.0.1:1/0", cluster="yes")  # type: ignore[arg-type]
 
-    def test_wait_replicas_on_a_cluster_is_refused(self) -> None:
-        """WAIT cannot cover a Cluster's many primaries: a clear error, not a silent no-op."""
-        with pytest.raises(ValueError, match="not supported on Redis Cluster"):
-            memoryd.RedisStore.start("redis://127.0.0.1:1/0", wait_replicas=1, cluster=True)
-
     def test_unreachable_server_without_cluster_flag(self, tmp_path: Path) -> None:
         """Detecting the mode needs the server: unreachable raises StoreUnavailable."""
         from tests.redis_servers import free_port

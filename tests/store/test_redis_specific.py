@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,6 +106,52 @@ def test_a_resent_pipeline_writes_nothing_twice(server: RedisServer) -> None:
         assert len(engine.events("c", 0)) == 1
     finally:
         engine.close()
+
+
+def _script(
+    client: Any, prefix: str, token: str, base: int, *, clear: bool = False, keep: int = 256
+) -> list[Any]:
+    """One WRITE call appending one message (or clearing) on top of version ``base``."""
+    keys = [*redis_scripts.conv_keys(prefix, "c"), *redis_scripts.feed_keys(prefix)]
+    kind = "cleared" if clear else "appended"
+    messages = [] if clear else [user(token)]
+    payload = codec.pack_event_fields(version=base + 1, kind=kind, messages=messages, timestamp=1.0)
+    count = 0 if clear else base + 1
+    args = [token, "", "", base, "", count, "1" if clear else "0", kind, len(messages),
+            payload, "1", "63", keep]  # fmt: skip
+    reply = client.eval(redis_scripts.WRITE, len(keys), *keys, *args)
+    return [reply[0].decode(), *(int(x) for x in reply[1:])]
+
+
+def test_a_resend_after_another_daemons_clear_writes_nothing(server: RedisServer) -> None:
+    """A write applied, then cleared by another daemon, then resent: dup, not re-added."""
+    client = server.client()
+    try:
+        assert _script(client, "clr", "mine", 0) == ["ok", 1]
+        assert _script(client, "clr", "theirs", 1, clear=True) == ["ok", 2]
+        assert _script(client, "clr", "mine", 0) == ["dup", 1]
+    finally:
+        client.close()
+    engine = RedisEngine(server.url, prefix="clr", cluster=False, call_timeout_s=5.0)
+    try:
+        assert engine.history("c", None, None) == (2, [])
+    finally:
+        engine.close()
+
+
+def test_write_tokens_are_remembered_for_at_least_keep_writes(server: RedisServer) -> None:
+    """Tokens live in two hashes of ``keep`` versions each: a token is recognised until
+    its hash's turn comes again (2 * keep versions on), then forgotten."""
+    client = server.client()
+    try:
+        for version in range(1, 8):  # keep=4: versions 1-3 in w0, 4-7 in w1
+            assert _script(client, "gen", f"t{version}", version - 1, keep=4) == ["ok", version]
+        assert _script(client, "gen", "t1", 0, keep=4) == ["dup", 1]
+        assert _script(client, "gen", "t8", 7, keep=4) == ["ok", 8]  # w0's turn: emptied
+        assert _script(client, "gen", "t1", 0, keep=4) == ["stale", 8, 1, 8]
+        assert _script(client, "gen", "t4", 3, keep=4) == ["dup", 4]
+    finally:
+        client.close()
 
 
 def test_stale_view_is_planned_again(server: RedisServer) -> None:
