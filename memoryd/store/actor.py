@@ -244,6 +244,10 @@ class StoreActor(SupervisedActor):
             return
         if fault_hook is not None:
             fault_hook("after_commit", self.config.name)
+        self._answer(batch, results)
+
+    def _answer(self, batch: list[Pending], results: list[tuple[bool, Any]]) -> None:
+        """Answer a committed batch's writers, each with its result or its refusal."""
         self._note_waiting()
         for (_, future), (ok, value) in zip(batch, results, strict=True):
             if ok:

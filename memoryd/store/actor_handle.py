@@ -127,7 +127,11 @@ class ActorStoreHandle(StoreHandle):
                 )
             engines.wait_for(self.name, min(remaining, _POLL_S))
 
+    def _refuse(self, request: WriteRequest) -> None:
+        """Raise if this backend cannot perform ``request`` (nothing is sent then)."""
+
     def _write(self, request: WriteRequest) -> Any:
+        self._refuse(request)
         return self._write_until(request, time.monotonic() + self.call_timeout_s)
 
     def _write_until(self, request: WriteRequest, deadline: float) -> Any:
@@ -179,8 +183,7 @@ class ActorStoreHandle(StoreHandle):
         the same deadline. Each request is its own writer for the group-commit policy
         (one loop thread serves many clients).
         """
-        if type(self)._write is not ActorStoreHandle._write:
-            return await asyncio.to_thread(self._write, request)  # keep the subclass's checks
+        self._refuse(request)
         deadline = time.monotonic() + self.call_timeout_s
         ref = whereis(self.name)
         if ref is not None:

@@ -82,8 +82,4 @@ class RedisStoreActor(StoreActor):
                 _fail(future, error)
             self.crash(error)
             return
-        for (_, future), (ok, value) in zip(batch, results, strict=True):
-            if ok:
-                future.set(value)
-            else:
-                _fail(future, value)
+        self._answer(batch, results)

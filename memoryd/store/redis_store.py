@@ -148,14 +148,13 @@ class RedisStore(ActorStoreHandle):
 
     # -- writes -------------------------------------------------------------------------
 
-    def _write(self, request: WriteRequest) -> Any:
+    def _refuse(self, request: WriteRequest) -> None:
         if isinstance(request, Import):
             raise ValueError(
                 f"RedisStore {self.name!r} does not support import_events yet: its Lua "
                 "scripts cannot write an event with a given version and timestamp. Import "
                 "into an LMDB store (or a daemon serving one) instead"
             )
-        return super()._write(request)
 
     # -- reads --------------------------------------------------------------------------
 

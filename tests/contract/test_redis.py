@@ -7,16 +7,18 @@ store gets a key prefix of its own and the servers are flushed after each test.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
 
 import memoryd
+from memoryd.store import build
 from tests.contract.base import Store, StoreContract, StoreFactory, texts, user
 from tests.redis_servers import RedisCluster, RedisServer
 
@@ -69,6 +71,9 @@ class TestRedisStore(StoreContract):
         event = memoryd.Event(version=1, kind="appended", messages=(user("a"),), timestamp=1.0)
         with pytest.raises(ValueError, match="does not support import_events"):
             store.import_events("c", [event])
+        request = build.import_events("c", [event], max_bytes=store.max_message_bytes)
+        with pytest.raises(ValueError, match="does not support import_events"):
+            asyncio.run(cast(memoryd.RedisStore, store).submit(request))
         assert store.version("c") == 0
 
 
