@@ -26,7 +26,7 @@ dict values) so the codec can store it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -39,6 +39,7 @@ __all__ = [
     "EventKind",
     "apply",
     "replay",
+    "walk_back",
 ]
 
 SCHEMA_VERSION = 1
@@ -277,3 +278,46 @@ def replay(events: Iterable[Event]) -> list[dict[str, Any]]:
         previous = event.version
         _apply_in_place(history, event)
     return history
+
+
+def walk_back(
+    newest_first: Iterable[tuple[str, Sequence[dict[str, Any]] | None]], limit: int | None
+) -> list[dict[str, Any]]:
+    """The history from a log walked backwards from the wanted version: `replay` in reverse.
+
+    Reading the last N messages this way touches only the events that hold them.
+    Popped events hide one earlier message each; a ``cleared`` event ends the walk,
+    a ``forked`` one ends it after its messages; ``memo`` and ``compacted`` leave the
+    history alone. Both stores read their histories with it; pass a lazy iterable to
+    stop reading as soon as ``limit`` messages are found.
+
+    Args:
+        newest_first: ``(kind, messages)`` pairs, newest first; the messages may be
+            None for a ``popped`` event.
+        limit: keep only the last ``limit`` messages (None: all).
+
+    Returns:
+        The messages, oldest first.
+    """
+    out: list[dict[str, Any]] = []
+    if limit == 0:
+        return out
+    skip = 0
+    for kind, messages in newest_first:
+        if kind == EventKind.POPPED:
+            skip += 1
+            continue
+        if kind == EventKind.CLEARED:
+            break
+        if kind in (EventKind.APPENDED, EventKind.FORKED) and messages is not None:
+            for message in reversed(messages):
+                if skip:
+                    skip -= 1
+                    continue
+                out.append(message)
+                if limit is not None and len(out) >= limit:
+                    break
+            if kind == EventKind.FORKED or (limit is not None and len(out) >= limit):
+                break
+    out.reverse()
+    return out

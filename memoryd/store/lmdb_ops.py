@@ -16,7 +16,7 @@ import lmdb
 
 from memoryd import codec, keys
 from memoryd.errors import ConflictError, CorruptRecord
-from memoryd.events import Change, Event, EventKind
+from memoryd.events import Change, Event, EventKind, walk_back
 
 __all__ = [
     "Counters",
@@ -211,32 +211,20 @@ def history(
     if upto == 0 or limit == 0:
         return []
     lowest = keys.event_key(meta.conv, meta.first)
-    newest_first: list[dict[str, Any]] = []
-    skip = 0
     cursor = txn.cursor(db=dbs.events)
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
         raise CorruptRecord(f"event {upto} of {meta.cid!r} is missing")
+    return walk_back(_kinds_and_messages(cursor, lowest), limit)
+
+
+def _kinds_and_messages(
+    cursor: lmdb.Cursor, lowest: bytes
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Each event's kind and messages, from the cursor's event back to key ``lowest``."""
     for raw_key, value in cursor.iterprev():
         if bytes(raw_key) < lowest:
-            break
-        kind, messages = codec.unpack_kind_and_messages(value)
-        if kind == _POPPED:
-            skip += 1
-            continue
-        if kind == _CLEARED:
-            break
-        if kind in (_APPENDED, _FORKED):
-            for message in reversed(messages):
-                if skip:
-                    skip -= 1
-                    continue
-                newest_first.append(message)
-                if limit is not None and len(newest_first) >= limit:
-                    break
-            if kind == _FORKED or (limit is not None and len(newest_first) >= limit):
-                break
-    newest_first.reverse()
-    return newest_first
+            return
+        yield codec.unpack_kind_and_messages(value)
 
 
 def events(txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, after: int) -> list[Event]:

@@ -27,68 +27,25 @@ from redis.retry import Retry
 
 from memoryd import codec
 from memoryd.errors import CorruptRecord
-from memoryd.events import Change, Event, EventKind
+from memoryd.events import Change, Event, EventKind, walk_back
 from memoryd.store import redis_scripts as lua
 from memoryd.store.redis_scripts import redact
 from memoryd.store.redis_wire import Writers
 from memoryd.store.redis_writes import Batch, View
 from memoryd.store.requests import WriteRequest
 
-__all__ = ["EngineClosed", "RedisEngine", "detect_cluster", "walk_history"]
+__all__ = ["EngineClosed", "RedisEngine", "detect_cluster"]
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
 _KEYS_CACHED = 1 << 14
-_APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value
-_CLEARED = EventKind.CLEARED.value
-_FORKED = EventKind.FORKED.value
 
 
 class EngineClosed(Exception):
     """The engine was closed (its actor stopped): look the current one up again."""
-
-
-def walk_history(
-    newest_first: Sequence[tuple[str, Event | None]], limit: int | None
-) -> list[dict[str, Any]]:
-    """The history from events met walking back from the wanted version. Pure.
-
-    Popped events hide one earlier message each; a ``cleared`` event ends the walk,
-    a ``forked`` one ends it after its messages; ``memo`` and ``compacted`` leave
-    the history alone. The LMDB store walks its cursor the same way.
-
-    Args:
-        newest_first: ``(kind, event)`` pairs; the event may be None for ``popped``.
-        limit: keep only the last ``limit`` messages.
-
-    Returns:
-        The messages, oldest first.
-    """
-    out: list[dict[str, Any]] = []
-    if limit == 0:
-        return out
-    skip = 0
-    for kind, event in newest_first:
-        if kind == _POPPED:
-            skip += 1
-            continue
-        if kind == _CLEARED:
-            break
-        if kind in (_APPENDED, _FORKED) and event is not None:
-            for message in reversed(event.messages):
-                if skip:
-                    skip -= 1
-                    continue
-                out.append(message)
-                if limit is not None and len(out) >= limit:
-                    break
-            if kind == _FORKED or (limit is not None and len(out) >= limit):
-                break
-    out.reverse()
-    return out
 
 
 def text(value: Any) -> str:
@@ -99,6 +56,13 @@ def decode_event(raw: Any, where: str) -> Event:
     if not isinstance(raw, bytes | bytearray):
         raise CorruptRecord(f"{where} holds no encoded event")
     return codec.unpack_event(raw)
+
+
+def decode_messages(raw: Any, where: str) -> list[dict[str, Any]]:
+    """The messages of an encoded event (all a history read needs of it)."""
+    if not isinstance(raw, bytes | bytearray):
+        raise CorruptRecord(f"{where} holds no encoded event")
+    return codec.unpack_kind_and_messages(raw)[1]
 
 
 class RedisEngine:
@@ -222,16 +186,16 @@ class RedisEngine:
 
     def _history_raw(
         self, cid: str, at_version: int | None, limit: int | None
-    ) -> tuple[int, int, list[tuple[str, Event | None]]]:
+    ) -> tuple[int, int, list[tuple[str, list[dict[str, Any]] | None]]]:
         keys = lua.conv_keys(self.prefix, cid)
         args = ["" if at_version is None else at_version, -1 if limit is None else limit]
         raw = self.client().eval(lua.HISTORY, 1, keys.stream, *args)
         current, first = int(raw[0]), int(raw[1])
-        pairs: list[tuple[str, Event | None]] = []
+        pairs: list[tuple[str, list[dict[str, Any]] | None]] = []
         for i in range(2, len(raw), 2):
             kind = text(raw[i])
-            event = None if kind == _POPPED else decode_event(raw[i + 1], f"{cid!r}")
-            pairs.append((kind, event))
+            messages = None if kind == _POPPED else decode_messages(raw[i + 1], f"{cid!r}")
+            pairs.append((kind, messages))
         return current, first, pairs
 
     def history(
@@ -256,7 +220,7 @@ class RedisEngine:
                     f"version {at_version} of {cid!r} was cleared at version {first}; "
                     "history before a clear is deleted"
                 )
-        return current, walk_history(pairs, limit)
+        return current, walk_back(pairs, limit)
 
     def version(self, cid: str) -> int:
         """The conversation's version (0 if never written)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryd import events, messages
-from memoryd.events import KINDS, SCHEMA_VERSION, Change, Event, EventKind, apply, replay
+from memoryd.events import KINDS, SCHEMA_VERSION, Change, Event, EventKind, apply, replay, walk_back
 
 
 def msg(n: int) -> dict[str, Any]:
@@ -285,3 +286,17 @@ def test_all_is_sorted() -> None:
     assert events.__all__ == sorted(events.__all__, key=isort_style)
     for name in events.__all__:
         assert hasattr(events, name)
+
+
+def test_walk_back_reads_only_what_the_limit_needs() -> None:
+    """walk_back stops pulling events once it has `limit` messages (lazy walk)."""
+
+    pulled: list[int] = []
+
+    def events() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        for i in range(100, 0, -1):
+            pulled.append(i)
+            yield "appended", [messages.user(f"m{i}")]
+
+    assert walk_back(events(), 3) == [messages.user(f"m{i}") for i in (98, 99, 100)]
+    assert pulled == [100, 99, 98]

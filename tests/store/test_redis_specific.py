@@ -16,9 +16,9 @@ import pytest
 
 import memoryd
 from memoryd import codec
-from memoryd.events import Event, replay
+from memoryd.events import Event, replay, walk_back
 from memoryd.store import redis_scripts
-from memoryd.store.redis_engine import RedisEngine, walk_history
+from memoryd.store.redis_engine import RedisEngine
 from memoryd.store.requests import Add, Pop
 from tests.helpers import Worker, wait_until
 from tests.redis_servers import RedisServer
@@ -236,7 +236,7 @@ def test_walk_history_matches_the_reducer() -> None:
         Event(version=5, kind="popped", messages=(user("d"),), timestamp=1.0),
     ]
     full = replay(log)
-    walk = [(e.kind, e) for e in reversed(log)]
+    walk = [(e.kind, e.messages) for e in reversed(log)]
     for limit in (None, 0, 1, 2, 3):
         expected = full if limit is None else full[max(0, len(full) - limit) :] if limit else []
-        assert walk_history(walk, limit) == expected
+        assert walk_back(walk, limit) == expected
