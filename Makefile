@@ -52,6 +52,7 @@ bench: $(BSTAMP)
 soak: $(STAMP)
 	$(BIN)/python tools/bench_restart.py --cycles 20000
 	$(BIN)/python tools/soak.py
+	$(BIN)/python tools/soak_resources.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import structlog
 import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
+from memoryd.server.peercred import peer_checked
 from memoryd.server.routes import ServerContext, create_app
 from memoryd.server.stores import StoreRegistry
 from supervisors import Exit, SupervisedActor, kill
@@ -118,8 +120,10 @@ class Server(SupervisedActor):
                 access_log=False,
                 lifespan="on",
                 loop="auto",  # uvloop when installed
-                http="auto",  # httptools when installed
+                # httptools when installed; refuses Unix peers of another uid
+                http=peer_checked(AutoHTTPProtocol, os.geteuid()),
                 ws="none",
+                proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
                 timeout_graceful_shutdown=max(int(cfg.grace_s), 1),
                 limit_concurrency=4096,
                 timeout_keep_alive=30,

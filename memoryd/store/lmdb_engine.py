@@ -24,12 +24,18 @@ from memoryd.errors import MemorydError, StorageError
 from memoryd.store import lmdb_ops
 from memoryd.store.dirlock import DirLock
 
-__all__ = ["EngineClosed", "LmdbEngine"]
+__all__ = ["READER_CHECK_EVERY", "EngineClosed", "LmdbEngine"]
 
 log = structlog.get_logger(__name__)
 
 _MAX_DBS = 8
 _MAX_MAP_BYTES = 1 << 44  # 16 TiB of address space: growth stops here
+# A reader process killed while holding a read transaction leaves its slot in the lock
+# file, and LMDB keeps every page freed after that reader's snapshot until the slot is
+# cleared: the data file would grow under writes forever. The writer clears dead
+# readers' slots at open, every this many commits, and before growing a full map, so a
+# dead reader pins at most this many commits' worth of pages.
+READER_CHECK_EVERY = 64
 
 
 class _MapAtCap(Exception):
@@ -83,6 +89,8 @@ class LmdbEngine:
         self.commits = 0
         self.writes = 0
         self.map_growths = 0
+        self.stale_readers_cleared = 0
+        self._commits_since_reader_check = 0
         self._gate = threading.Condition()
         self._readers = 0
         self._closing = False
@@ -110,7 +118,7 @@ class LmdbEngine:
             self._lock.release()
             raise
         try:
-            self.env.reader_check()
+            self._clear_stale_readers()
             self.dbs = lmdb_ops.open_dbs(self.env)
             if durable:
                 _fsync_dir(path)
@@ -173,9 +181,12 @@ class LmdbEngine:
 
         Each op's refusal (a ``MemorydError`` or ``ValueError`` raised before it
         wrote anything) becomes its own ``(False, error)`` result; the others commit.
-        A full map is grown and the whole batch retried; a full map that may not
-        grow (``max_map_size``) refuses every op with ``StorageError`` and keeps the
-        environment (nothing was written; reads are unaffected).
+        Every ``READER_CHECK_EVERY`` commits, and before a full map is grown, the
+        slots of reader processes that died holding a transaction are cleared, so
+        the pages they pinned are reused. A full map is grown and the whole batch
+        retried; a full map that may not grow (``max_map_size``) refuses every op
+        with ``StorageError`` and keeps the environment (nothing was written; reads
+        are unaffected).
 
         Returns:
             ``(True, value)`` or ``(False, error)`` per op, in order.
@@ -183,10 +194,14 @@ class LmdbEngine:
         Raises:
             StorageError: LMDB failed; nothing in the batch may be assumed committed.
         """
+        if self._commits_since_reader_check >= READER_CHECK_EVERY:
+            self._clear_stale_readers()
         while True:
             try:
                 results = self._run(ops)
             except lmdb.MapFullError:
+                if self._clear_stale_readers():
+                    continue  # pages a dead reader pinned are free again: retry first
                 try:
                     self._grow()
                 except _MapAtCap as full:
@@ -208,8 +223,26 @@ class LmdbEngine:
                     return [(False, refused_full) for _ in ops]
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
             self.commits += 1
+            self._commits_since_reader_check += 1
             self.writes += len(ops)
             return results
+
+    def _clear_stale_readers(self) -> int:
+        """Free the reader slots of processes that died in a read transaction.
+
+        Returns:
+            How many slots were cleared.
+        """
+        self._commits_since_reader_check = 0
+        try:
+            cleared = int(self.env.reader_check())
+        except lmdb.Error as exc:
+            log.warning("reader_check_failed", path=str(self.path), error=str(exc))
+            return 0
+        if cleared:
+            self.stale_readers_cleared += cleared
+            log.warning("stale_readers_cleared", path=str(self.path), readers=cleared)
+        return cleared
 
     def _run(self, ops: Sequence[Op]) -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
