@@ -199,19 +199,7 @@ class LongTermMemory:
     def remember(
         self, cid: str, fact: Fact, *, versions: Sequence[int] = ()
     ) -> MemoryRecord | None:
-        """Store ``fact``: update the record it restates, or add a new one.
-
-        Args:
-            cid: The conversation the fact came from (its provenance).
-            fact: A validated fact.
-            versions: The versions of ``cid`` that stated it.
-
-        Returns:
-            The record written, or None when nothing changed (or its scope is off).
-
-        Raises:
-            ConflictError: The records changed under every attempt.
-        """
+        """Store ``fact`` as `RecordBook.remember` does, and forget the cached recall."""
         record = self._book.remember(cid, fact, versions=versions)
         if record is not None:
             self._recalls.clear()
