@@ -27,7 +27,7 @@ from memoryd.store import redis_scripts as lua
 if TYPE_CHECKING:
     from memoryd.store.redis_engine import RedisEngine
 
-__all__ = ["Group", "Writers", "exchange", "node_client", "send"]
+__all__ = ["Group", "Writers", "encode", "exchange", "node_client", "send"]
 
 Group = tuple[Any, Sequence[Sequence[Any]]]
 """A connection to one node and the commands to send it, in order."""
@@ -57,6 +57,31 @@ class Writers:
             conn.disconnect()
 
 
+def encode(commands: Sequence[Sequence[Any]]) -> bytes:
+    """Commands as RESP arrays of bulk strings, ready to send in one write.
+
+    redis-py's serializer handles every kind of value, one call per word; a write
+    script has two dozen words, all bytes, str or int, so this does it in one pass.
+
+    Raises:
+        TypeError: a word that is not bytes, str or int (or is a bool).
+    """
+    out: list[bytes] = []
+    for words in commands:
+        out.append(b"*%d\r\n" % len(words))
+        for word in words:
+            if isinstance(word, bytes):
+                data = word
+            elif isinstance(word, str):
+                data = word.encode("utf-8")
+            elif isinstance(word, int) and not isinstance(word, bool):
+                data = b"%d" % word
+            else:
+                raise TypeError(f"a Redis command word must be bytes, str or int, not {word!r}")
+            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
 def exchange(groups: Sequence[Group]) -> list[list[Any]]:
     """Send each group's commands on its connection, then read every reply.
 
@@ -76,7 +101,7 @@ def exchange(groups: Sequence[Group]) -> list[list[Any]]:
     finished = 0
     try:
         for conn, commands in groups:
-            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            conn.send_packed_command([encode(commands)], check_health=False)
         out: list[list[Any]] = []
         for conn, commands in groups:
             replies: list[Any] = []

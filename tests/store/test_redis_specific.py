@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 import memoryd
 from memoryd import codec
@@ -240,3 +241,19 @@ def test_walk_history_matches_the_reducer() -> None:
     for limit in (None, 0, 1, 2, 3):
         expected = full if limit is None else full[max(0, len(full) - limit) :] if limit else []
         assert walk_back(walk, limit) == expected
+
+
+def test_commands_are_encoded_as_redis_py_encodes_them() -> None:
+    """The write path's RESP encoding is byte for byte redis-py's, for bytes, str and int."""
+    from memoryd.store.redis_wire import encode
+
+    commands = [
+        ("EVALSHA", "ab" * 20, 2, "k{x}:s", "k{x}:m", b"\x00\xffpayload", -7, "", "h\u00e9"),
+        ("WAIT", 1, 5000),
+    ]
+    reference = redis.Connection().pack_commands(commands)
+    assert encode(commands) == b"".join(bytes(part) for part in reference)
+    with pytest.raises(TypeError, match="bytes, str or int"):
+        encode([("SET", "k", 1.5)])
+    with pytest.raises(TypeError, match="bytes, str or int"):
+        encode([("SET", "k", True)])
