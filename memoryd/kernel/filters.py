@@ -237,6 +237,15 @@ def _layer(method: Callable[[Any, Any], Any], inner: Callable[[Any], Any]) -> Ca
     return lambda value: method(value, inner)
 
 
+def _chain(filters: Sequence[Any], terminal: Callable[[Any], Any], hook: str) -> Any:
+    chain: Callable[[Any], Any] = terminal
+    for item in reversed(filters):
+        method = getattr(item, hook, None)
+        if callable(method):
+            chain = _layer(method, chain)
+    return chain
+
+
 def chat_chain(filters: Sequence[Any], terminal: ChatNext) -> ChatNext:
     """Compose the ``around_chat`` layers around ``terminal``; the first is outermost.
 
@@ -247,12 +256,8 @@ def chat_chain(filters: Sequence[Any], terminal: ChatNext) -> ChatNext:
     Returns:
         The composed chain.
     """
-    chain: Callable[[Any], Any] = terminal
-    for item in reversed(filters):
-        method = getattr(item, "around_chat", None)
-        if callable(method):
-            chain = _layer(method, chain)
-    return chain
+    chat: ChatNext = _chain(filters, terminal, "around_chat")
+    return chat
 
 
 def tool_chain(filters: Sequence[Any], terminal: ToolNext) -> ToolNext:
@@ -265,9 +270,5 @@ def tool_chain(filters: Sequence[Any], terminal: ToolNext) -> ToolNext:
     Returns:
         The composed chain.
     """
-    chain: Callable[[Any], Any] = terminal
-    for item in reversed(filters):
-        method = getattr(item, "around_tool", None)
-        if callable(method):
-            chain = _layer(method, chain)
-    return chain
+    tool: ToolNext = _chain(filters, terminal, "around_tool")
+    return tool

@@ -42,6 +42,8 @@ _META_CACHE_SIZE = 1 << 16
 _APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value
 _CLEARED = EventKind.CLEARED.value
+_MEMO = EventKind.MEMO.value
+_COMPACTED = EventKind.COMPACTED.value
 _FORKED = EventKind.FORKED.value
 
 
@@ -430,36 +432,20 @@ def add(
     Raises:
         ConflictError: ``expected_version`` is not the current version.
     """
-    meta, done = _preflight(
-        txn, dbs, ctr, cid, idempotency_key=idempotency_key, expected_version=expected_version
-    )
-    if done is not None:
-        return done
-    current = 0 if meta is None else meta.version
     if not messages:
         raise ValueError("an appended event needs at least one message")
-    record = codec.pack_event_fields(
-        version=current + 1,
-        kind=_APPENDED,
-        messages=messages,
-        timestamp=now,
-        idempotency_key=idempotency_key,
-        trusted=True,
-    )
-    count = (0 if meta is None else meta.count) + len(messages)
-    written = _write_record(
+    return _append(
         txn,
         dbs,
         ctr,
-        meta,
-        cid=cid,
-        record=record,
-        version=current + 1,
+        cid,
         kind=_APPENDED,
+        messages=messages,
+        data=None,
         idempotency_key=idempotency_key,
-        count=count,
+        expected_version=expected_version,
+        now=now,
     )
-    return written.version
 
 
 def record(
@@ -481,23 +467,71 @@ def record(
 
     Raises:
         ConflictError: ``expected_version`` is not the current version.
+        ValueError: a kind other than ``memo`` or ``compacted``.
+    """
+    if kind not in (_MEMO, _COMPACTED):
+        raise ValueError(f"record() writes memo or compacted events, not {kind!r}")
+    return _append(
+        txn,
+        dbs,
+        ctr,
+        cid,
+        kind=kind,
+        messages=messages,
+        data=data,
+        idempotency_key=idempotency_key,
+        expected_version=expected_version,
+        now=now,
+    )
+
+
+def _append(
+    txn: lmdb.Transaction,
+    dbs: Dbs,
+    ctr: Counters,
+    cid: str,
+    *,
+    kind: str,
+    messages: list[dict[str, Any]],
+    data: dict[str, Any] | None,
+    idempotency_key: str | None,
+    expected_version: int | None,
+    now: float,
+) -> int:
+    """The write of `add` and `record`: checks, then one event at the next version.
+
+    Only ``appended`` events change the message count; the fields were checked by
+    the handle, so the record is packed without another walk.
     """
     meta, done = _preflight(
         txn, dbs, ctr, cid, idempotency_key=idempotency_key, expected_version=expected_version
     )
     if done is not None:
         return done
-    current = 0 if meta is None else meta.version
-    event = Event(
-        version=current + 1,
+    version = (0 if meta is None else meta.version) + 1
+    record = codec.pack_event_fields(
+        version=version,
         kind=kind,
-        messages=tuple(messages),
+        messages=messages,
         timestamp=now,
         idempotency_key=idempotency_key,
         data=data,
+        trusted=True,
     )
-    count = 0 if meta is None else meta.count
-    return _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=count).version
+    count = (0 if meta is None else meta.count) + (len(messages) if kind == _APPENDED else 0)
+    written = _write_record(
+        txn,
+        dbs,
+        ctr,
+        meta,
+        cid=cid,
+        record=record,
+        version=version,
+        kind=kind,
+        idempotency_key=idempotency_key,
+        count=count,
+    )
+    return written.version
 
 
 def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float) -> None:
