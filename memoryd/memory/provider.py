@@ -206,16 +206,7 @@ class LongTermMemory:
         return record
 
     def forget(self, cid: str) -> list[str]:
-        """Delete ``cid``'s session records and the global records only it provided.
-
-        Each deletion is a ``delete`` event; the log keeps the history.
-
-        Args:
-            cid: The conversation id.
-
-        Returns:
-            The ids deleted.
-        """
+        """Forget ``cid``'s records as `RecordBook.forget` does; returns the ids deleted."""
         deleted = self._book.forget(cid)
         self._snapshots.clear()
         self._recalls.clear()
