@@ -176,6 +176,8 @@ class StoreActor(SupervisedActor):
         if not force and self._pending and not self._ready():
             linger = self._policy.linger_left(time.monotonic() - self._first_arrival)
             missing = self._policy.expected() - len(self._writers)
+            if self._engine is not None:
+                self._engine.held_batches += 1
             if self._inbox.wait_for(missing, linger):
                 self._schedule_flush()  # behind the writes that arrived: they join this batch
                 return

@@ -88,6 +88,8 @@ class LmdbEngine:
         self.max_map_size = min(max_map_size, _MAX_MAP_BYTES)
         self.commits = 0
         self.writes = 0
+        self.held_batches = 0
+        """Batches the group-commit policy held back for expected writers (actor's count)."""
         self.map_growths = 0
         self.stale_readers_cleared = 0
         self._commits_since_reader_check = 0
@@ -306,6 +308,7 @@ class LmdbEngine:
             "used_bytes": used,
             "map_growths": self.map_growths,
             "commits": self.commits,
+            "held_batches": self.held_batches,
             "fsyncs": self.commits if self.durable else 0,
             "appends": self.writes,
         }

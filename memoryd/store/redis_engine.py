@@ -95,6 +95,8 @@ class RedisEngine:
         self.closed = False
         self.commits = 0
         self.writes = 0
+        self.held_batches = 0
+        """Batches the group-commit policy held back for expected writers (actor's count)."""
         self.reconnects = 0
         self.wait_timeout_ms = max(1, int(call_timeout_s * 500))
         """How long ``WAIT`` waits for the replicas: half the call timeout."""
@@ -336,6 +338,7 @@ class RedisEngine:
             "events": sum(int(n) for n in lengths),
             "last_position": 0 if last is None else int(last),
             "commits": self.commits,
+            "held_batches": self.held_batches,
             "appends": self.writes,
             "reconnects": self.reconnects,
         }

@@ -146,3 +146,36 @@ def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -
         store_actor.fault_hook = None
     assert 1.5 <= elapsed < 6.0  # the 2 s deadline, not the 10 s hold
     assert ticks > 50
+
+
+def test_a_lone_fast_writer_is_never_held_back(store: StoreHandle) -> None:
+    """One writer awaiting each write in turn: no batch waits for a second writer.
+
+    The awaiting loop sends its next write the moment it is answered; counted after
+    the answers, that write looked like a second writer and every next batch lingered.
+    """
+
+    async def main() -> None:
+        for i in range(200):
+            await store.submit(_add(store, "c", f"m{i}"))
+
+    before = store.stats()["held_batches"]
+    asyncio.run(main())
+    assert store.stats()["held_batches"] == before
+    assert store.version("c") == 200
+
+
+def test_concurrent_writers_are_waited_for(store: StoreHandle) -> None:
+    """The counter counts: eight concurrent writers do make batches wait for each other."""
+
+    def write(i: int) -> None:
+        for n in range(100):
+            store.add(f"w{i}", [msgs.user(f"m{n}")])
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.stats()["held_batches"] > 0
+    assert sum(store.version(f"w{i}") for i in range(8)) == 800
