@@ -19,7 +19,7 @@ The event loop is never blocked by a disk sync or a daemon round trip: writes go
 through `StoreHandle.submit` (a store actor answers the loop directly), and reads
 run in a worker thread (`asyncio.to_thread`), except a limited read of a local
 LMDB store, a walk of a few records in its memory map that is cheaper than the
-hand-off to a thread and back (`LIMIT_READ_INLINE`). As in the SDK's
+hand-off to a thread and back (`StoreHandle.reads_inline`). As in the SDK's
 ``SQLiteSession``, a cancelled ``add_items``, ``pop_item`` or ``clear_session``
 raises ``CancelledError`` only after its write has ended.
 """
@@ -49,9 +49,6 @@ ITEM_KEY = "openai_agents_item"
 _PLAIN_ROLES = frozenset({"developer", "system", "user"})
 
 _T = TypeVar("_T")
-
-LIMIT_READ_INLINE = 200
-"""A read of at most this many stored messages of a local store runs on the event loop."""
 
 
 async def _outlast_cancellation(awaitable: Awaitable[_T]) -> _T:
@@ -233,7 +230,7 @@ class MemorydSession:
             The items exactly as they were added.
         """
         effective = resolve_session_limit(limit, self.session_settings)
-        if effective is not None and 0 <= effective <= LIMIT_READ_INLINE and self.store.local_reads:
+        if self.store.reads_inline(effective):
             items = self._read(effective)
         else:
             items = await asyncio.to_thread(self._read, effective)

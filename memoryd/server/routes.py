@@ -51,8 +51,6 @@ __all__ = ["MAX_TAIL_TIMEOUT_S", "ServerContext", "create_app", "openapi"]
 log = structlog.get_logger("memoryd.server")
 
 MAX_TAIL_TIMEOUT_S = 300.0
-INLINE_READ_LIMIT = 200
-"""``get`` with a limit up to this runs on the event loop when the store's reads are local."""
 _TAIL_SLICE_S = 0.5
 
 
@@ -186,7 +184,9 @@ async def _submit(
     return _respond(request, shape(result))
 
 
-def _read_inline(request: Request, op: str, call: Callable[[StoreHandle], Any]) -> Response | None:
+def _read_inline(
+    request: Request, op: str, records: int | None, call: Callable[[StoreHandle], Any]
+) -> Response | None:
     """Answer a small read on the loop when the store's reads are local memory lookups.
 
     A last-N read of an LMDB store is a cursor walk over the memory map (about 0.1 ms
@@ -194,7 +194,7 @@ def _read_inline(request: Request, op: str, call: Callable[[StoreHandle], Any]) 
     None when the read must go to a thread (not running, remote reads, restarting).
     """
     store = _running_store(request)
-    if store is None or not store.local_reads:
+    if store is None or not store.reads_inline(records):
         return None
     request.scope["memoryd.op"] = op
     try:
@@ -265,11 +265,7 @@ async def get_messages(request: Request) -> Response:
     def call(store: StoreHandle) -> dict[str, Any]:
         return {"messages": store.get(cid, limit=limit, at_version=at)}
 
-    if limit is not None and 0 <= limit <= INLINE_READ_LIMIT:
-        answer = _read_inline(request, "get", call)
-        if answer is not None:
-            return answer
-    return await _answer(request, "get", call)
+    return _read_inline(request, "get", limit, call) or await _answer(request, "get", call)
 
 
 async def add_messages(request: Request) -> Response:
@@ -379,7 +375,7 @@ async def version(request: Request) -> Response:
     def call(store: StoreHandle) -> dict[str, Any]:
         return {"version": store.version(cid)}
 
-    return _read_inline(request, "version", call) or await _answer(request, "version", call)
+    return _read_inline(request, "version", 1, call) or await _answer(request, "version", call)
 
 
 async def events(request: Request) -> Response:

@@ -18,7 +18,10 @@ from memoryd.store import validate as check
 from memoryd.store.build import RECORD_KINDS
 from memoryd.store.requests import WriteRequest
 
-__all__ = ["RECORD_KINDS", "StoreHandle"]
+__all__ = ["INLINE_READ_LIMIT", "RECORD_KINDS", "StoreHandle"]
+
+INLINE_READ_LIMIT = 200
+"""The most records `StoreHandle.reads_inline` lets a caller read on an event loop."""
 
 
 class StoreHandle(abc.ABC):
@@ -192,10 +195,13 @@ class StoreHandle(abc.ABC):
     async def _write_async(self, request: WriteRequest) -> Any:
         return await asyncio.to_thread(self._write, request)
 
-    @property
-    def local_reads(self) -> bool:
-        """True when a read is a short in-memory (mmap) lookup that never waits on I/O
-        of another process: small reads may then run on an event loop directly."""
+    def reads_inline(self, records: int | None) -> bool:
+        """True when reading ``records`` records is cheap enough to run on an event loop.
+
+        Only a local store whose reads walk a memory map says yes, and only for at most
+        `INLINE_READ_LIMIT` records (about 0.1 ms for 50): less than a hand-off to a
+        worker thread and back. None (all records) is never inline.
+        """
         return False
 
     # -- reads ------------------------------------------------------------------

@@ -27,6 +27,7 @@ from memoryd.store.config import (
     DEFAULT_MAX_MAP_SIZE,
     StoreConfig,
 )
+from memoryd.store.handle import INLINE_READ_LIMIT
 from memoryd.store.lmdb_engine import EngineClosed, LmdbEngine
 
 __all__ = ["EphemeralStore", "LmdbStore"]
@@ -46,9 +47,10 @@ class _LmdbHandle(ActorStoreHandle):
     def _engine(self, deadline: float) -> LmdbEngine:
         return cast(LmdbEngine, super()._engine(deadline))
 
-    @property
-    def local_reads(self) -> bool:
-        """True while the environment is open: a read is then a walk over its memory map."""
+    def reads_inline(self, records: int | None) -> bool:
+        """True for at most `INLINE_READ_LIMIT` records while the environment is open."""
+        if records is None or not 0 <= records <= INLINE_READ_LIMIT:
+            return False
         engine = engines.lookup(self.name)
         return engine is not None and not engine.closed
 

@@ -179,3 +179,16 @@ def test_concurrent_writers_are_waited_for(store: StoreHandle) -> None:
         thread.join()
     assert store.stats()["held_batches"] > 0
     assert sum(store.version(f"w{i}") for i in range(8)) == 800
+
+
+def test_only_small_reads_of_an_open_local_store_run_inline(store: StoreHandle) -> None:
+    """reads_inline: up to INLINE_READ_LIMIT records while open; never all, never stopped."""
+    from memoryd.store.handle import INLINE_READ_LIMIT
+
+    assert store.reads_inline(50)
+    assert store.reads_inline(INLINE_READ_LIMIT)
+    assert not store.reads_inline(INLINE_READ_LIMIT + 1)
+    assert not store.reads_inline(None)
+    assert not store.reads_inline(-1)
+    store.stop()
+    assert not store.reads_inline(50)
