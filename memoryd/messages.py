@@ -206,9 +206,13 @@ def _utf8_ok(text: str) -> bool:
     return True
 
 
+# one encoder for every message (json.dumps with options builds a new one per call)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _compact_json_bytes(message: Message) -> bytes:
     """Encode a copied message as compact UTF-8 JSON, naming any unencodable str."""
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = _COMPACT.encode(message)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -443,7 +447,8 @@ def validate_conversation_id(cid: Any) -> str:
         raise InvalidConversationId(
             f"conversation id is {size} bytes; the limit is {MAX_CONVERSATION_ID_BYTES}"
         )
-    for index, char in enumerate(cid):
+    # printable ids (the usual case) hold no control character and no surrogate
+    for index, char in enumerate("" if cid.isprintable() else cid):
         category = unicodedata.category(char)
         if category == "Cc":
             raise InvalidConversationId(
@@ -582,7 +587,7 @@ def tool_call(id: str, name: str, arguments: Mapping[str, Any] | str) -> Message
     """
     if isinstance(arguments, Mapping):
         plain = _copy_json_or_raise(arguments, "arguments")
-        encoded = json.dumps(plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = _COMPACT.encode(plain)
     elif isinstance(arguments, str):
         encoded = str(arguments)
     else:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,6 +25,7 @@ from memoryd.wire import error_to_wire
 __all__ = [
     "JSON",
     "MSGPACK",
+    "Answer",
     "Guard",
     "HttpError",
     "encode",
@@ -36,6 +37,7 @@ __all__ = [
 JSON = "application/json"
 MSGPACK = "application/msgpack"
 _OPEN_PATHS = frozenset({"/healthz"})
+_MEDIA_BYTES = {JSON: JSON.encode(), MSGPACK: MSGPACK.encode()}
 
 
 class HttpError(Exception):
@@ -53,13 +55,36 @@ class HttpError(Exception):
         self.type_name = type_name
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _dumps(payload: Any) -> bytes:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _COMPACT.encode(payload).encode()
+
+
+class Answer(Response):
+    """A response whose body is already encoded: only two headers, built directly.
+
+    Args:
+        body: the encoded body.
+        media_type: its content type.
+        status_code: the HTTP status.
+    """
+
+    def __init__(self, body: bytes, media_type: str, status_code: int = 200) -> None:
+        self.status_code = status_code
+        self.media_type = media_type
+        self.background = None
+        self.body = body
+        self.raw_headers = [
+            (b"content-type", _MEDIA_BYTES.get(media_type) or media_type.encode("latin-1")),
+            (b"content-length", str(len(body)).encode("latin-1")),
+        ]
 
 
 def error_response(status: int, body: Mapping[str, Any]) -> Response:
     """A JSON error response (errors are always JSON, whatever was asked for)."""
-    return Response(_dumps(body), status_code=status, media_type=JSON)
+    return Answer(_dumps(body), JSON, status)
 
 
 def wants_msgpack(request: Request) -> bool:
@@ -85,7 +110,14 @@ async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
     """
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    receive = request.receive
+    more = True
+    while more:  # the ASGI messages themselves: a small body is one message
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        more = message.get("more_body", False)
         size += len(chunk)
         if size > max_bytes:
             raise HttpError(
@@ -95,7 +127,7 @@ async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
                 "split the write into smaller adds",
             )
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if not raw:
         return {}
     kind = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
@@ -114,11 +146,16 @@ async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
     return body
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+_GUARDED = frozenset({b"origin", b"host", b"authorization", b"content-length"})
+
+
+def _headers(scope: Scope) -> dict[bytes, str]:
+    """The headers the guard looks at, found in one pass (the first of each counts)."""
+    found: dict[bytes, str] = {}
     for key, value in scope.get("headers", ()):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
+        if key in _GUARDED and key not in found:
+            found[key] = value.decode("latin-1")
+    return found
 
 
 def _host_name(host: str) -> str:
@@ -159,17 +196,18 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _problem(self, scope: Scope) -> tuple[int, str, str] | None:
-        origin = _header(scope, b"origin")
+        headers = _headers(scope)
+        origin = headers.get(b"origin")
         if origin is not None and origin not in self.config.allowed_origins:
             return 403, "Forbidden", f"requests from browser origin {origin!r} are refused"
         server = scope.get("server")
         on_tcp = server is not None and server[1] is not None
         if on_tcp:
-            host = _header(scope, b"host")
+            host = headers.get(b"host")
             if self._check_host and (host is None or _host_name(host) not in self._hosts):
                 return 403, "Forbidden", f"Host {host!r} is not this daemon's loopback address"
             if self._token is not None and scope.get("path") not in _OPEN_PATHS:
-                given = _header(scope, b"authorization")
+                given = headers.get(b"authorization")
                 if given is None or not given.startswith("Bearer "):
                     return (
                         401,
@@ -185,7 +223,7 @@ class Guard:
                 # the server would decode it with replacement characters: two different
                 # ids would reach the same conversation
                 return 400, "ValueError", "the request URL is not UTF-8 once percent-decoded"
-        length = _header(scope, b"content-length")
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
             return (
                 413,

@@ -7,6 +7,7 @@ kept by `Observe`, an ASGI middleware that also logs one event per request at de
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -116,6 +117,8 @@ class Observe:
         self.app = app
         self.metrics = metrics
         self._log = log.bind()  # resolved once: a lazy proxy binds again on every call
+        # the level is fixed when the daemon starts: skip building unwritten records
+        self._debug = bool(getattr(self._log, "is_enabled_for", lambda _: True)(logging.DEBUG))
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     def _series(self, method: str, op: str, status: str) -> tuple[Any, Any]:
@@ -153,11 +156,15 @@ class Observe:
             count, latency = self._series(scope["method"], op, str(status))
             count.inc()
             latency.observe(elapsed)
-            self._log.debug(
-                "request",
-                method=scope["method"],
-                path=scope["path"],
-                op=op,
-                status=status,
-                ms=round(elapsed * 1000, 3),
-            )
+            if self._debug:
+                self._request_logged(scope, op, status, elapsed)
+
+    def _request_logged(self, scope: Scope, op: str, status: int, elapsed: float) -> None:
+        self._log.debug(
+            "request",
+            method=scope["method"],
+            path=scope["path"],
+            op=op,
+            status=status,
+            ms=round(elapsed * 1000, 3),
+        )

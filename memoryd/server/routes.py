@@ -21,16 +21,18 @@ import anyio.to_thread
 import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from memoryd import _version, api, wire
 from memoryd.errors import InvalidMessage, MemorydError, StoreNotRunning
 from memoryd.events import Change
 from memoryd.server.config import ServerConfig
+from memoryd.server.hot import HotRoutes
 from memoryd.server.http import (
+    Answer,
     Guard,
     HttpError,
     encode,
@@ -149,7 +151,7 @@ async def _in_thread(request: Request, work: Callable[[], Any], *, tail: bool = 
 
 def _respond(request: Request, payload: Any, status: int = 200) -> Response:
     body, media = encode(payload, wants_msgpack(request))
-    return Response(body, status_code=status, media_type=media)
+    return Answer(body, media, status)
 
 
 def _running_store(request: Request) -> StoreHandle | None:
@@ -215,7 +217,7 @@ async def _answer(
         return encode(call(_store_of(request)), msgpack)
 
     body, media = await _in_thread(request, work)
-    return Response(body, status_code=status, media_type=media)
+    return Answer(body, media, status)
 
 
 def _tail_wait(
@@ -579,6 +581,14 @@ _BODIES = {
 }
 
 
+# served by `HotRoutes` without the router (the same endpoints, same paths)
+_HOT = {
+    ("POST", "messages"): add_messages,
+    ("GET", "messages"): get_messages,
+    ("GET", "version"): version,
+}
+
+
 def _all_ops() -> list[tuple[str, str, Endpoint, str, tuple[str, ...]]]:
     # The router tries routes in order: the default store's, the busiest, come first.
     ops = [(m, "/v1" + p, fn, s, q) for m, p, fn, s, q in _STORE_OPS]
@@ -629,19 +639,22 @@ async def _on_error(request: Request, exc: Exception) -> Response:
             exc.status_code, name, f"{request.method} {request.url.path}: {exc.detail}"
         )
         return error_response(exc.status_code, wire.error_to_wire(error, type_name=name))
+    if not isinstance(exc, MemorydError | ValueError | HttpError):
+        exc = _internal(request, exc)
     if isinstance(exc, HttpError):
         return error_response(exc.status, wire.error_to_wire(exc, type_name=exc.type_name))
     return error_response(wire.error_status(exc), wire.error_to_wire(exc))
 
 
-def create_app(ctx: ServerContext) -> Starlette:
+def create_app(ctx: ServerContext) -> ASGIApp:
     """The ASGI app serving ``ctx``'s stores.
 
     Args:
         ctx: the shared context (limiters are created when the app starts).
 
     Returns:
-        The Starlette app, wrapped in the metrics and guard middlewares.
+        The Starlette app behind the hot-route shortcut, wrapped in the metrics
+        and guard middlewares (outermost first: metrics, guard, hot routes).
     """
 
     @contextlib.asynccontextmanager
@@ -653,10 +666,6 @@ def create_app(ctx: ServerContext) -> Starlette:
     routes = [Route(p, fn, methods=[m]) for m, p, fn, _, _ in _all_ops()]
     app = Starlette(
         routes=routes,
-        middleware=[
-            Middleware(Observe, metrics=ctx.metrics),
-            Middleware(Guard, config=ctx.config),
-        ],
         exception_handlers={
             MemorydError: _on_error,
             ValueError: _on_error,
@@ -666,4 +675,5 @@ def create_app(ctx: ServerContext) -> Starlette:
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    return app
+    hot = HotRoutes(app, _HOT, _on_error)
+    return Observe(Guard(hot, config=ctx.config), metrics=ctx.metrics)

@@ -66,7 +66,8 @@ class _Watch:
     ) -> None:
         self._handle, self._ref, self._reply = handle, ref, reply
         self._woken, self._deadline = woken, deadline
-        self._timer = asyncio.get_running_loop().call_later(self._slice(), self._look)
+        self._loop = woken.get_loop()  # get_running_loop() costs a getpid() system call
+        self._timer = self._loop.call_later(self._slice(), self._look)
 
     def _slice(self) -> float:
         return max(0.0, min(self._deadline - time.monotonic(), _POLL_S))
@@ -79,7 +80,7 @@ class _Watch:
         except (NotWritten, WriteTimeout) as exc:
             self._woken.set_exception(exc)
             return
-        self._timer = asyncio.get_running_loop().call_later(self._slice(), self._look)
+        self._timer = self._loop.call_later(self._slice(), self._look)
 
     def cancel(self) -> None:
         self._timer.cancel()

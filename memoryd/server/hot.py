@@ -1,0 +1,104 @@
+"""The busiest routes, dispatched without the router: a pure ASGI shortcut.
+
+A request passes half a dozen layers before its endpoint runs (error middleware,
+exception middleware, router, route, request wrapper), and on a small request
+those layers cost as much CPU as the endpoint itself. `HotRoutes` recognises the
+conversation routes clients call all the time (``add``, ``get``, ``version``) by
+their last path segment and calls the same endpoint functions directly; anything
+else goes on to the full app. It runs inside the guard and the metrics, so
+authentication, limits and counting are unchanged.
+
+The split of a path is the router's own: ``{cid:path}`` is everything between
+``/conversations/`` and the last segment, ``{store}`` one segment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["HotRoutes", "split_conversation_path"]
+
+log = structlog.get_logger("memoryd.server")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
+
+_CONVERSATIONS = "/v1/conversations/"
+_STORES = "/v1/stores/"
+_NAMED = "/conversations/"
+
+
+def split_conversation_path(path: str) -> tuple[str | None, str, str] | None:
+    """``(store or None, cid, last segment)`` for a conversation route's path, else None.
+
+    >>> split_conversation_path("/v1/conversations/a/b/messages")
+    (None, 'a/b', 'messages')
+    >>> split_conversation_path("/v1/stores/notes/conversations/x/version")
+    ('notes', 'x', 'version')
+    """
+    store: str | None = None
+    if path.startswith(_CONVERSATIONS):
+        rest = path[len(_CONVERSATIONS) :]
+    elif path.startswith(_STORES):
+        named = path[len(_STORES) :]
+        cut = named.find("/")
+        if cut <= 0 or not named.startswith(_NAMED, cut):
+            return None
+        store, rest = named[:cut], named[cut + len(_NAMED) :]
+    else:
+        return None
+    cut = rest.rfind("/")
+    if cut < 0:
+        return None
+    return store, rest[:cut], rest[cut + 1 :]
+
+
+class HotRoutes:
+    """Calls the endpoints of the hottest conversation routes directly.
+
+    Args:
+        app: the full app, for every other request (and its lifespan).
+        routes: ``(method, last segment) -> endpoint``.
+        on_error: turns an endpoint's exception into an error response.
+    """
+
+    def __init__(
+        self, app: ASGIApp, routes: Mapping[tuple[str, str], Endpoint], on_error: ErrorHandler
+    ) -> None:
+        self.app = app
+        self._routes = dict(routes)
+        self._on_error = on_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a hot route, or pass the request on."""
+        if scope["type"] == "http":
+            parts = split_conversation_path(scope["path"])
+            if parts is not None:
+                endpoint = self._routes.get((scope["method"], parts[2]))
+                if endpoint is not None:
+                    await self._serve(endpoint, parts, scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    async def _serve(
+        self,
+        endpoint: Endpoint,
+        parts: tuple[str | None, str, str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        store, cid, _ = parts
+        scope["app"] = self.app
+        scope["path_params"] = {"cid": cid} if store is None else {"store": store, "cid": cid}
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except Exception as exc:
+            response = await self._on_error(request, exc)
+        await response(scope, receive, send)
