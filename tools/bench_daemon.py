@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import shutil
 import signal
 import socket
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,40 +43,67 @@ def _free_port() -> int:
 # --------------------------------------------------------------------------- workers
 
 
-def _memoryd_writer(args: tuple[str, str | None, int, int, Any]) -> tuple[float, float]:
+Span = tuple[float, float, float]  # started, ended, CPU seconds of the client process
+
+
+def _memoryd_writer(args: tuple[str, str | None, int, int, Any]) -> Span:
     import memoryd
 
     address, token, worker, adds, barrier = args
     store = memoryd.connect(address, token=token)
     store.version("warm")
     barrier.wait()
+    cpu = time.process_time()
     started = time.monotonic()
     for i in range(adds):
         store.add(f"bench-{worker}", [{"role": "user", "content": f"message {i} " + "x" * 100}])
-    return started, time.monotonic()
+    return started, time.monotonic(), time.process_time() - cpu
 
 
-def _redis_writer(args: tuple[int, int, int, Any]) -> tuple[float, float]:
+def _redis_writer(args: tuple[int, int, int, Any]) -> Span:
     import redis
 
     port, worker, adds, barrier = args
     r = redis.Redis(port=port)
     r.ping()
     barrier.wait()
+    cpu = time.process_time()
     started = time.monotonic()
     for i in range(adds):
         r.rpush(f"bench-{worker}", f'{{"role":"user","content":"message {i} {"x" * 100}"}}')
-    return started, time.monotonic()
+    return started, time.monotonic(), time.process_time() - cpu
 
 
-def _rate(fn: Any, jobs: list[tuple[Any, ...]], adds: int) -> float:
+def _cpu_s(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Appends per second, and CPU microseconds per append on each side."""
+
+    per_s: float
+    client_us: float
+    server_us: float
+
+
+def _rate(fn: Any, jobs: list[tuple[Any, ...]], adds: int, server_pid: int) -> Rate:
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
         barrier = manager.Barrier(len(jobs))
         with ctx.Pool(len(jobs)) as pool:
+            before = _cpu_s(server_pid)
             spans = pool.map(fn, [(*job, barrier) for job in jobs])
-    elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
-    return len(jobs) * adds / elapsed
+            server = _cpu_s(server_pid) - before
+    elapsed = max(end for _, end, _ in spans) - min(start for start, _, _ in spans)
+    total = len(jobs) * adds
+    client = sum(cpu for _, _, cpu in spans)
+    return Rate(total / elapsed, client / total * 1e6, server / total * 1e6)
 
 
 # --------------------------------------------------------------------------- daemon
@@ -195,16 +224,19 @@ def main() -> None:
     try:
         jobs_tcp = [(http, TOKEN, w, args.adds) for w in range(CLIENTS)]
         jobs_unix = [(unix, None, w + CLIENTS, args.adds) for w in range(CLIENTS)]
-        tcp_rate = _rate(_memoryd_writer, jobs_tcp, args.adds)
-        unix_rate = _rate(_memoryd_writer, jobs_unix, args.adds)
+        over_tcp = _rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid)
+        over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
         get_p50 = _memoryd_reads(http, args.reads)
         started = _start_redis(root)
-        redis_rate: float | None = None
+        theirs: Rate | None = None
         lrange_p50: float | None = None
         if started is not None:
             redis_proc, port = started
-            redis_rate = _rate(
-                _redis_writer, [(port, w, args.adds) for w in range(CLIENTS)], args.adds
+            theirs = _rate(
+                _redis_writer,
+                [(port, w, args.adds) for w in range(CLIENTS)],
+                args.adds,
+                redis_proc.pid,
             )
             lrange_p50 = _redis_reads(port, args.reads)
     finally:
@@ -221,13 +253,14 @@ def main() -> None:
     missing = "not installed"
     print(f"memoryd daemon vs redis-server (appendonly yes, appendfsync always), {CLIENTS} clients")
     print(f"{'measure':44} {'memoryd':>12} {'redis':>14} {'ratio':>14}")
+    redis_rate = theirs.per_s if theirs is not None else None
     rows = [
-        ("appends/s, 8 processes, TCP", tcp_rate),
-        ("appends/s, 8 processes, Unix socket", unix_rate),
+        ("appends/s, 8 processes, TCP", over_tcp),
+        ("appends/s, 8 processes, Unix socket", over_unix),
     ]
     for label, ours in rows:
         shown = f"{redis_rate:.0f}" if redis_rate is not None else missing
-        print(f"{label:44} {ours:>12.0f} {shown:>14} {ratio(ours, redis_rate):>14}")
+        print(f"{label:44} {ours.per_s:>12.0f} {shown:>14} {ratio(ours.per_s, redis_rate):>14}")
     shown = f"{lrange_p50 * 1e6:.0f} us" if lrange_p50 is not None else missing
     print(
         f"{'get(limit=50) p50 over HTTP vs LRANGE':44} {get_p50 * 1e6:>9.0f} us {shown:>14} "
@@ -237,6 +270,14 @@ def main() -> None:
         "append ratio = memoryd rate / redis rate (target >= 1.0x); "
         "read ratio = memoryd p50 / redis p50 (target <= 2.0x)"
     )
+    # Where the time goes: both sides are CPU-bound on a small machine, so the CPU
+    # each append costs (client processes, and the server process) explains the rates.
+    print(f"\nCPU per append (us; {os.cpu_count()} CPUs)      client      server")
+    cpu_rows = [("memoryd, TCP", over_tcp), ("memoryd, Unix socket", over_unix)]
+    if theirs is not None:
+        cpu_rows.append(("redis-server + redis-py", theirs))
+    for label, row in cpu_rows:
+        print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f}")
 
 
 if __name__ == "__main__":
