@@ -338,7 +338,6 @@ def import_jsonl(
 
     Raises:
         ExportFormatError: a bad line (nothing has been written).
-        ValueError: the store cannot import events exactly (a Redis store).
     """
     summary = ImportSummary()
     lock = threading.Lock()

@@ -48,9 +48,7 @@ class StoreRegistry:
         max_message_bytes: the largest message the stores accept.
     """
 
-    def __init__(
-        self, data: Path, *, max_message_bytes: int, backend: str | None = None
-    ) -> None:
+    def __init__(self, data: Path, *, max_message_bytes: int, backend: str | None = None) -> None:
         self.data = data
         self.max_message_bytes = max_message_bytes
         self.backend = backend

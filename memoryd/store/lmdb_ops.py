@@ -17,6 +17,7 @@ import lmdb
 from memoryd import codec, keys
 from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import Change, Event, EventKind, walk_back
+from memoryd.store import importing
 
 __all__ = [
     "Counters",
@@ -626,34 +627,6 @@ def _stored_events(
     return out
 
 
-def _same_event(stored: Event, event: Event) -> bool:
-    """Whether two events agree in version, kind, messages and data (not timestamp or key)."""
-    return (
-        stored.version == event.version
-        and stored.kind == event.kind
-        and list(stored.messages) == list(event.messages)
-        and (None if stored.data is None else dict(stored.data))
-        == (None if event.data is None else dict(event.data))
-    )
-
-
-def _count_after(count: int, event: Event) -> int:
-    """The message count after ``event``, as the other writes count it.
-
-    appended +n, popped -1 (never below 0), cleared 0, forked n, memo/compacted unchanged.
-    """
-    kind = event.kind
-    if kind == _APPENDED:
-        return count + len(event.messages)
-    if kind == _POPPED:
-        return max(0, count - 1)
-    if kind == _CLEARED:
-        return 0
-    if kind == _FORKED:
-        return len(event.messages)
-    return count
-
-
 def import_events(
     txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, events: Sequence[Event]
 ) -> int:
@@ -664,8 +637,8 @@ def import_events(
     older than the last clear are deleted and cannot be compared: skipped); the
     others continue at the current version + 1, or, when the conversation holds no
     messages, with a ``cleared`` marker at any later version. A ``cleared`` event
-    deletes the live events before it, as `clear` does. Everything is checked and
-    encoded before the first write.
+    deletes the live events before it, as `clear` does. Everything is checked
+    (`importing.to_write`) and encoded before the first write.
 
     Returns:
         The conversation's version afterwards.
@@ -676,44 +649,27 @@ def import_events(
     """
     meta = ctr.meta(txn, dbs, cid)
     current = 0 if meta is None else meta.version
-    skip = 0
-    while skip < len(events) and events[skip].version <= current:
-        skip += 1
-    if skip and meta is not None:
-        stored = _stored_events(txn, dbs, meta, events[0].version, events[skip - 1].version)
-        for event in events[:skip]:
-            if event.version < meta.first:
-                continue
-            have = stored.get(event.version)
-            if have is None or not _same_event(have, event):
-                found = "nothing" if have is None else f"a {have.kind!r} event"
-                raise ConflictError(
-                    f"{cid!r} holds {found} at version {event.version} where the import has "
-                    f"a different {event.kind!r} event; nothing was imported. Import into "
-                    "another conversation id, or clear this one first",
-                    expected=None,
-                    actual=current,
-                )
-    new = events[skip:]
+
+    def stored(low: int, high: int) -> dict[int, Event]:
+        assert meta is not None  # only asked for events at or below a version > 0
+        return _stored_events(txn, dbs, meta, low, high)
+
+    count = 0 if meta is None else meta.count
+    new = importing.to_write(
+        cid,
+        events,
+        current=current,
+        first=1 if meta is None else meta.first,
+        count=count,
+        stored=stored,
+    )
     if not new:
         return current
-    count = 0 if meta is None else meta.count
-    head = new[0]
-    if head.version != current + 1 and not (head.kind == _CLEARED and count == 0):
-        raise ConflictError(
-            f"the import continues {cid!r} at version {head.version} with a {head.kind!r} "
-            f"event, but the conversation is at version {current}"
-            + ("" if count == 0 else f" holding {count} messages")
-            + "; only the next version, or a cleared marker on a conversation holding no "
-            "messages, can continue it. Nothing was imported",
-            expected=head.version - 1,
-            actual=current,
-        )
     records = [codec.pack_event(event, trusted=True) for event in new]
     for event, record in zip(new, records, strict=True):
         if event.kind == _CLEARED and meta is not None:
             _delete_live(txn, dbs, meta)
-        count = _count_after(count, event)
+        count = importing.count_after(count, event)
         meta = _write_record(
             txn,
             dbs,

@@ -4,10 +4,11 @@ The engine is created and closed by its store actor; any thread may read through
 it (redis-py clients are thread-safe, each call borrows a pooled connection).
 Writes come from the actor only, as batches (group commit): every write of a
 batch is planned from the actor's view of its conversation and sent as one
-`redis_scripts.WRITE` call, all in one pipeline. A write whose view was out of
-date (another daemon wrote meanwhile) is planned again and resent; nothing it
-sent was written. Every write carries a fresh token the script remembers, so a
-pipeline resent after a lost connection cannot write anything twice.
+`redis_scripts.WRITE` call (an import: one `redis_scripts.IMPORT`), all in one
+pipeline. A write whose view was out of date (another daemon wrote meanwhile) is
+planned again and resent; nothing it sent was written. Every write carries a fresh
+token the script remembers, so a pipeline resent after a lost connection cannot
+write anything twice (an import is recognised by its events, all stored then).
 """
 
 from __future__ import annotations
@@ -223,6 +224,18 @@ class RedisEngine:
                     "history before a clear is deleted"
                 )
         return current, walk_back(pairs, limit)
+
+    def import_state(self, cid: str, low: int, high: int) -> tuple[int, int, int, dict[int, Event]]:
+        """What an import of versions ``low`` to ``high`` is planned from, read atomically.
+
+        Returns:
+            The conversation's version, first live version and message count, and its
+            stored events from ``low`` up to ``high`` and the version, by version.
+        """
+        keys = lua.conv_keys(self.prefix, cid)
+        raw = self._call(lambda c: c.eval(lua.IMPORT_STATE, 2, keys.stream, keys.meta, low, high))
+        stored = (decode_event(record, f"{cid!r}") for record in raw[3:])
+        return int(raw[0]), int(raw[1]), int(raw[2]), {e.version: e for e in stored}
 
     def version(self, cid: str) -> int:
         """The conversation's version (0 if never written)."""

@@ -32,6 +32,8 @@ from urllib.parse import urlsplit, urlunsplit
 __all__ = [
     "FEED",
     "HISTORY",
+    "IMPORT",
+    "IMPORT_STATE",
     "MAX_TOKENS",
     "PREFIX_PATTERN",
     "WRITE",
@@ -40,6 +42,7 @@ __all__ = [
     "cid_of_hex",
     "conv_keys",
     "feed_keys",
+    "import_keys",
     "redact",
     "scan_pattern",
 ]
@@ -88,6 +91,15 @@ def conv_keys(prefix: str, cid: str) -> ConvKeys:
     return ConvKeys((f"{tag}:s", f"{tag}:m", f"{tag}:i", f"{tag}:w0", f"{tag}:w1"))
 
 
+def import_keys(prefix: str, cid: str, *, cluster: bool) -> tuple[str, ...]:
+    """The keys `IMPORT` writes for ``cid``: stream, meta, idem [, feed stream, feed state].
+
+    On a Cluster the feed is in a slot of its own and is written after the commit.
+    """
+    keys = conv_keys(prefix, cid)
+    return keys[:3] if cluster else (*keys[:3], *feed_keys(prefix))
+
+
 def feed_keys(prefix: str) -> tuple[str, str]:
     """The change feed's stream and state hash (one slot of their own)."""
     return f"{{{prefix}}}:feed", f"{{{prefix}}}:fed"
@@ -123,10 +135,10 @@ def redact(url: str) -> str:
 
 
 _FEED_FUNCTION = """
-local function feed(stream, state, hex, ver)
+local function feed(stream, state, hex, ver, low)
   local fed = tonumber(redis.call('HGET', state, hex)) or 0
   if fed >= ver then return end
-  for v = fed + 1, ver do
+  for v = math.max(fed + 1, low), ver do
     local pos = redis.call('HINCRBY', state, '#', 1)
     redis.call('XADD', stream, pos .. '-0', 'c', hex, 'v', v)
   end
@@ -192,12 +204,78 @@ nothing else ever feeds there (a Cluster feeds with `FEED` after the commit).
 FEED = (
     _FEED_FUNCTION
     + """
--- KEYS: feed stream, feed state.  ARGV: the id in hex, its version.
-feed(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]))
+-- KEYS: feed stream, feed state.
+-- ARGV: the id in hex, its version [, the lowest version to feed (older ones are deleted)].
+feed(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]) or 1)
 return 1
 """
 )
-"""Feed every version of one conversation not fed yet, in order (Redis Cluster only)."""
+"""Feed every version of one conversation not fed yet, in order (Redis Cluster only).
+
+An import passes its first live version as the lowest: the versions below it were
+deleted by a clear (``tail`` would skip them), and a log imported from a cleared
+marker at version 1,000,000 must not feed a million empty positions.
+"""
+
+IMPORT_STATE = """
+-- KEYS: stream, meta.  ARGV: 1 lowest version, 2 highest version.
+-- Returns {version, first live version, message count, event, event, ...}: the
+-- conversation's metadata and its stored events from ARGV[1] up to ARGV[2] and the
+-- version, oldest first (payloads only; the ids are in them), read in one atomic step.
+local meta = redis.call('HMGET', KEYS[2], 'v', 'f', 'n')
+local cur = tonumber(meta[1]) or 0
+local out = {cur, tonumber(meta[2]) or 1, tonumber(meta[3]) or 0}
+local high = math.min(tonumber(ARGV[2]), cur)
+if tonumber(ARGV[1]) > high then return out end
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], ARGV[1] .. '-0', high .. '-0')) do
+  out[#out + 1] = entry[2][6]
+end
+return out
+"""
+"""What an import is planned from: the metadata and the stored events it overlaps."""
+
+IMPORT = """
+-- KEYS: stream, meta, idem [, feed stream, feed state]
+-- ARGV: 1 token, 2 base version, 3 first live version after, 4 message count after,
+--       5 '1' to feed, 6 the id in hex,
+--       then 5 per event, oldest first: version, kind, message count, encoded event,
+--       idempotency key or ''
+local cur = tonumber(redis.call('HGET', KEYS[2], 'v')) or 0
+if tonumber(ARGV[2]) ~= cur then
+  local meta = redis.call('HMGET', KEYS[2], 'f', 'n')
+  return {'stale', cur, tonumber(meta[1]) or 1, tonumber(meta[2]) or 0}
+end
+local ver = cur
+for i = 7, #ARGV, 5 do
+  ver = tonumber(ARGV[i])
+  if ARGV[i + 1] == 'cleared' then redis.call('DEL', KEYS[1]) end
+  redis.call('XADD', KEYS[1], ver .. '-0', 'k', ARGV[i + 1], 'n', ARGV[i + 2], 'e', ARGV[i + 3])
+  if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[3], ARGV[i + 4], ver) end
+  if ARGV[5] == '1' then
+    local pos = redis.call('HINCRBY', KEYS[5], '#', 1)
+    redis.call('XADD', KEYS[4], pos .. '-0', 'c', ARGV[6], 'v', ver)
+  end
+end
+redis.call('HSET', KEYS[2], 'v', ver, 'f', ARGV[3], 'n', ARGV[4], 't', ARGV[1])
+return {'ok', ver}
+"""
+"""Write an import's new events verbatim if the conversation is still at the base version.
+
+The events were checked against `IMPORT_STATE` by the store's actor (identical
+overlap, continuing the log; see `importing.to_write`); the script only checks
+that nothing was written since, then appends every event as the writes do: a
+``cleared`` event deletes the stream before it, each event's idempotency key is
+recorded, and on a single server each event gets its change feed position. All
+of it runs as one script, so the import is written whole or not at all: its only
+check comes before its first write, what follows cannot fail on a store's own keys
+(a script that has written is not stopped for memory), and Redis logs and
+replicates a script's effects as one ``MULTI``/``EXEC`` once it ends.
+
+Returns ``{'ok', last version}`` or ``{'stale', current, first, count}`` (something
+was written since the plan: nothing written, plan again). The import's token is
+kept as the last write's (``t``) but not among the write tokens: an import resent
+after a lost connection is recognised by its events, which are all stored then.
+"""
 
 HISTORY = """
 -- KEYS: stream.  ARGV: 1 version to read at or '' for the newest, 2 limit or -1.

@@ -40,7 +40,6 @@ from memoryd.store.redis_actor import RedisStoreActor
 from memoryd.store.redis_engine import EngineClosed, RedisEngine, detect_cluster
 from memoryd.store.redis_scripts import redact
 from memoryd.store.redis_writes import CONNECTION_ERRORS
-from memoryd.store.requests import Import, WriteRequest
 
 __all__ = ["URL_SCHEMES", "RedisStore"]
 
@@ -145,16 +144,6 @@ class RedisStore(ActorStoreHandle):
     def url(self) -> str:
         """The Redis URL, without its password."""
         return redact(self.config.url or "")
-
-    # -- writes -------------------------------------------------------------------------
-
-    def _refuse(self, request: WriteRequest) -> None:
-        if isinstance(request, Import):
-            raise ValueError(
-                f"RedisStore {self.name!r} does not support import_events yet: its Lua "
-                "scripts cannot write an event with a given version and timestamp. Import "
-                "into an LMDB store (or a daemon serving one) instead"
-            )
 
     # -- reads --------------------------------------------------------------------------
 

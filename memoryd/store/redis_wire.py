@@ -136,8 +136,8 @@ def send(
 
     Args:
         engine: the store's engine (its client, own connections and ``wait_replicas``).
-        commands: one ``EVALSHA`` of `redis_scripts.WRITE` per write; its first key
-            (the 4th word) tells the primary.
+        commands: one ``EVALSHA`` of `redis_scripts.WRITE` (or ``EVAL`` of
+            ``IMPORT``) per write; its first key (the 4th word) tells the primary.
 
     Returns:
         The reply to each command (an error reply as its exception), and for each

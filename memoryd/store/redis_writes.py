@@ -8,8 +8,10 @@ write is planned again. Several writes to one conversation in one pipeline are
 chained: each must follow the token of the one before it, so a write never
 lands on a state it was not planned for, whichever daemon wrote meanwhile.
 
-Adds and records are planned together; a pop, fork or clear reads what it needs
-first (the last message, the source's history, the fresh state) and goes alone.
+Adds and records are planned together; a pop, fork, clear or import reads what it
+needs first (the last message, the source's history, the fresh state, the stored
+events an import overlaps) and goes alone. An import is one `redis_scripts.IMPORT`
+call that writes all its events or none.
 Each write carries a fresh token that the script remembers, so a pipeline resent
 after a lost connection writes nothing twice, even without an idempotency key.
 
@@ -34,9 +36,9 @@ import structlog
 from memoryd import codec
 from memoryd.errors import ConflictError, CorruptRecord, StorageError, WriteTimeout
 from memoryd.events import EventKind
+from memoryd.store import importing, redis_wire
 from memoryd.store import redis_scripts as lua
-from memoryd.store import redis_wire
-from memoryd.store.requests import Add, Clear, Fork, Pop, Record, WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
 if TYPE_CHECKING:
     from memoryd.store.redis_engine import RedisEngine
@@ -84,10 +86,13 @@ class Plan:
     index: int
     cid: str
     kind: str
+    """The kind of the event written, or ``"import"``."""
     command: tuple[Any, ...]
-    """``EVALSHA`` with the script's keys and arguments."""
+    """``EVALSHA`` of `redis_scripts.WRITE` (``EVAL`` of ``IMPORT``) with its keys and arguments."""
     after: View
     popped: dict[str, Any] | None = None
+    feed_from: int = 1
+    """The lowest version the change feed needs (on a Cluster, fed after the commit)."""
 
 
 class _Event(NamedTuple):
@@ -190,7 +195,7 @@ class Batch:
             redis.ResponseError: a node refused a script for good (the actor crashes).
         """
         views = self.engine.views
-        fed: list[tuple[str, int]] = []
+        fed: list[tuple[str, int, int]] = []
         again: list[int] = []
         self.refused = None
         for i, (plan, reply) in enumerate(zip(plans, replies, strict=True)):
@@ -205,7 +210,7 @@ class Batch:
             status = reply[0]
             if status == b"ok":
                 self._remember(plan.cid, plan.after)
-                fed.append((plan.cid, int(reply[1])))
+                fed.append((plan.cid, int(reply[1]), plan.feed_from))
                 if i in short:
                     self.results[plan.index] = (False, self._unreplicated(short[i]))
                 else:
@@ -326,6 +331,8 @@ class Batch:
             return self._plan_removal(index, request, chained)
         if isinstance(request, Fork):
             return self._plan_fork(index, request, chained)
+        if isinstance(request, Import):
+            return self._plan_import(index, request)
         raise TypeError(f"unknown write request {request!r}")
 
     def _plan_removal(
@@ -370,6 +377,56 @@ class Batch:
         event = _Event(EventKind.FORKED.value, copied, len(copied), data=data)
         return self._make(index, request.target, view, chained, event)
 
+    def _plan_import(self, index: int, request: Import) -> Plan | None:
+        """One `redis_scripts.IMPORT` of the events not stored yet, after checking them all
+        against one atomic read (`importing.to_write`); nothing to write: answered now."""
+        engine = self.engine
+        cid, events = request.cid, request.events
+        current, first, count, stored = engine.import_state(
+            cid, events[0].version, events[-1].version
+        )
+        engine.views.pop(cid, None)
+        try:
+            new = importing.to_write(
+                cid,
+                events,
+                current=current,
+                first=first,
+                count=count,
+                stored=lambda low, high: stored,
+            )
+            records = [codec.pack_event(event, trusted=True) for event in new]
+        except (ConflictError, ValueError) as exc:
+            self.results[index] = (False, exc)
+            return None
+        if not new:
+            self.results[index] = (True, current)
+            return None
+        first, count = importing.state_after(new, first=first, count=count)
+        words: list[Any] = []
+        for event, record in zip(new, records, strict=True):
+            kind = str(event.kind)
+            words += (event.version, kind, len(event.messages), record, event.idempotency_key or "")
+        keys = lua.import_keys(engine.prefix, cid, cluster=engine.cluster)
+        token = self.tokens[index]
+        command = (
+            "EVAL",
+            lua.IMPORT,
+            len(keys),
+            *keys,
+            token,
+            current,
+            first,
+            count,
+            "0" if engine.cluster else "1",
+            cid.encode("utf-8").hex(),
+            *words,
+        )
+        after = View(new[-1].version, first, count, token)
+        return Plan(
+            index=index, cid=cid, kind="import", command=command, after=after, feed_from=first
+        )
+
     def _make(
         self, index: int, cid: str, view: View, chained: dict[str, str], event: _Event
     ) -> Plan:
@@ -413,15 +470,19 @@ class Batch:
     def _send(self, plans: list[Plan]) -> tuple[list[Any], dict[int, int]]:
         return redis_wire.send(self.engine, [plan.command for plan in plans])
 
-    def _feed(self, fed: list[tuple[str, int]]) -> None:
-        """Add committed writes to the change feed (Redis Cluster: after the commit)."""
+    def _feed(self, fed: list[tuple[str, int, int]]) -> None:
+        """Add committed writes to the change feed (Redis Cluster: after the commit).
+
+        Args:
+            fed: per write, the conversation, its version and the lowest version to feed.
+        """
         engine = self.engine
         try:
             pipe = engine.pipeline()
-            for cid, version in fed:
+            for cid, version, low in fed:
                 hexid = cid.encode("utf-8").hex()
                 pipe.execute_command(
-                    "EVAL", lua.FEED, 2, engine.feed_stream, engine.feed_state, hexid, version
+                    "EVAL", lua.FEED, 2, engine.feed_stream, engine.feed_state, hexid, version, low
                 )
             pipe.execute()
         except CONNECTION_ERRORS as exc:  # the conversation's next write feeds them

@@ -7,19 +7,17 @@ store gets a key prefix of its own and the servers are flushed after each test.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import redis
 
 import memoryd
-from memoryd.store import build
-from tests.contract.base import Store, StoreContract, StoreFactory, texts, user
+from tests.contract.base import ImportContract, Store, StoreContract, StoreFactory, texts, user
 from tests.redis_servers import RedisCluster, RedisServer
 
 
@@ -53,7 +51,7 @@ def _factory(url: str, **defaults: Any) -> StoreFactory:
     return make
 
 
-class TestRedisStore(StoreContract):
+class TestRedisStore(StoreContract, ImportContract):
     """Every contract behaviour, on a single durable redis-server."""
 
     @pytest.fixture
@@ -66,18 +64,8 @@ class TestRedisStore(StoreContract):
         finally:
             client.close()
 
-    def test_import_events_is_refused_with_the_reason(self, store: Store) -> None:
-        """RedisStore cannot write events exactly yet: it says so and writes nothing."""
-        event = memoryd.Event(version=1, kind="appended", messages=(user("a"),), timestamp=1.0)
-        with pytest.raises(ValueError, match="does not support import_events"):
-            store.import_events("c", [event])
-        request = build.import_events("c", [event], max_bytes=store.max_message_bytes)
-        with pytest.raises(ValueError, match="does not support import_events"):
-            asyncio.run(cast(memoryd.RedisStore, store).submit(request))
-        assert store.version("c") == 0
 
-
-class TestRedisClusterStore(StoreContract):
+class TestRedisClusterStore(StoreContract, ImportContract):
     """Every contract behaviour, on a three-master Redis Cluster (detected, not told)."""
 
     @pytest.fixture
