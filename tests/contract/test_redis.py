@@ -17,7 +17,15 @@ import pytest
 import redis
 
 import memoryd
-from tests.contract.base import ImportContract, Store, StoreContract, StoreFactory, texts, user
+from tests.contract.base import (
+    ImportContract,
+    RecordContract,
+    Store,
+    StoreContract,
+    StoreFactory,
+    texts,
+    user,
+)
 from tests.redis_servers import RedisCluster, RedisServer
 
 
@@ -51,7 +59,7 @@ def _factory(url: str, **defaults: Any) -> StoreFactory:
     return make
 
 
-class TestRedisStore(StoreContract, ImportContract):
+class TestRedisStore(StoreContract, RecordContract, ImportContract):
     """Every contract behaviour, on a single durable redis-server."""
 
     @pytest.fixture
@@ -65,7 +73,7 @@ class TestRedisStore(StoreContract, ImportContract):
             client.close()
 
 
-class TestRedisClusterStore(StoreContract, ImportContract):
+class TestRedisClusterStore(StoreContract, RecordContract, ImportContract):
     """Every contract behaviour, on a three-master Redis Cluster (detected, not told)."""
 
     @pytest.fixture
