@@ -184,13 +184,19 @@ class Bench:
                     order = list(peers)
                     turn = round_no % max(1, len(order))
                     for name in order[turn:] + order[:turn]:
-                        log(f"{name}: round {round_no + 1}/{rounds}, "
-                            f"{per_writer * writers:,} appends from {writers} writer(s)")
+                        log(
+                            f"{name}: round {round_no + 1}/{rounds}, "
+                            f"{per_writer * writers:,} appends from {writers} writer(s)"
+                        )
                         try:
                             runs[name].append(
                                 measure_appends(
-                                    peers[name], s, writers, self.texts,
-                                    per_writer=per_writer, round_no=round_no,
+                                    peers[name],
+                                    s,
+                                    writers,
+                                    self.texts,
+                                    per_writer=per_writer,
+                                    round_no=round_no,
                                 )
                             )
                         except Exception as exc:
@@ -237,8 +243,13 @@ class Bench:
         self._open.append(peer)
         try:
             cids = prepare_reads(
-                peer, self.settings, conversations=conversations, measured=measured,
-                sizes=sizes, texts=self.texts, with_all=with_all,
+                peer,
+                self.settings,
+                conversations=conversations,
+                measured=measured,
+                sizes=sizes,
+                texts=self.texts,
+                with_all=with_all,
             )
         except Exception as exc:
             self._failed(section, name, exc)
@@ -274,8 +285,12 @@ class Bench:
                     if PEERS[name].reads:
                         log(f"{name}: read store of {s.read_convs:,} x {s.read_msgs} messages")
                         self._open_read_store(
-                            "reads", name, conversations=s.read_convs, measured=measured,
-                            sizes=lambda _: s.read_msgs, with_all=True,
+                            "reads",
+                            name,
+                            conversations=s.read_convs,
+                            measured=measured,
+                            sizes=lambda _: s.read_msgs,
+                            with_all=True,
                         )
             if "big" in phases:
                 big_measured = sample_indices(s.big_convs, s.sample)
@@ -288,8 +303,12 @@ class Bench:
                     if name in BIG_STORE_PEERS:
                         log(f"{name}: large store of {s.big_convs:,} conversations")
                         self._open_read_store(
-                            "reads_big", name, conversations=s.big_convs,
-                            measured=big_measured, sizes=sizes, with_all=False,
+                            "reads_big",
+                            name,
+                            conversations=s.big_convs,
+                            measured=big_measured,
+                            sizes=sizes,
+                            with_all=False,
                         )
             log(f"timing up to {s.reads:,} reads of each of {len(self._jobs)} kinds, interleaved")
             timed, errors = time_reads(self._jobs)

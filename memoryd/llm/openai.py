@@ -136,8 +136,10 @@ class OpenAIChat:
                     return data
                 problem = f"HTTP {response.status_code}: {_excerpt(response)}"
                 if response.status_code not in _RETRY_STATUS:
-                    raise LLMError(f"{url} refused the request ({problem}); check the model, "
-                                   "the key and the messages")
+                    raise LLMError(
+                        f"{url} refused the request ({problem}); check the model, "
+                        "the key and the messages"
+                    )
             if attempt < self.max_retries:
                 delay = self._delay(attempt, response)
                 log.info("llm_retry", url=url, attempt=attempt + 1, delay_s=delay, error=problem)

@@ -69,7 +69,10 @@ def test_memory_default_uses_the_shared_default_store() -> None:
     assert reply.text == "Alice"
     assert contents(model.calls[1]) == ["I am Alice", "Hi Alice", "Who am I?"]
     assert contents(memoryd.default_store().get("d1")) == [
-        "I am Alice", "Hi Alice", "Who am I?", "Alice",
+        "I am Alice",
+        "Hi Alice",
+        "Who am I?",
+        "Alice",
     ]
 
 
@@ -122,8 +125,10 @@ def test_bad_memory_forms_are_named() -> None:
     with pytest.raises(TypeError, match="not a memory form"):
         memoryd.Agent(llm=ScriptedModel([]), memory=42)
     with pytest.raises(TypeError, match="memory_filter"):
-        memoryd.Agent(llm=ScriptedModel([]), filters=[memoryd.memory_filter(object.__new__(
-            memoryd.EphemeralStore))])
+        memoryd.Agent(
+            llm=ScriptedModel([]),
+            filters=[memoryd.memory_filter(object.__new__(memoryd.EphemeralStore))],
+        )
     with pytest.raises(memoryd.InvalidMessage, match="run input"):
         memoryd.Agent(llm=ScriptedModel([]), memory=False).run(42)
 
@@ -169,8 +174,9 @@ def test_small_turn_still_gets_history_within_the_window(store: memoryd.StoreHan
 
 def test_turn_is_committed_as_one_write_keyed_by_the_run_id(store: memoryd.StoreHandle) -> None:
     """Input, tool call, tool result and answer are one appended event, key = run id."""
-    agent = memoryd.Agent(llm=ScriptedModel([call("c1", "echo", text="x"), "x!"]),
-                          memory=store, tools=[echo])
+    agent = memoryd.Agent(
+        llm=ScriptedModel([call("c1", "echo", text="x"), "x!"]), memory=store, tools=[echo]
+    )
     before = store.version("t")
     result = agent.run("say x", conversation_id="t")
     events = store.events("t", after=before)
@@ -198,7 +204,9 @@ def test_step_limit_leaves_history_unchanged(store: memoryd.StoreHandle) -> None
     """StepLimitExceeded stores nothing."""
     agent = memoryd.Agent(
         llm=ScriptedModel([call(f"c{i}", "echo", text="x") for i in range(2)]),
-        memory=store, tools=[echo], max_steps=2,
+        memory=store,
+        tools=[echo],
+        max_steps=2,
     )
     with pytest.raises(memoryd.StepLimitExceeded, match="2 LLM calls"):
         agent.run("loop", conversation_id="s")

@@ -137,7 +137,14 @@ def test_run_killed_with_sigkill_in_a_tool_loop_is_resumed(tmp_path: Path) -> No
     assert (markers / "lookup.calls").read_text() == "k1\n"
     assert model.calls[0][:2] == [messages.user("hi"), messages.assistant("hello")]
     assert [m["role"] for m in store.get("job")] == [
-        "user", "assistant", "user", "assistant", "tool", "assistant", "tool", "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
     ]
     assert store.get("job")[4] == messages.tool("c1", "value-of-k1")
     assert store.get("job")[2:] == list(result.messages)

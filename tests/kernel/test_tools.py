@@ -10,8 +10,9 @@ import memoryd
 
 
 @memoryd.tool
-def forecast(city: str, days: int = 1, unit: Literal["C", "F"] = "C",
-             tags: list[str] | None = None) -> str:
+def forecast(
+    city: str, days: int = 1, unit: Literal["C", "F"] = "C", tags: list[str] | None = None
+) -> str:
     """Look up the weather.
 
     Args:

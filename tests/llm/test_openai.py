@@ -63,8 +63,14 @@ def stub() -> Iterator[Stub]:
 
 def model(stub: Stub, **options: Any) -> OpenAIChat:
     delays: list[float] = []
-    chat = OpenAIChat("test-model", base_url=stub.url, api_key="sk-test", backoff=0.25,
-                      sleep=delays.append, **options)
+    chat = OpenAIChat(
+        "test-model",
+        base_url=stub.url,
+        api_key="sk-test",
+        backoff=0.25,
+        sleep=delays.append,
+        **options,
+    )
     chat.delays = delays  # type: ignore[attr-defined]
     return chat
 
@@ -72,16 +78,20 @@ def model(stub: Stub, **options: Any) -> OpenAIChat:
 def test_complete_sends_messages_and_tools_and_returns_the_assistant_message(stub: Stub) -> None:
     """The request carries model, messages, tools and the key; the reply is validated."""
     call = messages.tool_call("c1", "add", {"a": 1})
-    stub.replies.append(stub.reply({"role": "assistant", "content": None, "tool_calls": [call],
-                                    "refusal": None}))
+    stub.replies.append(
+        stub.reply({"role": "assistant", "content": None, "tool_calls": [call], "refusal": None})
+    )
     tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
     reply = model(stub).complete([messages.user("hi")], tools=tools)
     assert reply == messages.assistant(tool_calls=[call])
     [sent] = stub.requests
     assert sent["path"] == "/v1/chat/completions"
     assert sent["auth"] == "Bearer sk-test"
-    assert sent["body"] == {"model": "test-model", "messages": [messages.user("hi")],
-                            "tools": tools}
+    assert sent["body"] == {
+        "model": "test-model",
+        "messages": [messages.user("hi")],
+        "tools": tools,
+    }
 
 
 def test_429_and_5xx_are_retried_with_backoff(stub: Stub) -> None:
@@ -135,8 +145,9 @@ def test_connection_errors_are_retried_then_reported() -> None:
     port = server.server_address[1]
     server.server_close()
     delays: list[float] = []
-    chat = OpenAIChat("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2,
-                      sleep=delays.append, timeout=5)
+    chat = OpenAIChat(
+        "m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, sleep=delays.append, timeout=5
+    )
     with pytest.raises(LLMError, match=r"failed 3 times.*ConnectError"):
         chat.complete([messages.user("hi")])
     assert len(delays) == 2

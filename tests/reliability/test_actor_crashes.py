@@ -67,8 +67,17 @@ def test_a_thousand_injected_crashes_lose_and_duplicate_nothing(tmp_path: Path) 
                     if ok:
                         break
                 with lock:
-                    ops.append(Op(kind="append", client=f"w{n}", cid=f"c{n % 4}",
-                                  start=first, end=time.monotonic(), ok=ok, key=key))
+                    ops.append(
+                        Op(
+                            kind="append",
+                            client=f"w{n}",
+                            cid=f"c{n % 4}",
+                            start=first,
+                            end=time.monotonic(),
+                            ok=ok,
+                            key=key,
+                        )
+                    )
                 i += 1
 
         threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(8)]
@@ -84,8 +93,10 @@ def test_a_thousand_injected_crashes_lose_and_duplicate_nothing(tmp_path: Path) 
     report = check(ops, final)
     p50 = sorted(plan.restart_s)[len(plan.restart_s) // 2] * 1e3
     p99 = sorted(plan.restart_s)[int(len(plan.restart_s) * 0.99)] * 1e3
-    print(f"crashes {plan.injected} acknowledged {report.acknowledged} "
-          f"restart p50 {p50:.2f} ms p99 {p99:.2f} ms slowest call {slowest[0]:.3f} s")
+    print(
+        f"crashes {plan.injected} acknowledged {report.acknowledged} "
+        f"restart p50 {p50:.2f} ms p99 {p99:.2f} ms slowest call {slowest[0]:.3f} s"
+    )
     assert plan.total == CRASHES
     assert all(plan.injected[p] > 0 for p in actor.FAULT_POINTS)
     assert slowest[0] <= CALL_TIMEOUT_S + 1.0

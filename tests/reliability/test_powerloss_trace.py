@@ -32,9 +32,7 @@ def _trace_append(tmp_path: Path, mode: str) -> tuple[syscalls.TraceReport, Path
         mode,
         "3",
     ]
-    proc = subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return syscalls.check_trace(trace.read_text(), data), data
 

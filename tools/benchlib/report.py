@@ -135,8 +135,10 @@ def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
             peers,
             results["reads"],
             [n for n in order if n in results["reads"] or n == OURS],
-            [(f"last {settings['last_n']} µs", "last_p50_us"),
-             (f"all {settings['read_msgs']} µs", "all_p50_us")],
+            [
+                (f"last {settings['last_n']} µs", "last_p50_us"),
+                (f"all {settings['read_msgs']} µs", "all_p50_us"),
+            ],
         )
     if results.get("reads_big"):
         filler = settings["big_convs"] - settings["sample"]
@@ -207,28 +209,40 @@ def targets(results: Mapping[str, Any]) -> list[Target]:
     return [
         _at_least(
             "8 writers: ours appends/s >= 2.5x sqlite-wal (WAL, synchronous=FULL)",
-            _cell(eight, OURS, "per_second"), _cell(eight, "sqlite-wal", "per_second"), 2.5,
+            _cell(eight, OURS, "per_second"),
+            _cell(eight, "sqlite-wal", "per_second"),
+            2.5,
         ),
         _at_least(
             "8 writers: ours appends/s >= 5x sqlite-session (Agents SDK SQLiteSession)",
-            _cell(eight, OURS, "per_second"), _cell(eight, "sqlite-session", "per_second"), 5.0,
+            _cell(eight, OURS, "per_second"),
+            _cell(eight, "sqlite-session", "per_second"),
+            5.0,
         ),
         _at_least(
             "1 writer: ours appends/s >= 0.8x raw-lmdb (one synced txn per append)",
-            _cell(one, OURS, "per_second"), _cell(one, "raw-lmdb", "per_second"), 0.8,
+            _cell(one, OURS, "per_second"),
+            _cell(one, "raw-lmdb", "per_second"),
+            0.8,
         ),
         _at_most(
             f"last-{n} read: ours p50 <= 2x raw-lmdb cursor read",
-            ours_last, _cell(reads, "raw-lmdb", "last_p50_us"), 2.0,
+            ours_last,
+            _cell(reads, "raw-lmdb", "last_p50_us"),
+            2.0,
         ),
         _faster(
             f"last-{n} read: ours >= 4x faster than SQLiteSession.get_items(limit={n})",
-            ours_last, session_last, 4.0,
+            ours_last,
+            session_last,
+            4.0,
         ),
         _at_most(
             f"last-{n} read on {results['settings']['big_convs']:,} conversations no slower "
             f"than on {results['settings']['read_convs']:,} "
             f"(allowing {NOISE_ALLOWANCE}x for noise)",
-            _cell(big, OURS, "last_p50_us"), ours_last, NOISE_ALLOWANCE,
+            _cell(big, OURS, "last_p50_us"),
+            ours_last,
+            NOISE_ALLOWANCE,
         ),
     ]

@@ -188,9 +188,7 @@ def summarize(writers: int, runs: Sequence[AppendRun]) -> AppendResult:
     seconds = sum(run.seconds for run in runs)
     ordered = sorted(x for run in runs for x in run.latencies_us)
     fsyncs = None if any(r.fsyncs is None for r in runs) else sum(r.fsyncs or 0 for r in runs)
-    appended = (
-        None if any(r.appended is None for r in runs) else sum(r.appended or 0 for r in runs)
-    )
+    appended = None if any(r.appended is None for r in runs) else sum(r.appended or 0 for r in runs)
     note = None
     if appended is not None and appended != total:
         note = f"stats() counted {appended} appends for {total} timed"
