@@ -20,10 +20,10 @@ retried only when the daemon surely did not run them, otherwise they raise
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
-import uuid
 from typing import Any, Self
 from urllib.parse import quote
 
@@ -51,6 +51,8 @@ DEFAULT_TIMEOUT_S = 30.0
 """The default deadline of one call, retries included."""
 
 _MSGPACK = "application/msgpack"
+_MSGPACK_BODY = {"content-type": _MSGPACK}  # never changed: shared by every request
+_JSON_BODY = {"content-type": "application/json"}
 _TAIL_SLICE_S = 60.0
 _FIRST_BACKOFF_S = 0.02
 _MAX_BACKOFF_S = 0.5
@@ -79,6 +81,33 @@ def _parse_address(address: str) -> tuple[str, str | None]:
         f"cannot read daemon address {address!r}: use unix:///path/to/memoryd.sock, "
         "a socket path, or http://HOST:PORT"
     )
+
+
+_key_prefix: str | None = None
+_key_counter = itertools.count()
+
+
+def _forget_key_prefix() -> None:
+    global _key_prefix  # noqa: PLW0603 - the process's key prefix, reset in a forked child
+    _key_prefix = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_key_prefix)
+
+
+def _auto_key() -> str:
+    """A new idempotency key for a caller that gave none, unique across processes.
+
+    ``AUTO_KEY_PREFIX``, 128 random bits drawn once per process (again in a forked
+    child), and a per-process counter: no system call per key, and about 60 bytes,
+    well under the 256-byte limit.
+    """
+    global _key_prefix  # noqa: PLW0603 - drawn lazily, once per process
+    prefix = _key_prefix
+    if prefix is None:
+        prefix = _key_prefix = f"{AUTO_KEY_PREFIX}{os.urandom(16).hex()}."
+    return f"{prefix}{next(_key_counter):x}"
 
 
 def _segment(cid: str) -> str:
@@ -267,16 +296,16 @@ class RemoteStore(StoreHandle):
         """
         if self._closed:
             raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+        query = {k: v for k, v in params.items() if v is not None} if params else None
         content: bytes | None = None
-        headers: dict[str, str] = {}
+        headers: dict[str, str] | None = None
         if body is not None:
             if self._msgpack:
                 content = codec.pack_wire(body, trusted=True)
-                headers["content-type"] = _MSGPACK
+                headers = _MSGPACK_BODY
             else:
                 content = json.dumps(body, ensure_ascii=False).encode()
-                headers["content-type"] = "application/json"
+                headers = _JSON_BODY
         deadline = time.monotonic() + self.timeout + wait_s
         backoff = _FIRST_BACKOFF_S
         while True:
@@ -322,7 +351,7 @@ class RemoteStore(StoreHandle):
 
     def _write(self, request: WriteRequest) -> Any:
         if isinstance(request, Add):
-            key = request.idempotency_key or AUTO_KEY_PREFIX + uuid.uuid4().hex
+            key = request.idempotency_key or _auto_key()
             body = {
                 "messages": list(request.messages),
                 "idempotency_key": key,
@@ -342,7 +371,7 @@ class RemoteStore(StoreHandle):
                 "version"
             ]
         if isinstance(request, Record):
-            key = request.idempotency_key or AUTO_KEY_PREFIX + uuid.uuid4().hex
+            key = request.idempotency_key or _auto_key()
             record: dict[str, Any] = {
                 "kind": request.kind,
                 "messages": list(request.messages),
