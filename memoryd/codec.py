@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any, NoReturn
 
 import msgpack
@@ -290,6 +291,47 @@ def _unpack_record(data: _Buffer, max_bytes: int) -> dict[str, Any]:
     return record
 
 
+def _kind_and_messages_fast(data: _Buffer, max_bytes: int) -> tuple[str, Any] | None:
+    """`unpack_kind_and_messages` for a sound record in one pass, or None for any doubt.
+
+    The same limits and checks as the full path, without its per-step calls (a
+    history read decodes one record per event, so this runs per event).
+    """
+    if type(data) is not bytes:
+        return None
+    size = len(data)
+    if not 0 < size <= max_bytes:
+        return None
+    try:
+        record = msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            ext_hook=_refuse_ext,
+            max_ext_len=0,
+            max_bin_len=0,
+            max_str_len=size,
+            max_array_len=size,
+            max_map_len=size,
+        )
+    except Exception:  # the full path names the problem
+        return None
+    if type(record) is not dict:
+        return None
+    schema, kind, messages = record.get("s"), record.get("k"), record.get("m")
+    if (
+        type(schema) is int
+        and schema in SUPPORTED_SCHEMA_VERSIONS
+        and type(kind) is str
+        and kind in KINDS
+        and type(messages) is list
+        and all(map(isinstance, messages, repeat(dict)))
+    ):
+        return kind, messages
+    return None
+
+
 def unpack_kind_and_messages(
     data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -306,12 +348,16 @@ def unpack_kind_and_messages(
     Raises:
         CorruptRecord: as `unpack_event`, for the fields it reads.
     """
+    fast = _kind_and_messages_fast(data, max_bytes)
+    if fast is not None:
+        return fast
+    # Something is wrong with the record: the full path says exactly what.
     record = _unpack_record(data, max_bytes)
     kind = record.get("k")
     if not isinstance(kind, str) or kind not in KINDS:
         _corrupt(f"event record has kind {kind!r}, not one of {sorted(KINDS)}")
     messages = record.get("m")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+    if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
         _corrupt("event record messages are not an array of maps")
     return kind, messages
 

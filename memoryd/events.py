@@ -60,6 +60,10 @@ class EventKind(StrEnum):
 KINDS = frozenset(kind.value for kind in EventKind)
 """Every valid event kind, as plain str."""
 
+# plain str constants for the hot loops (an enum attribute lookup costs more)
+_APPENDED, _CLEARED, _POPPED, _FORKED = "appended", "cleared", "popped", "forked"
+_WITH_MESSAGES = frozenset({_APPENDED, _FORKED})
+
 
 def _check_fields(value: Event | Change) -> tuple[str, tuple[dict[str, Any], ...]]:
     """Check the fields shared by `Event` and `Change`.
@@ -304,20 +308,21 @@ def walk_back(
         return out
     skip = 0
     for kind, messages in newest_first:
-        if kind == EventKind.POPPED:
+        if kind == _POPPED:
             skip += 1
             continue
-        if kind == EventKind.CLEARED:
+        if kind == _CLEARED:
             break
-        if kind in (EventKind.APPENDED, EventKind.FORKED) and messages is not None:
-            for message in reversed(messages):
-                if skip:
-                    skip -= 1
-                    continue
-                out.append(message)
-                if limit is not None and len(out) >= limit:
-                    break
-            if kind == EventKind.FORKED or (limit is not None and len(out) >= limit):
+        if messages is not None and kind in _WITH_MESSAGES:
+            if not skip and (limit is None or len(out) + len(messages) <= limit):
+                out.extend(reversed(messages))  # the whole event (the common case)
+            else:
+                kept = len(messages) - skip  # the last `skip` messages were popped
+                skip = max(0, -kept)
+                if kept > 0:
+                    need = kept if limit is None else min(kept, limit - len(out))
+                    out.extend(reversed(messages[kept - need : kept]))
+            if kind == _FORKED or (limit is not None and len(out) >= limit):
                 break
     out.reverse()
     return out

@@ -181,6 +181,7 @@ class Guard:
             self._hosts.add(listen_host)
         self._check_host = listen_host is not None and is_loopback(listen_host)
         self._token = config.token.encode() if config.token is not None else None
+        self._seen_hosts: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse the request early, or pass it on."""
@@ -195,6 +196,17 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
+    def _host_allowed(self, host: str | None) -> bool:
+        """True if a ``Host`` header names this daemon's loopback address (remembered)."""
+        if host is None:
+            return False
+        allowed = self._seen_hosts.get(host)
+        if allowed is None:
+            allowed = _host_name(host) in self._hosts
+            if len(self._seen_hosts) < 64:  # clients send one or two spellings
+                self._seen_hosts[host] = allowed
+        return allowed
+
     def _problem(self, scope: Scope) -> tuple[int, str, str] | None:
         headers = _headers(scope)
         origin = headers.get(b"origin")
@@ -204,7 +216,7 @@ class Guard:
         on_tcp = server is not None and server[1] is not None
         if on_tcp:
             host = headers.get(b"host")
-            if self._check_host and (host is None or _host_name(host) not in self._hosts):
+            if self._check_host and not self._host_allowed(host):
                 return 403, "Forbidden", f"Host {host!r} is not this daemon's loopback address"
             if self._token is not None and scope.get("path") not in _OPEN_PATHS:
                 given = headers.get(b"authorization")

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 import anyio.to_thread
@@ -79,8 +80,29 @@ def _ctx(request: Request) -> ServerContext:
 # --------------------------------------------------------------------------- parameters
 
 
+def _query(request: Request) -> dict[str, str]:
+    """The query parameters (the last value of a repeated one), parsed once per request.
+
+    A plain query such as ``limit=50`` is split directly; one with escapes goes
+    through ``parse_qsl``, as the router's ``QueryParams`` would.
+    """
+    parsed: dict[str, str] | None = request.scope.get("memoryd.query")
+    if parsed is None:
+        raw = request.scope.get("query_string", b"").decode("latin-1")
+        if "%" in raw or "+" in raw:
+            parsed = dict(parse_qsl(raw, keep_blank_values=True))
+        else:
+            parsed = {}
+            for pair in raw.split("&"):
+                if pair:
+                    name, _, value = pair.partition("=")
+                    parsed[name] = value
+        request.scope["memoryd.query"] = parsed
+    return parsed
+
+
 def _int_param(request: Request, name: str, default: int | None = None) -> int | None:
-    text = request.query_params.get(name)
+    text = _query(request).get(name)
     if text is None or text == "":
         return default
     try:
@@ -90,7 +112,7 @@ def _int_param(request: Request, name: str, default: int | None = None) -> int |
 
 
 def _float_param(request: Request, name: str, default: float) -> float:
-    text = request.query_params.get(name)
+    text = _query(request).get(name)
     if text is None or text == "":
         return default
     try:
@@ -100,7 +122,7 @@ def _float_param(request: Request, name: str, default: float) -> float:
 
 
 def _bool_param(request: Request, name: str) -> bool:
-    text = request.query_params.get(name)
+    text = _query(request).get(name)
     if text is None or text in ("", "false", "0"):
         return False
     if text in ("true", "1"):
@@ -243,8 +265,8 @@ def _version_answer(version: Any) -> dict[str, Any]:
 
 async def conversations(request: Request) -> Response:
     """List conversations (``prefix``, ``after``, ``limit``, ``include_empty``)."""
-    prefix = request.query_params.get("prefix", "")
-    after = request.query_params.get("after")
+    prefix = _query(request).get("prefix", "")
+    after = _query(request).get("after")
     limit = _int_param(request, "limit")
     empty = _bool_param(request, "include_empty")
     return await _answer(

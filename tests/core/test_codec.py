@@ -24,7 +24,7 @@ from memoryd.codec import (
     unpack_value,
 )
 from memoryd.errors import CorruptRecord, StorageError
-from memoryd.events import SCHEMA_VERSION, Event
+from memoryd.events import KINDS, SCHEMA_VERSION, Event
 
 from .test_messages import any_message, json_values
 
@@ -408,6 +408,40 @@ def test_kind_and_messages_refuse_what_history_cannot_use(record: Any, needle: s
     """A damaged record fails the history read with CorruptRecord naming the problem."""
     with pytest.raises(CorruptRecord, match=needle):
         codec.unpack_kind_and_messages(packb(record))
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "s": st.sampled_from([SCHEMA_VERSION, 0, 99, "1", None]),
+            "k": st.sampled_from(["appended", "memo", "renamed", None, 3]),
+            "m": st.one_of(
+                st.lists(st.dictionaries(st.text(max_size=3), st.text(max_size=3)), max_size=3),
+                st.lists(st.integers(-1000, 1000), max_size=2),
+                st.text(max_size=3),
+            ),
+            "t": st.floats(allow_nan=False),
+        },
+    )
+)
+def test_kind_and_messages_one_pass_agrees_with_the_checked_path(record: dict[str, Any]) -> None:
+    """The one-pass decode answers only for records the checked path accepts, and the same."""
+    data = packb(record)
+    fast = codec._kind_and_messages_fast(data, codec.MAX_RECORD_BYTES)
+    try:
+        checked = codec._unpack_record(data, codec.MAX_RECORD_BYTES)
+    except CorruptRecord:
+        assert fast is None
+        return
+    kind, msgs = checked.get("k"), checked.get("m")
+    sound = (
+        isinstance(kind, str)
+        and kind in KINDS
+        and isinstance(msgs, list)
+        and all(isinstance(m, dict) for m in msgs)
+    )
+    assert fast == ((kind, msgs) if sound else None)
 
 
 @given(st.binary(max_size=200))

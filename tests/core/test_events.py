@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd import events, messages
@@ -275,6 +275,49 @@ def test_replay_matches_a_list_model(ops: list[tuple[str, int]]) -> None:
     for event in log:
         stepwise = apply(stepwise, event)
     assert stepwise == model
+
+
+# pops weigh more here: a walk back must carry pops across events
+pop_heavy = st.lists(
+    st.one_of(
+        st.tuples(st.just("appended"), st.integers(1, 3)),
+        st.tuples(st.just("popped"), st.just(0)),
+        st.tuples(st.just("popped"), st.just(0)),
+        st.tuples(st.sampled_from(["cleared", "compacted", "memo"]), st.just(0)),
+        st.tuples(st.just("forked"), st.integers(0, 3)),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=400)
+@given(pop_heavy, st.one_of(st.none(), st.integers(0, 8)))
+def test_walk_back_equals_the_tail_of_replay(ops: list[tuple[str, int]], limit: int | None) -> None:
+    """Walking any log backwards gives the last ``limit`` messages replay gives (a store
+    writes a pop only when there is a message to pop)."""
+    model: list[dict[str, Any]] = []
+    log: list[Event] = []
+    counter = 0
+    for kind, count in ops:
+        if kind == "popped" and not model:
+            continue
+        new = []
+        for _ in range(count):
+            counter += 1
+            new.append(msg(counter))
+        if kind == "appended":
+            model.extend(new)
+        elif kind == "cleared":
+            model.clear()
+        elif kind == "popped":
+            model.pop()
+        elif kind == "forked":
+            model = list(new)
+        log.append(ev(len(log) + 1, kind, tuple(new)))
+    assert replay(log) == model
+    newest_first = [(e.kind, list(e.messages)) for e in reversed(log)]
+    expected = model if limit is None else model[max(0, len(model) - limit) :] if limit else []
+    assert walk_back(iter(newest_first), limit) == expected
 
 
 def test_all_is_sorted() -> None:
