@@ -15,6 +15,8 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
 from starlette.routing import Match, Route
 
 from memoryd.server import routes
@@ -138,3 +140,13 @@ def test_info_level_writes_no_request_events() -> None:
         running.close()
     assert _request_events(running) == []
     assert any('"server_listening"' in line for line in running.stderr_lines)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab=&%+2F;é x0", max_size=14))
+def test_query_parsing_agrees_with_starlette(raw: str) -> None:
+    """The daemon's own query split gives what Starlette's QueryParams gives."""
+    query = raw.encode("utf-8")
+    theirs = QueryParams(query)
+    mine = routes._query(Request({"type": "http", "query_string": query}))
+    assert mine == {key: theirs[key] for key in theirs}
