@@ -21,7 +21,6 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from memoryd.server.coalesce import coalesced
 from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
 from memoryd.server.peercred import peer_checked
@@ -121,9 +120,8 @@ class Server(SupervisedActor):
                 access_log=False,
                 lifespan="on",
                 loop="auto",  # uvloop when installed
-                # httptools when installed; refuses Unix peers of another uid; one
-                # socket write per response
-                http=peer_checked(coalesced(AutoHTTPProtocol), os.geteuid()),
+                # httptools when installed; refuses Unix peers of another uid
+                http=peer_checked(AutoHTTPProtocol, os.geteuid()),
                 ws="none",
                 proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
                 timeout_graceful_shutdown=max(int(cfg.grace_s), 1),
