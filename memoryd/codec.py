@@ -226,6 +226,23 @@ def pack_wire(obj: Any, *, max_bytes: int = MAX_WIRE_BYTES, trusted: bool = Fals
 # --------------------------------------------------------------------------- unpacking
 
 
+def _unpackb(data: _Buffer, size: int, *, allow_bytes: bool) -> Any:
+    """msgpack's decode with memoryd's rules: str keys, no ext types, no collection or
+    str longer than the input could hold, bytes only where ``allow_bytes``."""
+    return msgpack.unpackb(
+        data,
+        raw=False,
+        use_list=True,
+        strict_map_key=True,
+        ext_hook=_refuse_ext,
+        max_ext_len=0,
+        max_bin_len=size if allow_bytes else 0,
+        max_str_len=size,
+        max_array_len=size,
+        max_map_len=size,
+    )
+
+
 def _unpack(data: _Buffer, *, allow_bytes: bool, max_bytes: int, what: str) -> Any:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError(f"{what} must be bytes, got {type(data).__name__}")
@@ -235,18 +252,7 @@ def _unpack(data: _Buffer, *, allow_bytes: bool, max_bytes: int, what: str) -> A
     if size == 0:
         raise CorruptRecord(f"{what} is empty; the stored bytes are damaged")
     try:
-        return msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            ext_hook=_refuse_ext,
-            max_ext_len=0,
-            max_bin_len=size if allow_bytes else 0,
-            max_str_len=size,
-            max_array_len=size,
-            max_map_len=size,
-        )
+        return _unpackb(data, size, allow_bytes=allow_bytes)
     except _RefusedExt as exc:
         raise CorruptRecord(
             f"{what} holds msgpack ext type {exc.code}; memoryd never writes ext types"
@@ -303,18 +309,7 @@ def _kind_and_messages_fast(data: _Buffer, max_bytes: int) -> tuple[str, Any] | 
     if not 0 < size <= max_bytes:
         return None
     try:
-        record = msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            ext_hook=_refuse_ext,
-            max_ext_len=0,
-            max_bin_len=0,
-            max_str_len=size,
-            max_array_len=size,
-            max_map_len=size,
-        )
+        record = _unpackb(data, size, allow_bytes=False)
     except Exception:  # the full path names the problem
         return None
     if type(record) is not dict:

@@ -29,3 +29,23 @@ def _memoryd_shutdown() -> Iterator[None]:
 def wait_until() -> Callable[..., Any]:
     """``wait_until(pred, timeout=2.0)``: poll a condition with a deadline (see helpers.py)."""
     return _wait_until
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One durable redis-server for the module (a ``tests.redis_servers.RedisServer``)."""
+    from tests.redis_servers import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A three-master Redis Cluster for the module (a ``tests.redis_servers.RedisCluster``)."""
+    from tests.redis_servers import RedisCluster
+
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
+    yield cluster
+    cluster.stop()

@@ -29,22 +29,6 @@ from tests.contract.base import (
 from tests.redis_servers import RedisCluster, RedisServer
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One durable redis-server for the module."""
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    """A three-master Redis Cluster for the module."""
-    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
-    yield cluster
-    cluster.stop()
-
-
 def _factory(url: str, **defaults: Any) -> StoreFactory:
     counter = itertools.count()
     run = uuid.uuid4().hex[:8]

@@ -62,20 +62,6 @@ def long_log(n: int, *, clear_at: int | None = None) -> list[Event]:
     return log
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
-    yield cluster
-    cluster.stop()
-
-
 @pytest.fixture(params=["server", "cluster"])
 def url(request: pytest.FixtureRequest) -> Iterator[str]:
     """The URL of a single redis-server, then of a three-master Cluster."""
