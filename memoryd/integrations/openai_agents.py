@@ -39,7 +39,7 @@ from agents.memory.session_settings import (
 
 from memoryd import messages as msgs
 from memoryd.store import build
-from memoryd.store.handle import StoreHandle
+from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
 __all__ = ["ITEM_KEY", "MemorydSession", "decode_items", "encode_item", "without_orphan_outputs"]
 
@@ -231,9 +231,12 @@ class MemorydSession:
         """
         effective = resolve_session_limit(limit, self.session_settings)
         if self.store.reads_inline(effective):
-            items = self._read(effective)
-        else:
-            items = await asyncio.to_thread(self._read, effective)
+            try:
+                with without_waiting():
+                    return cast(list[TResponseInputItem], self._read(effective))
+            except WouldWait:
+                pass  # the store is restarting: wait for it in a thread
+        items = await asyncio.to_thread(self._read, effective)
         return cast(list[TResponseInputItem], items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:

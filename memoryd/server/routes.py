@@ -44,7 +44,7 @@ from memoryd.server.http import (
 from memoryd.server.metrics import CONTENT_TYPE, Metrics, Observe
 from memoryd.server.stores import StoreRegistry
 from memoryd.store import build
-from memoryd.store.handle import StoreHandle
+from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 from memoryd.store.requests import WriteRequest
 from memoryd.wire import DEFAULT_STORE_NAME, check_store_name
 from supervisors import kill
@@ -215,14 +215,18 @@ def _read_inline(
 
     A last-N read of an LMDB store is a cursor walk over the memory map (about 0.1 ms
     for 50 messages): cheaper than the hand-off to a worker thread and back. Returns
-    None when the read must go to a thread (not running, remote reads, restarting).
+    None when the read must go to a thread (not running, remote reads, restarting):
+    the read never waits on the loop.
     """
     store = _running_store(request)
     if store is None or not store.reads_inline(records):
         return None
     request.scope["memoryd.op"] = op
     try:
-        return _respond(request, call(store))
+        with without_waiting():
+            return _respond(request, call(store))
+    except WouldWait:
+        return None
     except (MemorydError, ValueError, HttpError):
         raise
     except Exception as exc:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from memoryd import messages as msgs
@@ -18,10 +20,43 @@ from memoryd.store import validate as check
 from memoryd.store.build import RECORD_KINDS
 from memoryd.store.requests import WriteRequest
 
-__all__ = ["INLINE_READ_LIMIT", "RECORD_KINDS", "StoreHandle"]
+__all__ = [
+    "INLINE_READ_LIMIT",
+    "RECORD_KINDS",
+    "StoreHandle",
+    "WouldWait",
+    "without_waiting",
+    "would_wait",
+]
 
 INLINE_READ_LIMIT = 200
 """The most records `StoreHandle.reads_inline` lets a caller read on an event loop."""
+
+_NO_WAITING = contextvars.ContextVar("memoryd_no_waiting", default=False)
+
+
+class WouldWait(Exception):
+    """A read made `without_waiting` would have had to wait (the store is restarting,
+    or its map growing): nothing was read; read it again where waiting is harmless."""
+
+
+@contextlib.contextmanager
+def without_waiting() -> Iterator[None]:
+    """Reads in this block raise `WouldWait` instead of waiting for their store.
+
+    An event loop reading inline (`StoreHandle.reads_inline`) uses it: a store that is
+    restarting must not hold the loop for up to the call's deadline.
+    """
+    token = _NO_WAITING.set(True)
+    try:
+        yield
+    finally:
+        _NO_WAITING.reset(token)
+
+
+def would_wait() -> bool:
+    """True inside `without_waiting`: a backend raises `WouldWait` rather than wait."""
+    return _NO_WAITING.get()
 
 
 class StoreHandle(abc.ABC):
@@ -200,7 +235,8 @@ class StoreHandle(abc.ABC):
 
         Only a local store whose reads walk a memory map says yes, and only for at most
         `INLINE_READ_LIMIT` records (about 0.1 ms for 50): less than a hand-off to a
-        worker thread and back. None (all records) is never inline.
+        worker thread and back. None (all records) is never inline. Read inside
+        `without_waiting`: the store may start restarting after this answer.
         """
         return False
 

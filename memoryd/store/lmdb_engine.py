@@ -24,7 +24,7 @@ from memoryd.errors import MemorydError, StorageError
 from memoryd.store import lmdb_ops
 from memoryd.store.dirlock import DirLock
 
-__all__ = ["READER_CHECK_EVERY", "EngineClosed", "LmdbEngine"]
+__all__ = ["READER_CHECK_EVERY", "EngineBusy", "EngineClosed", "LmdbEngine"]
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +47,10 @@ def _disk_full(exc: Exception) -> bool:
     if isinstance(exc, lmdb.PanicError):
         return False
     return "No space left on device" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC
+
+
+class EngineBusy(Exception):
+    """A read that may not wait found the map growing (readers are paused)."""
 
 
 class EngineClosed(Exception):
@@ -135,9 +139,15 @@ class LmdbEngine:
     # -- reading (any thread) ------------------------------------------------
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[Any]:
-        """A read-only transaction, or ``EngineClosed`` if the engine is going away."""
+    def reading(self, *, wait: bool = True) -> Iterator[Any]:
+        """A read-only transaction, or ``EngineClosed`` if the engine is going away.
+
+        Args:
+            wait: wait while the map grows; False raises `EngineBusy` instead.
+        """
         with self._gate:
+            if not wait and self._pausing and not self._closing:
+                raise EngineBusy
             self._gate.wait_for(lambda: not self._pausing or self._closing)
             if self._closing:
                 raise EngineClosed
@@ -151,14 +161,15 @@ class LmdbEngine:
                 if self._readers == 0:
                     self._gate.notify_all()
 
-    def read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
+    def read(self, fn: Callable[[Any, lmdb_ops.Dbs], T], *, wait: bool = True) -> T:
         """Run ``fn(txn, dbs)`` in a read-only transaction (any thread).
 
         Raises:
             EngineClosed: the engine is closing; look up the store's new one.
+            EngineBusy: the map is growing and ``wait`` is False.
             StorageError: LMDB failed.
         """
-        with self.reading() as txn:
+        with self.reading(wait=wait) as txn:
             try:
                 return fn(txn, self.dbs)
             except lmdb.Error as exc:

@@ -27,8 +27,8 @@ from memoryd.store.config import (
     DEFAULT_MAX_MAP_SIZE,
     StoreConfig,
 )
-from memoryd.store.handle import INLINE_READ_LIMIT
-from memoryd.store.lmdb_engine import EngineClosed, LmdbEngine
+from memoryd.store.handle import INLINE_READ_LIMIT, WouldWait, would_wait
+from memoryd.store.lmdb_engine import EngineBusy, EngineClosed, LmdbEngine
 
 __all__ = ["EphemeralStore", "LmdbStore"]
 
@@ -55,6 +55,15 @@ class _LmdbHandle(ActorStoreHandle):
         return engine is not None and not engine.closed
 
     def _read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
+        if would_wait():  # an inline read: now or never
+            engine = engines.lookup(self.name)
+            if engine is None or engine.closed:
+                raise WouldWait(f"store {self.name!r} is restarting")
+            try:
+                value: T = engine.read(fn, wait=False)
+            except (EngineClosed, EngineBusy):
+                raise WouldWait(f"store {self.name!r} is restarting or growing") from None
+            return value
         deadline = time.monotonic() + self.call_timeout_s
         while True:
             engine = self._engine(deadline)

