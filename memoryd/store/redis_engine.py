@@ -30,9 +30,10 @@ from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, EventKind, walk_back
 from memoryd.store import redis_scripts as lua
+from memoryd.store.redis_plan import View
 from memoryd.store.redis_scripts import redact
 from memoryd.store.redis_wire import Writers
-from memoryd.store.redis_writes import Batch, View
+from memoryd.store.redis_writes import Batch
 from memoryd.store.requests import WriteRequest
 
 __all__ = ["EngineClosed", "RedisEngine", "detect_cluster"]

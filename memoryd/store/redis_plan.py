@@ -1,0 +1,309 @@
+"""Planning Redis writes: what each write of a batch sends, from the writer's view.
+
+The actor plans a write from its view of the conversation (version, first live
+version, message count, last token): it encodes the event with the version it
+will get and builds the `redis_scripts.WRITE` call that appends it only if that
+view is still current. Several writes to one conversation in one batch are
+chained, each following the token of the one before. A pop, fork, clear or import
+reads what it needs first (the last message, the source's history, the fresh
+state, the stored events an import overlaps). A write that needs no script (a
+pop of an empty conversation, a refused fork, an import already stored) is
+answered here. `redis_writes.Batch` sends the plans and reads the replies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from memoryd import codec
+from memoryd.errors import ConflictError, CorruptRecord
+from memoryd.events import EventKind
+from memoryd.store import importing
+from memoryd.store import redis_scripts as lua
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+
+if TYPE_CHECKING:
+    from memoryd.store.redis_engine import RedisEngine
+
+__all__ = ["Plan", "Planner", "Result", "View"]
+
+_POPPED = EventKind.POPPED.value
+_WRITE_SHA = hashlib.sha1(lua.WRITE.encode("utf-8"), usedforsecurity=False).hexdigest()
+_CACHE_SIZE = 1 << 16
+
+Result = tuple[bool, Any]
+
+
+@dataclass(slots=True)
+class View:
+    """What the writer knows of one conversation; exact when its version is current,
+    since a version is never reused."""
+
+    version: int
+    first: int
+    count: int
+    token: str = ""
+
+
+@dataclass(slots=True)
+class Plan:
+    """One write as it will be sent: the script's keys and arguments."""
+
+    index: int
+    cid: str
+    kind: str
+    """The kind of the event written, or ``"import"``."""
+    command: tuple[Any, ...]
+    """``EVALSHA`` of `redis_scripts.WRITE` (``EVAL`` of ``IMPORT``) with its keys and arguments."""
+    after: View
+    popped: dict[str, Any] | None = None
+    feed_from: int = 1
+    """The lowest version the change feed needs (on a Cluster, fed after the commit)."""
+
+
+class _Event(NamedTuple):
+    """What a plan writes: kind, messages, the messages left in the conversation after it."""
+
+    kind: str
+    messages: Sequence[dict[str, Any]]
+    left: int
+    data: dict[str, Any] | None = None
+    idem: str | None = None
+    expected: int | None = None
+    clear: bool = False
+
+
+class Planner:
+    """Plans the writes of one batch. Runs in the actor's thread.
+
+    Args:
+        engine: the store's engine (its views of the conversations).
+        requests: the batch's writes.
+        tokens: each write's fresh token.
+        results: each write's answer, filled in here for writes that need no script.
+        now: the commit timestamp of every event of the batch.
+    """
+
+    def __init__(
+        self,
+        engine: RedisEngine,
+        requests: Sequence[WriteRequest],
+        tokens: list[str],
+        results: list[Result | None],
+        now: float,
+    ) -> None:
+        self.engine = engine
+        self.requests = requests
+        self.tokens = tokens
+        self.results = results
+        self.now = now
+
+    def remember(self, cid: str, view: View) -> None:
+        """Keep ``view`` as the writer's view of ``cid`` (the cache is bounded)."""
+        views = self.engine.views
+        if len(views) > _CACHE_SIZE:
+            views.clear()
+        views[cid] = view
+
+    def _fresh_views(self, cids: list[str]) -> None:
+        pipe = self.engine.pipeline()
+        for cid in cids:
+            pipe.hmget(lua.conv_keys(self.engine.prefix, cid).meta, "v", "f", "n", "t")
+        for cid, (v, f, n, t) in zip(cids, pipe.execute(), strict=True):
+            self.remember(
+                cid,
+                View(
+                    0 if v is None else int(v),
+                    1 if f is None else int(f),
+                    0 if n is None else int(n),
+                    "" if t is None else _text(t),
+                ),
+            )
+
+    def plan(self, todo: list[int]) -> list[Plan]:
+        """Build the script calls for ``todo``; answer at once what needs no write."""
+        views = self.engine.views
+        missing = {
+            request.cid
+            for request in (self.requests[i] for i in todo)
+            if isinstance(request, Add | Record) and request.cid not in views
+        }
+        if missing:
+            self._fresh_views(sorted(missing))
+        chained: dict[str, str] = {}
+        plans: list[Plan] = []
+        for index in todo:
+            plan = self._plan_one(index, chained)
+            if plan is not None:
+                chained[plan.cid] = self.tokens[index]
+                views[plan.cid] = plan.after
+                plans.append(plan)
+        return plans
+
+    def _plan_one(self, index: int, chained: dict[str, str]) -> Plan | None:
+        request = self.requests[index]
+        if isinstance(request, Add):
+            view = self.engine.views[request.cid]
+            event = _Event(
+                EventKind.APPENDED.value,
+                request.messages,
+                view.count + len(request.messages),
+                idem=request.idempotency_key,
+                expected=request.expected_version,
+            )
+            return self._make(index, request.cid, view, chained, event)
+        if isinstance(request, Record):
+            view = self.engine.views[request.cid]
+            event = _Event(
+                request.kind,
+                request.messages,
+                view.count,
+                data=request.data,
+                idem=request.idempotency_key,
+                expected=request.expected_version,
+            )
+            return self._make(index, request.cid, view, chained, event)
+        if isinstance(request, Clear | Pop):
+            return self._plan_removal(index, request, chained)
+        if isinstance(request, Fork):
+            return self._plan_fork(index, request, chained)
+        if isinstance(request, Import):
+            return self._plan_import(index, request)
+        raise TypeError(f"unknown write request {request!r}")
+
+    def _plan_removal(
+        self, index: int, request: Clear | Pop, chained: dict[str, str]
+    ) -> Plan | None:
+        self._fresh_views([request.cid])
+        view = self.engine.views[request.cid]
+        if view.count == 0:
+            self.results[index] = (True, None)
+            return None
+        if isinstance(request, Clear):
+            event = _Event(EventKind.CLEARED.value, (), 0, clear=True)
+            return self._make(index, request.cid, view, chained, event)
+        _, last = self.engine.history(request.cid, 1, view.version)
+        if not last:
+            raise CorruptRecord(f"{request.cid!r} counts {view.count} messages but has none")
+        event = _Event(_POPPED, last, view.count - 1)
+        plan = self._make(index, request.cid, view, chained, event)
+        plan.popped = last[0]
+        return plan
+
+    def _plan_fork(self, index: int, request: Fork, chained: dict[str, str]) -> Plan | None:
+        try:
+            source_version, copied = self.engine.history(request.source, None, request.at_version)
+        except ValueError as exc:
+            self.results[index] = (False, exc)
+            return None
+        if request.at_version is not None:
+            source_version = request.at_version
+        self._fresh_views([request.target])
+        view = self.engine.views[request.target]
+        if view.count > 0:
+            error = ConflictError(
+                f"fork target {request.target!r} already holds {view.count} messages "
+                f"(version {view.version}); clear it or fork into a new conversation id",
+                expected=None,
+                actual=view.version,
+            )
+            self.results[index] = (False, error)
+            return None
+        data = {"source": request.source, "source_version": source_version}
+        event = _Event(EventKind.FORKED.value, copied, len(copied), data=data)
+        return self._make(index, request.target, view, chained, event)
+
+    def _plan_import(self, index: int, request: Import) -> Plan | None:
+        """One `redis_scripts.IMPORT` of the events not stored yet, after checking them all
+        against one atomic read (`importing.to_write`); nothing to write: answered now."""
+        engine = self.engine
+        cid, events = request.cid, request.events
+        current, first, count, stored = engine.import_state(
+            cid, events[0].version, events[-1].version
+        )
+        engine.views.pop(cid, None)
+        try:
+            new = importing.to_write(
+                cid,
+                events,
+                current=current,
+                first=first,
+                count=count,
+                stored=lambda low, high: stored,
+            )
+            records = [codec.pack_event(event, trusted=True) for event in new]
+        except (ConflictError, ValueError) as exc:
+            self.results[index] = (False, exc)
+            return None
+        if not new:
+            self.results[index] = (True, current)
+            return None
+        first, count = importing.state_after(new, first=first, count=count)
+        words: list[Any] = []
+        for event, record in zip(new, records, strict=True):
+            kind = str(event.kind)
+            words += (event.version, kind, len(event.messages), record, event.idempotency_key or "")
+        keys = lua.import_keys(engine.prefix, cid, cluster=engine.cluster)
+        token = self.tokens[index]
+        command = (
+            "EVAL",
+            lua.IMPORT,
+            len(keys),
+            *keys,
+            token,
+            current,
+            first,
+            count,
+            "0" if engine.cluster else "1",
+            cid.encode("utf-8").hex(),
+            *words,
+        )
+        after = View(new[-1].version, first, count, token)
+        return Plan(
+            index=index, cid=cid, kind="import", command=command, after=after, feed_from=first
+        )
+
+    def _make(
+        self, index: int, cid: str, view: View, chained: dict[str, str], event: _Event
+    ) -> Plan:
+        engine = self.engine
+        token = self.tokens[index]
+        payload = codec.pack_event_fields(
+            version=view.version + 1,
+            kind=event.kind,
+            messages=event.messages,
+            timestamp=self.now,
+            idempotency_key=event.idem,
+            data=event.data,
+            trusted=True,
+        )
+        keys, hexid = engine.script_keys(cid)
+        command = (
+            "EVALSHA",
+            _WRITE_SHA,
+            len(keys),
+            *keys,
+            token,
+            event.idem or "",
+            "" if event.expected is None else event.expected,
+            view.version,
+            chained.get(cid, ""),
+            event.left,
+            "1" if event.clear else "0",
+            event.kind,
+            len(event.messages),
+            payload,
+            "0" if engine.cluster else "1",
+            hexid,
+            lua.MAX_TOKENS,
+        )
+        first = view.version + 1 if event.clear else view.first
+        after = View(view.version + 1, first, event.left, token)
+        return Plan(index=index, cid=cid, kind=event.kind, command=command, after=after)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
