@@ -4,9 +4,9 @@ The only package that imports the web stack (Starlette on uvicorn).
 """
 
 from memoryd.server.actor import SERVER, Server
+from memoryd.server.application import create_app, openapi
 from memoryd.server.config import ServerConfig, parse_listen
 from memoryd.server.daemon import run
-from memoryd.server.routes import create_app, openapi
 from memoryd.server.stores import StoreRegistry
 
 __all__ = [

@@ -21,10 +21,11 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from memoryd.server.application import create_app
+from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
 from memoryd.server.peercred import peer_checked
-from memoryd.server.routes import ServerContext, create_app
 from memoryd.server.stores import StoreRegistry
 from supervisors import Exit, SupervisedActor, kill
 

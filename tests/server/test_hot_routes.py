@@ -19,12 +19,12 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.routing import Match, Route
 
-from memoryd.server import routes
+from memoryd.server import application, calls
 from memoryd.server.hot import split_conversation_path
 from tests.server.daemon import Daemon
 
-_ROUTES = [Route(p, fn, methods=[m]) for m, p, fn, _, _ in routes._all_ops()]
-_HOT = routes._HOT
+_ROUTES = [Route(p, fn, methods=[m]) for m, p, fn, _, _ in application.all_ops()]
+_HOT = application.HOT_ROUTES
 
 _segment = st.sampled_from(
     ["messages", "version", "pop", "conversations", "stores", "v1", "a", "é", "", "x y", "%2F"]
@@ -148,5 +148,5 @@ def test_query_parsing_agrees_with_starlette(raw: str) -> None:
     """The daemon's own query split gives what Starlette's QueryParams gives."""
     query = raw.encode("utf-8")
     theirs = QueryParams(query)
-    mine = routes._query(Request({"type": "http", "query_string": query}))
+    mine = calls.query(Request({"type": "http", "query_string": query}))
     assert mine == {key: theirs[key] for key in theirs}

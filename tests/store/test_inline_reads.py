@@ -19,9 +19,10 @@ import pytest
 
 import memoryd
 from memoryd import messages as msgs
+from memoryd.server.application import create_app
+from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
-from memoryd.server.routes import ServerContext, create_app
 from memoryd.server.stores import StoreRegistry
 from memoryd.store import actor as store_actor
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting

@@ -1,0 +1,270 @@
+"""What every endpoint needs: the server's context, request parameters, and the
+three ways a store call runs without stalling the event loop.
+
+* `submit`: a write is checked on the loop and handed to the store actor, whose
+  answer wakes the loop (no thread);
+* `read_inline`: a small read of a local memory-mapped store runs on the loop,
+  never waiting (a restarting store sends it to a thread);
+* `answer` / `in_thread`: anything else runs in a worker thread, bounded by a
+  capacity limiter, so a slow fsync or a waiting ``tail`` never stalls the loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import anyio
+import anyio.to_thread
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+
+from memoryd import api
+from memoryd.errors import MemorydError
+from memoryd.events import Change
+from memoryd.server.config import ServerConfig
+from memoryd.server.http import Answer, HttpError, encode, wants_msgpack
+from memoryd.server.metrics import Metrics
+from memoryd.server.stores import StoreRegistry
+from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
+from memoryd.store.requests import WriteRequest
+from memoryd.wire import DEFAULT_STORE_NAME, check_store_name
+
+__all__ = [
+    "MAX_TAIL_TIMEOUT_S",
+    "Endpoint",
+    "ServerContext",
+    "answer",
+    "bool_param",
+    "check_fields",
+    "ctx_of",
+    "float_param",
+    "in_thread",
+    "int_param",
+    "internal_error",
+    "query",
+    "read_inline",
+    "respond",
+    "running_store",
+    "store_of",
+    "submit",
+    "tail_wait",
+    "version_answer",
+]
+
+log = structlog.get_logger("memoryd.server")
+
+MAX_TAIL_TIMEOUT_S = 300.0
+_TAIL_SLICE_S = 0.5
+
+
+@dataclass(kw_only=True)
+class ServerContext:
+    """What every endpoint needs: config, stores, metrics, thread limits, the stop flag."""
+
+    config: ServerConfig
+    stores: StoreRegistry
+    metrics: Metrics
+    stopping: threading.Event = field(default_factory=threading.Event)
+    limiter: anyio.CapacityLimiter | None = None
+    tail_limiter: anyio.CapacityLimiter | None = None
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def ctx_of(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.ctx
+    return ctx
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def query(request: Request) -> dict[str, str]:
+    """The query parameters (the last value of a repeated one), parsed once per request.
+
+    A plain query such as ``limit=50`` is split directly; one with escapes goes
+    through ``parse_qsl``, as the router's ``QueryParams`` would.
+    """
+    parsed: dict[str, str] | None = request.scope.get("memoryd.query")
+    if parsed is None:
+        raw = request.scope.get("query_string", b"").decode("latin-1")
+        if "%" in raw or "+" in raw:
+            parsed = dict(parse_qsl(raw, keep_blank_values=True))
+        else:
+            parsed = {}
+            for pair in raw.split("&"):
+                if pair:
+                    name, _, value = pair.partition("=")
+                    parsed[name] = value
+        request.scope["memoryd.query"] = parsed
+    return parsed
+
+
+def int_param(request: Request, name: str, default: int | None = None) -> int | None:
+    text = query(request).get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise HttpError(400, "ValueError", f"{name} must be an integer, not {text!r}") from None
+
+
+def float_param(request: Request, name: str, default: float) -> float:
+    text = query(request).get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise HttpError(400, "ValueError", f"{name} must be a number, not {text!r}") from None
+
+
+def bool_param(request: Request, name: str) -> bool:
+    text = query(request).get(name)
+    if text is None or text in ("", "false", "0"):
+        return False
+    if text in ("true", "1"):
+        return True
+    raise HttpError(400, "ValueError", f"{name} must be true or false, not {text!r}")
+
+
+def check_fields(body: dict[str, Any], allowed: set[str], required: set[str]) -> None:
+    unknown = set(body) - allowed
+    if unknown:
+        raise HttpError(
+            400, "ValueError", f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}"
+        )
+    missing = required - set(body)
+    if missing:
+        raise HttpError(400, "ValueError", f"missing fields {sorted(missing)}")
+
+
+# --------------------------------------------------------------------------- running calls
+
+
+def store_of(request: Request) -> StoreHandle:
+    autostart = request.headers.get("memoryd-autostart", "yes").lower() != "no"
+    name = request.path_params.get("store")
+    return ctx_of(request).stores.resolve(name, autostart=autostart)
+
+
+def internal_error(request: Request, exc: Exception) -> HttpError:
+    """A 500 naming an unexpected failure, logged once."""
+    log.error("request_failed", path=request.url.path, error=repr(exc))
+    return HttpError(500, "InternalError", f"{type(exc).__name__}: {exc}")
+
+
+async def in_thread(request: Request, work: Callable[[], Any], *, tail: bool = False) -> Any:
+    ctx = ctx_of(request)
+    limiter = ctx.tail_limiter if tail else ctx.limiter
+
+    def guarded() -> Any:
+        try:
+            return work()
+        except (MemorydError, ValueError, HttpError):
+            raise
+        except Exception as exc:
+            raise internal_error(request, exc) from exc
+
+    return await anyio.to_thread.run_sync(guarded, limiter=limiter)
+
+
+def respond(request: Request, payload: Any, status: int = 200) -> Response:
+    body, media = encode(payload, wants_msgpack(request))
+    return Answer(body, media, status)
+
+
+def running_store(request: Request) -> StoreHandle | None:
+    """The request's store if it runs now (never blocks; None: resolve it in a thread)."""
+    name = request.path_params.get("store")
+    return api.whereis(DEFAULT_STORE_NAME if name is None else check_store_name(name))
+
+
+async def submit(
+    request: Request,
+    op: str,
+    make: Callable[[StoreHandle], WriteRequest],
+    shape: Callable[[Any], Any],
+) -> Response:
+    """Run a write without a worker thread: validate here, await the store's answer.
+
+    The request is checked on the loop (microseconds), handed to the store actor,
+    and the loop is woken by the actor's answer (`StoreHandle.submit`); the loop
+    never blocks on the commit. A store that is not running yet is resolved
+    (maybe started) in a worker thread first.
+    """
+    request.scope["memoryd.op"] = op
+    store = running_store(request)
+    if store is None:
+        store = await in_thread(request, lambda: store_of(request))
+    try:
+        result = await store.submit(make(store))
+    except (MemorydError, ValueError, HttpError):
+        raise
+    except Exception as exc:
+        raise internal_error(request, exc) from exc
+    return respond(request, shape(result))
+
+
+def read_inline(
+    request: Request, op: str, records: int | None, call: Callable[[StoreHandle], Any]
+) -> Response | None:
+    """Answer a small read on the loop when the store's reads are local memory lookups.
+
+    A last-N read of an LMDB store is a cursor walk over the memory map (about 0.1 ms
+    for 50 messages): cheaper than the hand-off to a worker thread and back. Returns
+    None when the read must go to a thread (not running, remote reads, restarting):
+    the read never waits on the loop.
+    """
+    store = running_store(request)
+    if store is None or not store.reads_inline(records):
+        return None
+    request.scope["memoryd.op"] = op
+    try:
+        with without_waiting():
+            return respond(request, call(store))
+    except WouldWait:
+        return None
+    except (MemorydError, ValueError, HttpError):
+        raise
+    except Exception as exc:
+        raise internal_error(request, exc) from exc
+
+
+async def answer(
+    request: Request, op: str, call: Callable[[StoreHandle], Any], *, status: int = 200
+) -> Response:
+    request.scope["memoryd.op"] = op
+    msgpack = wants_msgpack(request)
+
+    def work() -> tuple[bytes, str]:
+        return encode(call(store_of(request)), msgpack)
+
+    body, media = await in_thread(request, work)
+    return Answer(body, media, status)
+
+
+def tail_wait(
+    store: StoreHandle, after: int, limit: int, timeout: float, stopping: threading.Event
+) -> list[Change]:
+    """Long-poll in slices, so a shutting-down server answers its waiters at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        changes = store.tail(
+            after=after, limit=limit, timeout=max(0.0, min(remaining, _TAIL_SLICE_S))
+        )
+        if changes or remaining <= _TAIL_SLICE_S or stopping.is_set():
+            return changes
+
+
+def version_answer(version: Any) -> dict[str, Any]:
+    return {"version": version}
