@@ -82,6 +82,14 @@ class RedisServer:
         """A plain client on this server (for the tests' own checks)."""
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
 
+    def flush(self) -> None:
+        """Delete every key (between tests sharing the server)."""
+        client = self.client()
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
     def start(self) -> RedisServer:
         """Start the server and wait until it answers PING (and has loaded its AOF)."""
         args = [

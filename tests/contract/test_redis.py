@@ -50,11 +50,7 @@ class TestRedisStore(StoreContract, RecordContract, ImportContract):
     def make_store(self, redis_server: RedisServer) -> Iterator[StoreFactory]:
         yield _factory(redis_server.url)
         memoryd.shutdown()
-        client = redis_server.client()
-        try:
-            client.flushall()
-        finally:
-            client.close()
+        redis_server.flush()
 
 
 class TestRedisClusterStore(StoreContract, RecordContract, ImportContract):

@@ -69,11 +69,7 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
         server: RedisServer = request.getfixturevalue("redis_server")
         yield server.url
         memoryd.shutdown()
-        client = server.client()
-        try:
-            client.flushall()
-        finally:
-            client.close()
+        server.flush()
     else:
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
         yield cluster.url
@@ -167,11 +163,7 @@ def test_an_import_overtaken_by_another_daemons_write_is_planned_again(
         assert mine.add("c", [user("after")]) == 2  # the writer's view was dropped
     finally:
         memoryd.shutdown()
-        client = redis_server.client()
-        try:
-            client.flushall()
-        finally:
-            client.close()
+        redis_server.flush()
 
 
 def test_the_import_script_writes_nothing_on_an_out_of_date_base(
