@@ -1,0 +1,156 @@
+"""The LMDB layout of a store: its sub-databases, a conversation's metadata, and the
+counters a write batch advances (conversation numbers, change positions, live count).
+
+Pure functions of an open transaction, like the rest of `lmdb_ops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+
+from memoryd import codec, keys
+from memoryd.errors import CorruptRecord
+
+__all__ = [
+    "LIVE",
+    "SYS_DB",
+    "Counters",
+    "Dbs",
+    "Meta",
+    "counter",
+    "meta_of",
+    "open_dbs",
+    "put_meta",
+]
+
+SYS_DB = b"sys"
+LIVE = b"live_conversations"
+"""The sys key holding how many conversations hold messages."""
+_META_CACHE_SIZE = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Dbs:
+    """Handles of the sub-databases of one environment."""
+
+    names: Any
+    events: Any
+    positions: Any
+    meta: Any
+    idem: Any
+    sys: Any
+
+
+def open_dbs(env: lmdb.Environment) -> Dbs:
+    """Open (creating if needed) every sub-database. Call with no transaction open."""
+    return Dbs(
+        names=env.open_db(keys.NAMES_DB),
+        events=env.open_db(keys.EVENTS_DB),
+        positions=env.open_db(keys.POSITIONS_DB),
+        meta=env.open_db(keys.META_DB),
+        idem=env.open_db(keys.IDEMPOTENCY_DB),
+        sys=env.open_db(SYS_DB),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    """Per-conversation metadata: its number, version, first live version, message count."""
+
+    conv: int
+    version: int
+    first: int
+    count: int
+    cid: str
+
+
+def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
+    """The conversation's metadata, or None if it was never written."""
+    raw = txn.get(cid.encode("utf-8"), db=dbs.names)  # cid was validated by the handle
+    if raw is None:
+        return None
+    conv = keys.decode_conv_num(raw)
+    packed = txn.get(keys.conv_num_bytes(conv), db=dbs.meta)
+    if packed is None:
+        raise CorruptRecord(f"conversation {cid!r} has a number but no metadata")
+    version, first, count, _ = codec.unpack_meta(packed)
+    return Meta(conv, version, first, count, cid)
+
+
+def put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
+    value = codec.pack_meta(meta.version, meta.first, meta.count, meta.cid)
+    txn.put(keys.conv_num_bytes(meta.conv), value, db=dbs.meta)
+
+
+def counter(txn: lmdb.Transaction, dbs: Dbs, name: bytes, default: int) -> int:
+    raw = txn.get(name, db=dbs.sys)
+    return default if raw is None else int.from_bytes(raw, "big")
+
+
+def _last_number(txn: lmdb.Transaction, db: Any) -> int:
+    """The number of the last 8-byte big-endian key of ``db`` (0 when empty)."""
+    cursor = txn.cursor(db=db)
+    if not cursor.last():
+        return 0
+    return int.from_bytes(bytes(cursor.key())[: keys.U64_SIZE], "big")
+
+
+@dataclass(slots=True)
+class Counters:
+    """Store-wide counters, kept in memory by the writer.
+
+    The next conversation number and position are derived from the last keys at
+    open (those keys are never deleted); only the live-conversation count is
+    stored, and only in batches that change it.
+    """
+
+    next_conv: int
+    next_pos: int
+    live: int
+    saved_live: int
+    cache: dict[str, Meta] = field(default_factory=dict)
+    """Committed metadata the writer has seen (shared across batches)."""
+    dirty: dict[str, Meta] = field(default_factory=dict)
+    """Metadata this batch wrote; merged into ``cache`` only if the batch commits."""
+
+    @classmethod
+    def load(cls, txn: lmdb.Transaction, dbs: Dbs) -> Counters:
+        """Read the counters as committed."""
+        live = counter(txn, dbs, LIVE, 0)
+        return cls(
+            next_conv=_last_number(txn, dbs.meta) + 1,
+            next_pos=_last_number(txn, dbs.positions) + 1,
+            live=live,
+            saved_live=live,
+        )
+
+    def meta(self, txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
+        """The conversation's metadata as this batch sees it (cached; else read)."""
+        meta = self.dirty.get(cid)
+        if meta is None:
+            meta = self.cache.get(cid)
+        if meta is None:
+            meta = meta_of(txn, dbs, cid)
+            if meta is not None:
+                self.cache[cid] = meta  # committed state: safe to keep
+        return meta
+
+    def committed(self) -> None:
+        """The batch committed: its metadata becomes the cached state."""
+        if len(self.cache) > _META_CACHE_SIZE:
+            self.cache.clear()
+        self.cache.update(self.dirty)
+        self.dirty = {}
+
+    def save(self, txn: lmdb.Transaction, dbs: Dbs) -> None:
+        """Write what changed into the batch's transaction."""
+        if self.live != self.saved_live:
+            txn.put(LIVE, self.live.to_bytes(8, "big"), db=dbs.sys)
+            self.saved_live = self.live
+
+    def copy(self) -> Counters:
+        """A copy for one batch, kept only if it commits (the cache is shared, read-mostly)."""
+        return Counters(self.next_conv, self.next_pos, self.live, self.saved_live, self.cache)
