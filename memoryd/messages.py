@@ -19,12 +19,16 @@ Everything here is pure: no I/O, no clocks, inputs are never mutated.
 
 from __future__ import annotations
 
-import json
-import math
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
+from memoryd._json_values import (
+    COMPACT,
+    MAX_NESTING_DEPTH,
+    compact_json_bytes,
+    copy_json_or_raise,
+)
 from memoryd.errors import InvalidConversationId, InvalidMessage
 
 __all__ = [
@@ -61,8 +65,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 MAX_CONVERSATION_ID_BYTES = 256
 """The longest conversation id, in UTF-8 bytes."""
 
-MAX_NESTING_DEPTH = 64
-"""How deeply dicts and lists may nest in a message; the message itself is level 1."""
 
 ROLES = frozenset({"assistant", "developer", "system", "tool", "user"})
 """Every role a message may have."""
@@ -71,158 +73,6 @@ SYSTEM_ROLES = frozenset({"developer", "system"})
 """Roles that count as system messages everywhere."""
 
 _ROLE_LIST = ", ".join(sorted(ROLES))
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
-_JSON_TYPES = "str, int, float, bool, None, list and dict"
-_MAX_PATH_PARTS = 12
-
-
-# --------------------------------------------------------------------------- JSON copy
-
-
-class _JsonProblem(Exception):
-    """A JSON-compatibility problem found while copying; the path grows as it unwinds."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.parts: list[str | int] = []
-
-
-def _format_path(root: str, parts: Sequence[str | int]) -> str:
-    """Render a path such as ``message.content[0].text``."""
-    out = [root]
-    shown = parts if len(parts) <= _MAX_PATH_PARTS else parts[:_MAX_PATH_PARTS]
-    for part in shown:
-        if isinstance(part, int):
-            out.append(f"[{part}]")
-        elif part.isidentifier():
-            out.append(f".{part}")
-        else:
-            out.append(f"[{part!r}]")
-    if len(shown) < len(parts):
-        out.append("...")
-    return "".join(out)
-
-
-def _copy_json(value: Any, depth: int) -> Any:
-    """Deep-copy a JSON-compatible value into plain dicts, lists and scalars.
-
-    Args:
-        value: The value to copy.
-        depth: The nesting level of ``value`` (the message itself is 1).
-
-    Returns:
-        The copy.
-
-    Raises:
-        _JsonProblem: ``value`` holds something that is not JSON-compatible.
-    """
-    kind = type(value)
-    if kind is str or value is None or kind is bool:
-        return value
-    if kind is int:
-        if not _INT_MIN <= value <= _INT_MAX:
-            raise _JsonProblem(
-                f"is the integer {value}, outside the stored range -2**63 .. 2**64-1; "
-                "store it as a str"
-            )
-        return value
-    if kind is float:
-        if not math.isfinite(value):
-            raise _JsonProblem(f"is {value}; JSON has no NaN or infinity")
-        return value
-    if isinstance(value, Mapping | list | tuple):
-        if depth > MAX_NESTING_DEPTH:
-            raise _JsonProblem(
-                f"nests dicts and lists deeper than {MAX_NESTING_DEPTH} levels; flatten it"
-            )
-        if isinstance(value, Mapping):
-            out: dict[str, Any] = {}
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise _JsonProblem(
-                        f"has the key {key!r} of type {type(key).__name__}; keys must be str"
-                    )
-                try:
-                    out[str(key)] = _copy_json(item, depth + 1)
-                except _JsonProblem as problem:
-                    problem.parts.append(str(key))
-                    raise
-            return out
-        items: list[Any] = []
-        for index, item in enumerate(value):
-            try:
-                items.append(_copy_json(item, depth + 1))
-            except _JsonProblem as problem:
-                problem.parts.append(index)
-                raise
-        return items
-    # Subclasses of the scalar types (StrEnum, IntEnum, float subclasses) become plain values.
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return _copy_json(int(value), depth)
-    if isinstance(value, float):
-        return _copy_json(float(value), depth)
-    raise _JsonProblem(
-        f"is of type {kind.__name__}; a message may hold only JSON values ({_JSON_TYPES})"
-    )
-
-
-def _copy_json_or_raise(value: Any, root: str, depth: int = 1) -> Any:
-    """`_copy_json`, turning a problem into `InvalidMessage` with the path named."""
-    try:
-        return _copy_json(value, depth)
-    except _JsonProblem as problem:
-        path = _format_path(root, problem.parts[::-1])
-        raise InvalidMessage(f"{path} {problem.reason}") from None
-
-
-def _find_unencodable(value: Any, parts: list[str | int]) -> bool:
-    """Find a str (key or value) that cannot be encoded as UTF-8; fill ``parts`` with its path."""
-    if isinstance(value, str):
-        return not _utf8_ok(value)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            parts.append(key)
-            if not _utf8_ok(key) or _find_unencodable(item, parts):
-                return True
-            parts.pop()
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            parts.append(index)
-            if _find_unencodable(item, parts):
-                return True
-            parts.pop()
-    return False
-
-
-def _utf8_ok(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-# one encoder for every message (json.dumps with options builds a new one per call)
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _compact_json_bytes(message: Message) -> bytes:
-    """Encode a copied message as compact UTF-8 JSON, naming any unencodable str."""
-    text = _COMPACT.encode(message)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        parts: list[str | int] = []
-        _find_unencodable(message, parts)
-        path = _format_path("message", parts)
-        raise InvalidMessage(
-            f"{path} contains a lone surrogate that cannot be encoded as UTF-8; "
-            "fix the text's encoding"
-        ) from None
 
 
 def encoded_size(message: Mapping[str, Any]) -> int:
@@ -239,7 +89,7 @@ def encoded_size(message: Mapping[str, Any]) -> int:
     Raises:
         InvalidMessage: The message is not JSON-compatible.
     """
-    return len(_compact_json_bytes(_copy_json_or_raise(message, "message")))
+    return len(compact_json_bytes(copy_json_or_raise(message, "message")))
 
 
 # --------------------------------------------------------------------------- validation
@@ -383,9 +233,9 @@ def validate(
         raise InvalidMessage(
             f"a message must be a dict with 'role' and 'content', got {_type_name(message)}"
         )
-    copy: Message = _copy_json_or_raise(message, "message")
+    copy: Message = copy_json_or_raise(message, "message")
     _check_structure(copy)
-    encoded = _compact_json_bytes(copy)
+    encoded = compact_json_bytes(copy)
     if max_bytes is not None and len(encoded) > max_bytes:
         raise InvalidMessage(
             f"message is {len(encoded)} bytes as compact JSON; the limit is {max_bytes}. "
@@ -586,8 +436,8 @@ def tool_call(id: str, name: str, arguments: Mapping[str, Any] | str) -> Message
             dict of JSON values or a str.
     """
     if isinstance(arguments, Mapping):
-        plain = _copy_json_or_raise(arguments, "arguments")
-        encoded = _COMPACT.encode(plain)
+        plain = copy_json_or_raise(arguments, "arguments")
+        encoded = COMPACT.encode(plain)
     elif isinstance(arguments, str):
         encoded = str(arguments)
     else:
@@ -595,7 +445,7 @@ def tool_call(id: str, name: str, arguments: Mapping[str, Any] | str) -> Message
             f"tool call arguments must be a dict or a JSON str, got {_type_name(arguments)}"
         )
     call = {"id": id, "type": "function", "function": {"name": name, "arguments": encoded}}
-    copy: Message = _copy_json_or_raise(call, "tool_call")
+    copy: Message = copy_json_or_raise(call, "tool_call")
     _check_tool_call(copy, "tool_call")
     return copy
 

@@ -1,0 +1,182 @@
+"""JSON values in messages: deep copies that check them, and their compact encoding.
+
+`copy_json` copies a value into plain dicts, lists and scalars, refusing what JSON
+cannot carry (NaN, integers outside 64 bits, nesting past `MAX_NESTING_DEPTH`, other
+types); `compact_json_bytes` encodes a message as compact UTF-8 JSON, naming any str
+that cannot be encoded. Problems name their path (``message.content[2].text``).
+Pure functions; `memoryd.messages` builds its validation on them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memoryd.errors import InvalidMessage
+
+__all__ = [
+    "COMPACT",
+    "MAX_NESTING_DEPTH",
+    "JsonProblem",
+    "compact_json_bytes",
+    "copy_json",
+    "copy_json_or_raise",
+    "find_unencodable",
+    "format_path",
+    "utf8_ok",
+]
+
+MAX_NESTING_DEPTH = 64
+"""How deeply dicts and lists may nest in a message; the message itself is level 1."""
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+_JSON_TYPES = "str, int, float, bool, None, list and dict"
+_MAX_PATH_PARTS = 12
+
+
+class JsonProblem(Exception):
+    """A JSON-compatibility problem found while copying; the path grows as it unwinds."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parts: list[str | int] = []
+
+
+def format_path(root: str, parts: Sequence[str | int]) -> str:
+    """Render a path such as ``message.content[0].text``."""
+    out = [root]
+    shown = parts if len(parts) <= _MAX_PATH_PARTS else parts[:_MAX_PATH_PARTS]
+    for part in shown:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif part.isidentifier():
+            out.append(f".{part}")
+        else:
+            out.append(f"[{part!r}]")
+    if len(shown) < len(parts):
+        out.append("...")
+    return "".join(out)
+
+
+def copy_json(value: Any, depth: int) -> Any:
+    """Deep-copy a JSON-compatible value into plain dicts, lists and scalars.
+
+    Args:
+        value: The value to copy.
+        depth: The nesting level of ``value`` (the message itself is 1).
+
+    Returns:
+        The copy.
+
+    Raises:
+        JsonProblem: ``value`` holds something that is not JSON-compatible.
+    """
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise JsonProblem(
+                f"is the integer {value}, outside the stored range -2**63 .. 2**64-1; "
+                "store it as a str"
+            )
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise JsonProblem(f"is {value}; JSON has no NaN or infinity")
+        return value
+    if isinstance(value, Mapping | list | tuple):
+        if depth > MAX_NESTING_DEPTH:
+            raise JsonProblem(
+                f"nests dicts and lists deeper than {MAX_NESTING_DEPTH} levels; flatten it"
+            )
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise JsonProblem(
+                        f"has the key {key!r} of type {type(key).__name__}; keys must be str"
+                    )
+                try:
+                    out[str(key)] = copy_json(item, depth + 1)
+                except JsonProblem as problem:
+                    problem.parts.append(str(key))
+                    raise
+            return out
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            try:
+                items.append(copy_json(item, depth + 1))
+            except JsonProblem as problem:
+                problem.parts.append(index)
+                raise
+        return items
+    # Subclasses of the scalar types (StrEnum, IntEnum, float subclasses) become plain values.
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return copy_json(int(value), depth)
+    if isinstance(value, float):
+        return copy_json(float(value), depth)
+    raise JsonProblem(
+        f"is of type {kind.__name__}; a message may hold only JSON values ({_JSON_TYPES})"
+    )
+
+
+def copy_json_or_raise(value: Any, root: str, depth: int = 1) -> Any:
+    """`copy_json`, turning a problem into `InvalidMessage` with the path named."""
+    try:
+        return copy_json(value, depth)
+    except JsonProblem as problem:
+        path = format_path(root, problem.parts[::-1])
+        raise InvalidMessage(f"{path} {problem.reason}") from None
+
+
+def find_unencodable(value: Any, parts: list[str | int]) -> bool:
+    """Find a str (key or value) that cannot be encoded as UTF-8; fill ``parts`` with its path."""
+    if isinstance(value, str):
+        return not utf8_ok(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            parts.append(key)
+            if not utf8_ok(key) or find_unencodable(item, parts):
+                return True
+            parts.pop()
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            parts.append(index)
+            if find_unencodable(item, parts):
+                return True
+            parts.pop()
+    return False
+
+
+def utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# one encoder for every message (json.dumps with options builds a new one per call)
+COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def compact_json_bytes(message: dict[str, Any]) -> bytes:
+    """Encode a copied message as compact UTF-8 JSON, naming any unencodable str."""
+    text = COMPACT.encode(message)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        parts: list[str | int] = []
+        find_unencodable(message, parts)
+        path = format_path("message", parts)
+        raise InvalidMessage(
+            f"{path} contains a lone surrogate that cannot be encoded as UTF-8; "
+            "fix the text's encoding"
+        ) from None
