@@ -25,6 +25,7 @@ import structlog
 from pykka.messages import ProxyCall
 
 from memoryd.errors import StorageError, StoreUnavailable
+from memoryd.events import EventKind
 from memoryd.store import engines, lmdb_ops
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
@@ -267,12 +268,14 @@ def _apply(
     request: WriteRequest, now: float, txn: Any, dbs: lmdb_ops.Dbs, ctr: lmdb_ops.Counters
 ) -> Any:
     if isinstance(request, Add):
-        return lmdb_ops.add(
+        return lmdb_ops.append(
             txn,
             dbs,
             ctr,
             request.cid,
-            list(request.messages),
+            kind=EventKind.APPENDED.value,
+            messages=list(request.messages),
+            data=None,
             idempotency_key=request.idempotency_key,
             expected_version=request.expected_version,
             now=now,
@@ -286,7 +289,7 @@ def _apply(
             txn, dbs, ctr, request.source, request.target, at_version=request.at_version, now=now
         )
     if isinstance(request, Record):
-        return lmdb_ops.record(
+        return lmdb_ops.append(
             txn,
             dbs,
             ctr,

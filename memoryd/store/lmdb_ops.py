@@ -19,7 +19,7 @@ from memoryd import codec, keys
 from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
-from memoryd.store.lmdb_layout import SYS_DB, Counters, Dbs, Meta, meta_of, open_dbs, put_meta
+from memoryd.store.lmdb_layout import Counters, Dbs, Meta, meta_of, open_dbs, put_meta
 from memoryd.store.lmdb_reads import (
     conversations,
     events,
@@ -30,11 +30,10 @@ from memoryd.store.lmdb_reads import (
 )
 
 __all__ = [
-    "SYS_DB",
     "Counters",
     "Dbs",
     "Meta",
-    "add",
+    "append",
     "clear",
     "conversations",
     "events",
@@ -46,7 +45,6 @@ __all__ = [
     "meta_of",
     "open_dbs",
     "pop",
-    "record",
     "tail",
 ]
 
@@ -158,39 +156,7 @@ def _preflight(
     return meta, None
 
 
-def add(
-    txn: lmdb.Transaction,
-    dbs: Dbs,
-    ctr: Counters,
-    cid: str,
-    messages: list[dict[str, Any]],
-    *,
-    idempotency_key: str | None,
-    expected_version: int | None,
-    now: float,
-) -> int:
-    """Append ``messages`` as one event; returns the new version.
-
-    Raises:
-        ConflictError: ``expected_version`` is not the current version.
-    """
-    if not messages:
-        raise ValueError("an appended event needs at least one message")
-    return _append(
-        txn,
-        dbs,
-        ctr,
-        cid,
-        kind=_APPENDED,
-        messages=messages,
-        data=None,
-        idempotency_key=idempotency_key,
-        expected_version=expected_version,
-        now=now,
-    )
-
-
-def record(
+def append(
     txn: lmdb.Transaction,
     dbs: Dbs,
     ctr: Counters,
@@ -203,48 +169,22 @@ def record(
     expected_version: int | None,
     now: float,
 ) -> int:
-    """Append a ``memo`` or ``compacted`` event (history and message count unchanged).
+    """Write one event at the next version: an ``appended`` event (`StoreHandle.add`)
+    or a ``memo``/``compacted`` one (`StoreHandle.record`); returns the new version.
 
-    Mirrors `add`: a repeated idempotency key returns the original version.
-
-    Raises:
-        ConflictError: ``expected_version`` is not the current version.
-        ValueError: a kind other than ``memo`` or ``compacted``.
-    """
-    if kind not in (_MEMO, _COMPACTED):
-        raise ValueError(f"record() writes memo or compacted events, not {kind!r}")
-    return _append(
-        txn,
-        dbs,
-        ctr,
-        cid,
-        kind=kind,
-        messages=messages,
-        data=data,
-        idempotency_key=idempotency_key,
-        expected_version=expected_version,
-        now=now,
-    )
-
-
-def _append(
-    txn: lmdb.Transaction,
-    dbs: Dbs,
-    ctr: Counters,
-    cid: str,
-    *,
-    kind: str,
-    messages: list[dict[str, Any]],
-    data: dict[str, Any] | None,
-    idempotency_key: str | None,
-    expected_version: int | None,
-    now: float,
-) -> int:
-    """The write of `add` and `record`: checks, then one event at the next version.
-
+    A repeated idempotency key returns the original version and writes nothing.
     Only ``appended`` events change the message count; the fields were checked by
     the handle, so the record is packed without another walk.
+
+    Raises:
+        ConflictError: ``expected_version`` is not the current version.
+        ValueError: an ``appended`` event without messages, or another kind.
     """
+    if kind == _APPENDED:
+        if not messages:
+            raise ValueError("an appended event needs at least one message")
+    elif kind not in (_MEMO, _COMPACTED):
+        raise ValueError(f"record() writes memo or compacted events, not {kind!r}")
     meta, done = _preflight(
         txn, dbs, ctr, cid, idempotency_key=idempotency_key, expected_version=expected_version
     )

@@ -27,6 +27,7 @@ from typing import Any
 
 from memoryd import logging as memoryd_logging
 from memoryd import messages
+from memoryd.events import EventKind
 from memoryd.store import lmdb_ops
 from memoryd.store.lmdb_engine import LmdbEngine
 from tools.reliability.space import live_bytes
@@ -48,12 +49,14 @@ def _report(engine: LmdbEngine, cycles: int, seconds: float) -> dict[str, Any]:
 
 def _cycle(engine: LmdbEngine, cid: str) -> None:
     def add(txn: Any, dbs: lmdb_ops.Dbs, ctr: lmdb_ops.Counters) -> Any:
-        return lmdb_ops.add(
+        return lmdb_ops.append(
             txn,
             dbs,
             ctr,
             cid,
-            [_MESSAGE],
+            kind=EventKind.APPENDED.value,
+            messages=[_MESSAGE],
+            data=None,
             idempotency_key=None,
             expected_version=None,
             now=time.time(),
