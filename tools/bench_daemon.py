@@ -4,7 +4,9 @@
   daemon over TCP and over its Unix socket, vs 8 processes doing RPUSH against
   redis-server with ``appendonly yes`` and ``appendfsync always`` (the durable
   Redis setup a user would pick instead);
-* reads: ``get(limit=50)`` p50 over HTTP vs ``LRANGE key -50 -1``.
+* reads: ``get(limit=50)`` p50 over HTTP vs ``LRANGE key -50 -1``;
+* the floor of the HTTP stack: the same 8 processes POSTing an add's body to an
+  ASGI app that answers at once, on uvicorn as the daemon runs it.
 
 Prints a table and the ratios (ours / Redis; higher is better for rates, lower
 for latencies). Without redis-server (or the redis package) the Redis rows read
@@ -72,6 +74,78 @@ def _redis_writer(args: tuple[int, int, int, Any]) -> Span:
     for i in range(adds):
         r.rpush(f"bench-{worker}", f'{{"role":"user","content":"message {i} {"x" * 100}"}}')
     return started, time.monotonic(), time.process_time() - cpu
+
+
+_EMPTY_APP = """
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"13")]})
+    await send({"type": "http.response.body", "body": b'{"version":1}'})
+"""
+
+
+def _floor_writer(args: tuple[str, int, int, Any]) -> Span:
+    """POSTs an add's body to an ASGI app that answers at once: the HTTP stack alone."""
+    import json
+
+    from memoryd.http_transport import HttpTransport
+
+    base, worker, adds, barrier = args
+    http = HttpTransport(base, uds=None, headers={"content-type": "application/json"})
+    barrier.wait()
+    cpu = time.process_time()
+    started = time.monotonic()
+    for i in range(adds):
+        body = {"messages": [{"role": "user", "content": f"message {i} " + "x" * 100}]}
+        http.request(
+            "POST",
+            f"/v1/conversations/bench-{worker}/messages",
+            content=json.dumps(body).encode(),
+            timeout=30,
+        )
+    return started, time.monotonic(), time.process_time() - cpu
+
+
+def _start_empty_app(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """uvicorn (httptools, uvloop: as the daemon runs it) serving `_EMPTY_APP`."""
+    (root / "empty_app.py").write_text(_EMPTY_APP)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            str(root),
+            "empty_app:app",
+            "--port",
+            str(port),
+            "--http",
+            "httptools",
+            "--loop",
+            "uvloop",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("uvicorn did not start") from None
+            time.sleep(0.05)
 
 
 def _cpu_s(pid: int) -> float:
@@ -227,6 +301,17 @@ def main() -> None:
         over_tcp = _rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid)
         over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
         get_p50 = _memoryd_reads(http, args.reads)
+        empty, empty_url = _start_empty_app(root)
+        try:
+            floor = _rate(
+                _floor_writer,
+                [(empty_url, w, args.adds) for w in range(CLIENTS)],
+                args.adds,
+                empty.pid,
+            )
+        finally:
+            empty.terminate()
+            empty.wait(30)
         started = _start_redis(root)
         theirs: Rate | None = None
         lrange_p50: float | None = None
@@ -272,8 +357,14 @@ def main() -> None:
     )
     # Where the time goes: both sides are CPU-bound on a small machine, so the CPU
     # each append costs (client processes, and the server process) explains the rates.
+    # The empty app is the floor of the HTTP stack alone: the same POSTs, answered at once.
+    print(f"{'POSTs/s to an empty ASGI app on uvicorn, TCP':44} {floor.per_s:>12.0f}")
     print(f"\nCPU per append (us; {os.cpu_count()} CPUs)      client      server")
-    cpu_rows = [("memoryd, TCP", over_tcp), ("memoryd, Unix socket", over_unix)]
+    cpu_rows = [
+        ("memoryd, TCP", over_tcp),
+        ("memoryd, Unix socket", over_unix),
+        ("empty ASGI app on uvicorn, TCP", floor),
+    ]
     if theirs is not None:
         cpu_rows.append(("redis-server + redis-py", theirs))
     for label, row in cpu_rows:
