@@ -1,8 +1,8 @@
 """The busiest routes, dispatched without the router: a pure ASGI shortcut.
 
 A request passes half a dozen layers before its endpoint runs (error middleware,
-exception middleware, router, route, request wrapper), and on a small request
-those layers cost as much CPU as the endpoint itself. `HotRoutes` recognises the
+exception middleware, router, route, request wrapper), each a call and an object
+per request that a small add or get does not need. `HotRoutes` recognises the
 conversation routes clients call all the time (``add``, ``get``, ``version``) by
 their last path segment and calls the same endpoint functions directly; anything
 else goes on to the full app. It runs inside the guard and the metrics, so
