@@ -25,9 +25,11 @@ from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
 from memoryd.server.stores import StoreRegistry
 from memoryd.store import actor as store_actor
+from memoryd.store import engines
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 from memoryd.wire import DEFAULT_STORE_NAME
 from supervisors import kill
+from tests.helpers import wait_until
 
 
 class _HeldRestart:
@@ -141,3 +143,36 @@ def test_the_daemon_answers_other_requests_while_an_inline_read_waits(
     assert still_held
     assert health[0] in (200, 503)
     assert got == (200, {"messages": [msgs.user("kept")]})
+
+
+def test_a_read_without_waiting_raises_while_the_map_grows(tmp_path: Path) -> None:
+    """A full map is grown only once no reader is inside a transaction; a read that may
+    not wait meanwhile raises WouldWait, and the write lands once the reader leaves."""
+    store = memoryd.LmdbStore.start(tmp_path / "d", name="growing", map_size=1 << 20)
+    store.add("c", [msgs.user("kept")])
+    engine = engines.lookup("growing")
+    assert engine is not None
+    inside, leave = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        with engine.reading():
+            inside.set()
+            leave.wait(20)
+
+    held = threading.Thread(target=reader)
+    held.start()
+    assert inside.wait(10)
+    big = [msgs.user("x" * 600_000), msgs.user("y" * 600_000)]  # past the 1 MiB map
+    added: list[int] = []
+    writer = threading.Thread(target=lambda: added.append(store.add("big", big)))
+    writer.start()
+    wait_until(lambda: engine._pausing, timeout=10, message="the map never began to grow")
+    with without_waiting(), pytest.raises(WouldWait, match="growing"):
+        store.get("c", limit=5)
+    assert not added  # the write waits for the growth, which waits for the reader
+    leave.set()
+    held.join(10)
+    writer.join(20)
+    assert added == [1]
+    assert store.get("c") == [msgs.user("kept")]
+    store.stop()
