@@ -19,6 +19,8 @@ from typing import Any
 
 import lmdb
 
+from tools.reliability.verify import named_dbs
+
 __all__ = ["Space", "live_bytes", "readers", "space"]
 
 
@@ -43,12 +45,7 @@ def _pages(stat: Any) -> int:
 def live_bytes(env: lmdb.Environment, txn: lmdb.Transaction) -> int:
     """The bytes of every page of the main and named databases, seen from ``txn``."""
     pages = _pages(txn.stat())
-    names = [bytes(key) for key, _ in txn.cursor()]
-    for name in names:
-        try:
-            db = env.open_db(name, txn=txn, create=False)
-        except lmdb.Error:
-            continue  # a plain record of the main database
+    for _, db in named_dbs(env, txn):
         pages += _pages(txn.stat(db))
     return int(pages * env.stat()["psize"])
 

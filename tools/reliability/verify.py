@@ -9,10 +9,23 @@ that the sub-databases memoryd needs are present.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
 REQUIRED = (b"names", b"events", b"positions", b"meta", b"idempotency", b"sys")
+
+
+def named_dbs(env: lmdb.Environment, txn: lmdb.Transaction) -> list[tuple[bytes, Any]]:
+    """``(name, handle)`` of every named database of ``env`` (the main database's records
+    that are not one are skipped)."""
+    dbs = []
+    for name in [bytes(key) for key, _ in txn.cursor()]:
+        try:
+            dbs.append((name, env.open_db(name, txn=txn, create=False)))
+        except lmdb.Error:
+            continue  # a plain record of the main database
+    return dbs
 
 
 def verify(directory: Path) -> list[str]:
@@ -29,12 +42,9 @@ def verify(directory: Path) -> list[str]:
         return [f"{data}: cannot open: {exc}"]
     try:
         with env.begin(buffers=False) as txn:
-            names = [bytes(key) for key, _ in txn.cursor()]
-            for name in names:
-                try:
-                    db = env.open_db(name, txn=txn, create=False)
-                except lmdb.Error:
-                    continue  # a plain record of the main database
+            dbs = named_dbs(env, txn)
+            names = [name for name, _ in dbs]
+            for name, db in dbs:
                 previous = None
                 for key, value in txn.cursor(db=db):
                     if not isinstance(value, bytes):
