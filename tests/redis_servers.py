@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -81,6 +82,14 @@ class RedisServer:
     def client(self) -> redis.Redis:
         """A plain client on this server (for the tests' own checks)."""
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+    def replication(self) -> dict[str, Any]:
+        """``INFO replication`` of this server."""
+        client = self.client()
+        try:
+            return dict(client.info("replication"))
+        finally:
+            client.close()
 
     def flush(self) -> None:
         """Delete every key (between tests sharing the server)."""
@@ -204,11 +213,7 @@ class RedisCluster:
     def replicas_in_sync(self) -> bool:
         """True when every replica's link is up and every master sees its replicas online."""
         for node in self.nodes:
-            client = node.client()
-            try:
-                info = client.info("replication")
-            finally:
-                client.close()
+            info = node.replication()
             if info.get("role") == "master":
                 online = [
                     value
@@ -241,11 +246,7 @@ class RedisCluster:
             raise AssertionError(f"slot {slot} of {key!r} is served by no node")
         replicas = []
         for node in self.nodes:
-            client = node.client()
-            try:
-                info = client.info("replication")
-            finally:
-                client.close()
+            info = node.replication()
             if info.get("role") == "slave" and int(info.get("master_port", 0)) == port:
                 replicas.append(node)
         return self._by_port(port), replicas
@@ -253,12 +254,8 @@ class RedisCluster:
     def flush(self) -> None:
         """FLUSHALL on every master (replicas follow)."""
         for node in self.nodes:
-            client = node.client()
-            try:
-                if client.info("replication").get("role") == "master":
-                    client.flushall()
-            finally:
-                client.close()
+            if node.replication().get("role") == "master":
+                node.flush()
 
     def stop(self) -> None:
         """Kill every node."""
