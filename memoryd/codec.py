@@ -244,9 +244,12 @@ def _unpackb(data: _Buffer, size: int, *, allow_bytes: bool) -> Any:
 
 
 def _unpack(data: _Buffer, *, allow_bytes: bool, max_bytes: int, what: str) -> Any:
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if type(data) is bytes:
+        size = len(data)
+    elif isinstance(data, bytes | bytearray | memoryview):
+        size = memoryview(data).nbytes
+    else:
         raise TypeError(f"{what} must be bytes, got {type(data).__name__}")
-    size = memoryview(data).nbytes
     if size > max_bytes:
         raise CorruptRecord(f"{what} is {size} bytes; the limit is {max_bytes}")
     if size == 0:
@@ -297,36 +300,6 @@ def _unpack_record(data: _Buffer, max_bytes: int) -> dict[str, Any]:
     return record
 
 
-def _kind_and_messages_fast(data: _Buffer, max_bytes: int) -> tuple[str, Any] | None:
-    """`unpack_kind_and_messages` for a sound record in one pass, or None for any doubt.
-
-    The same limits and checks as the full path, without its per-step calls (a
-    history read decodes one record per event, so this runs per event).
-    """
-    if type(data) is not bytes:
-        return None
-    size = len(data)
-    if not 0 < size <= max_bytes:
-        return None
-    try:
-        record = _unpackb(data, size, allow_bytes=False)
-    except Exception:  # the full path names the problem
-        return None
-    if type(record) is not dict:
-        return None
-    schema, kind, messages = record.get("s"), record.get("k"), record.get("m")
-    if (
-        type(schema) is int
-        and schema in SUPPORTED_SCHEMA_VERSIONS
-        and type(kind) is str
-        and kind in KINDS
-        and type(messages) is list
-        and all(map(isinstance, messages, repeat(dict)))
-    ):
-        return kind, messages
-    return None
-
-
 def unpack_kind_and_messages(
     data: _Buffer, *, max_bytes: int = MAX_RECORD_BYTES
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -343,10 +316,6 @@ def unpack_kind_and_messages(
     Raises:
         CorruptRecord: as `unpack_event`, for the fields it reads.
     """
-    fast = _kind_and_messages_fast(data, max_bytes)
-    if fast is not None:
-        return fast
-    # Something is wrong with the record: the full path says exactly what.
     record = _unpack_record(data, max_bytes)
     kind = record.get("k")
     if not isinstance(kind, str) or kind not in KINDS:
