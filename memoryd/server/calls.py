@@ -87,22 +87,12 @@ def ctx_of(request: Request) -> ServerContext:
 
 
 def query(request: Request) -> dict[str, str]:
-    """The query parameters (the last value of a repeated one), parsed once per request.
-
-    A plain query such as ``limit=50`` is split directly; one with escapes goes
-    through ``parse_qsl``, as the router's ``QueryParams`` would.
-    """
+    """The query parameters (the last value of a repeated one), parsed once per request
+    with ``parse_qsl``, as the router's ``QueryParams`` would (without building one)."""
     parsed: dict[str, str] | None = request.scope.get("memoryd.query")
     if parsed is None:
         raw = request.scope.get("query_string", b"").decode("latin-1")
-        if "%" in raw or "+" in raw:
-            parsed = dict(parse_qsl(raw, keep_blank_values=True))
-        else:
-            parsed = {}
-            for pair in raw.split("&"):
-                if pair:
-                    name, _, value = pair.partition("=")
-                    parsed[name] = value
+        parsed = dict(parse_qsl(raw, keep_blank_values=True))
         request.scope["memoryd.query"] = parsed
     return parsed
 
