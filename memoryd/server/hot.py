@@ -16,16 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
-import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memoryd.server.calls import Endpoint
+
 __all__ = ["HotRoutes", "split_conversation_path"]
 
-log = structlog.get_logger("memoryd.server")
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
 
 _CONVERSATIONS = "/v1/conversations/"

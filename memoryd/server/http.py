@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memoryd import codec
+from memoryd._json_values import COMPACT
 from memoryd.errors import CorruptRecord
 from memoryd.server.config import ServerConfig, is_loopback
 from memoryd.wire import error_to_wire
@@ -55,11 +56,8 @@ class HttpError(Exception):
         self.type_name = type_name
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def _dumps(payload: Any) -> bytes:
-    return _COMPACT.encode(payload).encode()
+    return COMPACT.encode(payload).encode()
 
 
 class Answer(Response):
