@@ -158,6 +158,10 @@ def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
     lines.append("\nTargets")
     for target in results.get("targets", []):
         lines.append(f"  {target['verdict']:<5} {target['goal']}  [{target['detail']}]")
+    bound_lines = bounds(results)
+    if bound_lines:
+        lines.append("\nWhat bounds the append targets (reference rows of this run)")
+        lines += [f"  {line}" for line in bound_lines]
     lines.append("\nPeer configurations")
     for name in order:
         info = peers.get(name, {})
@@ -246,3 +250,44 @@ def targets(results: Mapping[str, Any]) -> list[Target]:
             NOISE_ALLOWANCE,
         ),
     ]
+
+
+def _times(value: float | None, other: float | None) -> str:
+    return "n/a" if value is None or not other else f"{value / other:.2f}x"
+
+
+def bounds(results: Mapping[str, Any]) -> list[str]:
+    """Lines setting the append targets beside the reference rows (``peers.ceilings``).
+
+    ``ours-nosync`` bounds ours with any disk; ``raw-lmdb-layout`` is the engine's limit
+    for ours' layout. Only lines whose figures were measured are returned.
+    """
+    lines: list[str] = []
+    eight = results["appends"].get("8", {})
+    nosync = _cell(eight, "ours-nosync", "per_second")
+    if nosync is not None:
+        lines.append(
+            f"8 writers: ours without fsync (ours-nosync) {fmt(nosync)} appends/s = "
+            f"{_times(nosync, _cell(eight, 'sqlite-wal', 'per_second'))} sqlite-wal, "
+            f"{_times(nosync, _cell(eight, 'sqlite-session', 'per_second'))} sqlite-session "
+            "(targets for ours 2.5x and 5x); ours with fsync reaches "
+            f"{_times(_cell(eight, OURS, 'per_second'), nosync)} of it"
+        )
+    one = results["appends"].get("1", {})
+    layout = _cell(one, "raw-lmdb-layout", "per_second")
+    raw = _cell(one, "raw-lmdb", "per_second")
+    if layout is not None and raw is not None:
+        lines.append(
+            f"1 writer: ours' three records per append put by raw py-lmdb on the calling "
+            f"thread (raw-lmdb-layout) {fmt(layout)} appends/s = {_times(layout, raw)} "
+            f"raw-lmdb (target for ours 0.8x); ours reaches "
+            f"{_times(_cell(one, OURS, 'per_second'), layout)} of it"
+        )
+    one_nosync = _cell(one, "ours-nosync", "per_second")
+    if one_nosync:
+        lines.append(
+            f"1 writer: ours without fsync {fmt(one_nosync)} appends/s, i.e. "
+            f"{1e6 / one_nosync:,.0f} µs of handle, hand-off and actor per append "
+            "before any disk wait"
+        )
+    return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 from benchlib.peers.adapters import MemorydLangchainPeer, MemorydSessionPeer
 from benchlib.peers.agents_session import AgentsSessionPeer
 from benchlib.peers.base import Peer, ProgressFn
+from benchlib.peers.ceilings import OursNoSyncPeer, RawLmdbLayoutPeer
 from benchlib.peers.langchain_sql import LangchainSqlPeer
 from benchlib.peers.ours import OursPeer
 from benchlib.peers.raw_lmdb import RawLmdbPeer
@@ -15,7 +16,9 @@ PEERS: dict[str, type[Peer]] = {
     cls.name: cls
     for cls in (
         OursPeer,
+        OursNoSyncPeer,
         RawLmdbPeer,
+        RawLmdbLayoutPeer,
         SqliteWalPeer,
         AgentsSessionPeer,
         MemorydSessionPeer,
@@ -30,9 +33,11 @@ __all__ = [
     "LangchainSqlPeer",
     "MemorydLangchainPeer",
     "MemorydSessionPeer",
+    "OursNoSyncPeer",
     "OursPeer",
     "Peer",
     "ProgressFn",
+    "RawLmdbLayoutPeer",
     "RawLmdbPeer",
     "SqliteWalPeer",
 ]

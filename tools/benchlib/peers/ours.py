@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -72,12 +72,16 @@ class OursPeer(Peer):
 
     def setup(self, directory: Path) -> None:
         """Start a store named ``bench-<n>`` on ``directory``."""
-        global _open_stores  # noqa: PLW0603 - counts stores across adapters
         import memoryd
 
+        self._start(memoryd, lambda name: memoryd.LmdbStore.start(str(directory), name=name))
+
+    def _start(self, memoryd: Any, start: Callable[[str], Any]) -> None:
+        """Start the store ``start(name)`` returns, counted for `close`."""
+        global _open_stores  # noqa: PLW0603 - counts stores across adapters
         _quiet_logging(memoryd)
         self._memoryd = memoryd
-        self._store = memoryd.LmdbStore.start(str(directory), name=f"bench-{next(_names)}")
+        self._store = start(f"bench-{next(_names)}")
         with _open_lock:
             _open_stores += 1
 
