@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import structlog
@@ -60,6 +60,13 @@ class RecordBook:
         """The records conversation of ``scope`` as seen from conversation ``cid``."""
         return records_conversation(scope, cid if scope == SESSION else None)
 
+    def _visible(self, cid: str) -> Iterator[tuple[str, str, dict[str, MemoryRecord]]]:
+        """Each scope ``cid`` sees, with its records conversation and current records."""
+        msgs.validate_conversation_id(cid)
+        for scope in self.scopes:
+            target = self.conversation(scope, cid)
+            yield scope, target, fold(self.store.events(target))
+
     def read(self, cid: str) -> list[MemoryRecord]:
         """The records ``cid`` may see: global ones, then its own session's (reads the store).
 
@@ -69,11 +76,7 @@ class RecordBook:
         Returns:
             The current records.
         """
-        msgs.validate_conversation_id(cid)
-        found: list[MemoryRecord] = []
-        for scope in self.scopes:
-            found.extend(fold(self.store.events(self.conversation(scope, cid))).values())
-        return found
+        return [record for _, _, records in self._visible(cid) for record in records.values()]
 
     def remember(
         self, cid: str, fact: Fact, *, versions: Sequence[int] = ()
@@ -162,11 +165,9 @@ class RecordBook:
         Returns:
             The ids deleted.
         """
-        msgs.validate_conversation_id(cid)
         deleted: list[str] = []
-        for scope in self.scopes:
-            target = self.conversation(scope, cid)
-            for record in fold(self.store.events(target)).values():
+        for scope, target, records in self._visible(cid):
+            for record in records.values():
                 if scope == SESSION or record.conversations == {cid}:
                     self.store.record(target, "memo", data={"op": "delete", "id": record.id})
                     deleted.append(record.id)

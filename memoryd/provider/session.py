@@ -3,8 +3,10 @@
 A session is bound to one conversation and a provider. ``full_context`` is the stored
 history; ``context_window`` is what would be sent: the provider's `prepare` of it, then
 the analysis handler picks a resize handler (by default ``simple_cut`` once the window
-passes ``max_length`` characters). ``memo`` is a dict that resize handlers update; it is
-persisted as a ``memo`` event in the conversation's log, so it survives restarts.
+passes ``max_length`` characters; see `memoryd.provider.session_handlers`). ``memo`` is a
+dict that resize handlers update; it is persisted as a ``memo`` event in the
+conversation's log, so it survives restarts. The exported document is described in
+`memoryd.provider.session_export`.
 
 ```python
 session = memoryd.Session("support-demo", store, max_length=12_000)
@@ -18,86 +20,29 @@ copy = memoryd.Session.load_json(text, other_store)
 from __future__ import annotations
 
 import copy
-import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
-import yaml
-
 from memoryd import messages as msgs
-from memoryd.errors import InvalidMessage
-from memoryd.provider.budget import char_length, fit
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
+from memoryd.provider.session_export import FORMAT, dump, parse
+from memoryd.provider.session_handlers import (
+    AnalysisHandler,
+    Message,
+    ResizeHandler,
+    WindowHandlers,
+    as_messages,
+    settings_for,
+)
+from memoryd.provider.session_turns import check_keys, render
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["AnalysisHandler", "ResizeHandler", "Session"]
 
-Message: TypeAlias = dict[str, Any]
-AnalysisHandler: TypeAlias = Callable[
-    [list[Message], list[Message], dict[str, Any], dict[str, Any]], "str | None"
-]
-"""``(full_context, context_window, memo, settings) -> resize handler name or None``."""
-ResizeHandler: TypeAlias = Callable[
-    [list[Message], list[Message], dict[str, Any], dict[str, Any]],
-    "tuple[list[Message] | None, list[Message], dict[str, Any] | None]",
-]
-"""``(full_context, context_window, memo, settings) -> (full_context or None, window, memo)``."""
-
-FORMAT = "memoryd.session/1"
-
-
-def _check_keys(keys: Any, name: str) -> tuple[str, ...] | None:
-    if keys is None:
-        return None
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
-        raise TypeError(f"{name} must be a list of dotted paths or None, not {keys!r:.80}")
-    for key in keys:
-        if not isinstance(key, str) or not key or "" in key.split("."):
-            raise ValueError(f"{name} holds {key!r}; each must be a dotted path like 'input.q'")
-    return tuple(keys)
-
-
-def _pick(data: Any, path: str) -> tuple[bool, Any]:
-    value = data
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
-
-
-def _render(data: Any, keys: tuple[str, ...] | None) -> str:
-    if keys is None:
-        if isinstance(data, str):
-            return data
-        return json.dumps(data, ensure_ascii=False)
-    chosen = {}
-    for key in keys:
-        found, value = _pick(data, key)
-        if found:
-            chosen[key] = value
-    return json.dumps(chosen, ensure_ascii=False)
-
-
-def _as_list(messages: Any) -> list[Message]:
-    if isinstance(messages, Mapping):
-        messages = [messages]
-    if not isinstance(messages, list | tuple):
-        raise InvalidMessage(
-            f"chat history must be a message dict or a list of them, got {type(messages).__name__}"
-        )
-    return msgs.validate_many(messages, max_bytes=None) if messages else []
-
-
-def _simple_cut(
-    full_context: list[Message],
-    context_window: list[Message],
-    memo: dict[str, Any],
-    settings: dict[str, Any],
-) -> tuple[None, list[Message], dict[str, Any]]:
-    return None, fit(context_window, int(settings["max_length"]), char_length), memo
+ProviderOrStore: TypeAlias = MemoryProvider | StoreHandle | None
+"""A provider with a ``store``, a store handle, or None for the default store."""
 
 
 class Session:
@@ -122,7 +67,7 @@ class Session:
     def __init__(
         self,
         conversation_id: str | None = None,
-        provider: MemoryProvider | StoreHandle | None = None,
+        provider: ProviderOrStore = None,
         *,
         max_length: int | None = 12000,
         settings: Mapping[str, Any] | None = None,
@@ -142,18 +87,10 @@ class Session:
                 f"SummarizingProvider) or a store handle, got {provider!r:.80}"
             )
         self._provider: MemoryProvider = provider
-        if max_length is not None and (
-            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
-        ):
-            raise ValueError(f"max_length must be an int >= 1 or None, not {max_length!r}")
-        if settings is not None and not isinstance(settings, Mapping):
-            raise TypeError(f"settings must be a mapping or None, not {type(settings).__name__}")
-        self._settings: dict[str, Any] = dict(settings or {})
-        self._settings["max_length"] = max_length
-        self.input_keys = _check_keys(input_keys, "input_keys")
-        self.reply_keys = _check_keys(reply_keys, "reply_keys")
-        self._analysis: AnalysisHandler = self._default_analysis
-        self._resize: dict[str, ResizeHandler] = {"simple_cut": _simple_cut}
+        self._settings = settings_for(max_length, settings)
+        self.input_keys = check_keys(input_keys, "input_keys")
+        self.reply_keys = check_keys(reply_keys, "reply_keys")
+        self._handlers = WindowHandlers()
         self._memo: dict[str, Any] | None = None
         self._window: list[Message] | None = None
 
@@ -222,18 +159,6 @@ class Session:
 
     # -- handlers ---------------------------------------------------------------------
 
-    def _default_analysis(
-        self,
-        full_context: list[Message],
-        context_window: list[Message],
-        memo: dict[str, Any],
-        settings: dict[str, Any],
-    ) -> str | None:
-        limit = settings.get("max_length")
-        if limit is not None and sum(char_length(m) for m in context_window) > limit:
-            return "simple_cut"
-        return None
-
     def register_analysis_handler(self, handler: AnalysisHandler) -> Session:
         """Replace the analysis handler, which names the resize handler to run (or None).
 
@@ -246,9 +171,7 @@ class Session:
         Raises:
             TypeError: ``handler`` is not callable.
         """
-        if not callable(handler):
-            raise TypeError(f"an analysis handler must be callable, not {handler!r:.80}")
-        self._analysis = handler
+        self._handlers.set_analysis(handler)
         self._window = None
         return self
 
@@ -266,11 +189,7 @@ class Session:
         Raises:
             TypeError: ``name`` is not a non-empty str or ``handler`` is not callable.
         """
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"a resize handler needs a non-empty str name, not {name!r}")
-        if not callable(handler):
-            raise TypeError(f"resize handler {name!r} must be callable, not {handler!r:.80}")
-        self._resize[name] = handler
+        self._handlers.add_resize(name, handler)
         self._window = None
         return self
 
@@ -285,32 +204,17 @@ class Session:
         Raises:
             ValueError: The analysis handler named an unregistered resize handler.
             TypeError: A resize handler returned something other than a 3-tuple.
+            InvalidMessage: A resize handler returned a bad message (nothing is written).
         """
         full = self.full_context
         window = self._provider.prepare(self._cid, copy.deepcopy(full))
-        memo = self.memo
-        name = self._analysis(copy.deepcopy(full), copy.deepcopy(window), memo, self.settings)
-        if name is not None:
-            handler = self._resize.get(name)
-            if handler is None:
-                raise ValueError(
-                    f"the analysis handler chose {name!r} but the resize handlers are "
-                    f"{sorted(self._resize)}; register it with register_resize_handler"
-                )
-            result = handler(copy.deepcopy(full), window, self.memo, self.settings)
-            if not isinstance(result, tuple) or len(result) != 3:
-                raise TypeError(
-                    f"resize handler {name!r} must return (full_context or None, "
-                    f"context_window, memo or None), returned {result!r:.80}"
-                )
-            new_full, new_window, new_memo = result
-            window = _as_list(new_window)
-            if new_full is not None:
-                self._replace(_as_list(new_full))
-            if new_memo is not None:
-                self.set_memo(new_memo)
-        self._window = window
-        return copy.deepcopy(window)
+        resized = self._handlers.run(full, window, self.memo, self._settings)
+        if resized.full_context is not None:
+            self._replace(resized.full_context)
+        if resized.memo is not None:
+            self.set_memo(resized.memo)
+        self._window = resized.window
+        return copy.deepcopy(resized.window)
 
     # -- chat history -----------------------------------------------------------------
 
@@ -331,7 +235,7 @@ class Session:
         Raises:
             InvalidMessage: A bad message (nothing is written).
         """
-        batch = _as_list(messages)
+        batch = as_messages(messages)
         if batch:
             self._provider.append(self._cid, batch)
         self.refresh()
@@ -350,7 +254,7 @@ class Session:
             InvalidMessage: A bad message (nothing is changed).
         """
         memo = self.memo
-        self._replace(_as_list(messages))
+        self._replace(as_messages(messages))
         self._memo = None
         self.set_memo(memo)  # a clear deletes the log, memo events included
         self.refresh()
@@ -382,8 +286,8 @@ class Session:
         Returns:
             The session (for chaining).
         """
-        user = msgs.user(_render(prompt, self.input_keys))
-        assistant = msgs.assistant(_render(reply, self.reply_keys))
+        user = msgs.user(render(prompt, self.input_keys))
+        assistant = msgs.assistant(render(reply, self.reply_keys))
         return self.add_chat_history([user, assistant])
 
     # -- export / import ----------------------------------------------------------------
@@ -408,17 +312,17 @@ class Session:
 
     def to_json(self) -> str:
         """The session as JSON text (see `to_dict`)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+        return dump(self.to_dict(), "json")
 
     def to_yaml(self) -> str:
         """The session as YAML text (see `to_dict`)."""
-        return str(yaml.safe_dump(self.to_dict(), allow_unicode=True, sort_keys=False))
+        return dump(self.to_dict(), "yaml")
 
     @classmethod
     def from_dict(
         cls,
         data: Mapping[str, Any],
-        provider: MemoryProvider | StoreHandle | None = None,
+        provider: ProviderOrStore = None,
         *,
         conversation_id: str | None = None,
     ) -> Session:
@@ -447,7 +351,7 @@ class Session:
             input_keys=data.get("input_keys"),
             reply_keys=data.get("reply_keys"),
         )
-        history = _as_list(data.get("full_context") or [])
+        history = as_messages(data.get("full_context") or [])
         session._replace(history)
         session._memo = None
         session.set_memo(dict(data.get("memo") or {}))
@@ -456,41 +360,25 @@ class Session:
 
     @classmethod
     def load_json(
-        cls,
-        text: str,
-        provider: MemoryProvider | StoreHandle | None = None,
-        *,
-        conversation_id: str | None = None,
+        cls, text: str, provider: ProviderOrStore = None, *, conversation_id: str | None = None
     ) -> Session:
         """Restore a session from `to_json` text (see `from_dict`).
 
         Raises:
             ValueError: The text is not JSON of an exported session.
         """
-        try:
-            data = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"session JSON does not parse: {exc}") from None
-        return cls.from_dict(data, provider, conversation_id=conversation_id)
+        return cls.from_dict(parse(text, "json"), provider, conversation_id=conversation_id)
 
     @classmethod
     def load_yaml(
-        cls,
-        text: str,
-        provider: MemoryProvider | StoreHandle | None = None,
-        *,
-        conversation_id: str | None = None,
+        cls, text: str, provider: ProviderOrStore = None, *, conversation_id: str | None = None
     ) -> Session:
         """Restore a session from `to_yaml` text (see `from_dict`).
 
         Raises:
             ValueError: The text is not YAML of an exported session.
         """
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"session YAML does not parse: {exc}") from None
-        return cls.from_dict(data, provider, conversation_id=conversation_id)
+        return cls.from_dict(parse(text, "yaml"), provider, conversation_id=conversation_id)
 
     def __repr__(self) -> str:
         return f"<Session {self._cid!r}>"

@@ -1,0 +1,57 @@
+"""The exported session document: its format tag and its JSON and YAML text. Pure.
+
+`Session.to_dict` builds the document (``format`` first, then the history, the window,
+the memo, the settings and the keys); `dump` writes it as text and `parse` reads text
+back, for `Session.from_dict` to check and restore.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+import yaml
+
+__all__ = ["FORMAT", "Syntax", "dump", "parse"]
+
+FORMAT = "memoryd.session/1"
+"""The ``format`` value of an exported session."""
+
+Syntax: TypeAlias = Literal["json", "yaml"]
+
+
+def dump(document: Mapping[str, Any], syntax: Syntax) -> str:
+    """Write an exported session as text.
+
+    Args:
+        document: What `Session.to_dict` returned.
+        syntax: ``"json"`` (indented, unicode kept) or ``"yaml"`` (keys in order).
+
+    Returns:
+        The text.
+    """
+    if syntax == "json":
+        return json.dumps(document, ensure_ascii=False, indent=2)
+    return str(yaml.safe_dump(dict(document), allow_unicode=True, sort_keys=False))
+
+
+def parse(text: str, syntax: Syntax) -> Any:
+    """Read the text of an exported session (whether it is one is checked on restore).
+
+    Args:
+        text: What `dump` wrote.
+        syntax: ``"json"`` or ``"yaml"``.
+
+    Returns:
+        The parsed data.
+
+    Raises:
+        ValueError: The text does not parse.
+    """
+    try:
+        if syntax == "json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (TypeError, ValueError, yaml.YAMLError) as exc:
+        raise ValueError(f"session {syntax.upper()} does not parse: {exc}") from None

@@ -1,0 +1,70 @@
+"""What `Session.record_turn` records of a prompt and a reply. Pure.
+
+Without keys, a str is recorded as it is and other data as JSON. With keys (dotted paths
+such as ``"input.question"``), only those paths of the data are recorded, as a JSON object
+keyed by path; a path the data does not have is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["check_keys", "render"]
+
+
+def check_keys(keys: Any, name: str) -> tuple[str, ...] | None:
+    """Check a list of dotted paths.
+
+    Args:
+        keys: A list or tuple of dotted paths, or None (everything).
+        name: The argument's name, for the error message.
+
+    Returns:
+        The paths as a tuple, or None.
+
+    Raises:
+        TypeError: ``keys`` is not a sequence of paths (a str is not one).
+        ValueError: A path is not a str or has an empty part (``"a..b"``, ``".a"``).
+    """
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise TypeError(f"{name} must be a list of dotted paths or None, not {keys!r:.80}")
+    for key in keys:
+        if not isinstance(key, str) or not key or "" in key.split("."):
+            raise ValueError(f"{name} holds {key!r}; each must be a dotted path like 'input.q'")
+    return tuple(keys)
+
+
+def _pick(data: Any, path: str) -> tuple[bool, Any]:
+    value = data
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def render(data: Any, keys: tuple[str, ...] | None) -> str:
+    """The text recorded for ``data``.
+
+    Args:
+        data: A prompt or a reply: text or JSON-compatible data.
+        keys: Checked dotted paths to keep (see `check_keys`), or None for all of it.
+
+    Returns:
+        ``data`` itself when it is a str and ``keys`` is None; otherwise JSON (of the
+        chosen paths, keyed by path, when ``keys`` is given).
+    """
+    if keys is None:
+        if isinstance(data, str):
+            return data
+        return json.dumps(data, ensure_ascii=False)
+    chosen = {}
+    for key in keys:
+        found, value = _pick(data, key)
+        if found:
+            chosen[key] = value
+    return json.dumps(chosen, ensure_ascii=False)

@@ -1,0 +1,54 @@
+"""The exported session document as JSON and YAML text (pure: no store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memoryd.provider import session
+from memoryd.provider.session_export import FORMAT, Syntax, dump, parse
+
+DOCUMENT: dict[str, Any] = {
+    "format": FORMAT,
+    "id": "c",
+    "full_context": [{"role": "user", "content": "\u8ba2\u5355 'A-100' \"x\"\n"}],
+    "memo": {"note": "\u4f60\u597d", "nested": {"ok": True, "none": None}},
+    "settings": {"max_length": 5000},
+    "input_keys": None,
+    "reply_keys": ["a"],
+}
+
+
+def test_session_module_keeps_the_format_tag() -> None:
+    """FORMAT stays importable from memoryd.provider.session."""
+    assert vars(session)["FORMAT"] == FORMAT == "memoryd.session/1"
+
+
+@pytest.mark.parametrize("syntax", ["json", "yaml"])
+def test_dump_then_parse_gives_the_document_back(syntax: Syntax) -> None:
+    """Unicode, quotes, newlines, None and nesting survive both syntaxes."""
+    assert parse(dump(DOCUMENT, syntax), syntax) == DOCUMENT
+
+
+@pytest.mark.parametrize("syntax", ["json", "yaml"])
+def test_dump_keeps_unicode_and_key_order(syntax: Syntax) -> None:
+    """Characters are written as they are, and ``format`` comes first."""
+    text = dump(DOCUMENT, syntax)
+    assert "\u4f60\u597d" in text
+    assert text.index("format") < text.index("full_context") < text.index("reply_keys")
+
+
+@pytest.mark.parametrize(
+    ("syntax", "text"), [("json", "{not json"), ("yaml", "a: [unclosed"), ("json", "")]
+)
+def test_parse_names_the_syntax_that_failed(syntax: Syntax, text: str) -> None:
+    """Text that does not parse is a ValueError saying which syntax was expected."""
+    with pytest.raises(ValueError, match=f"session {syntax.upper()} does not parse"):
+        parse(text, syntax)
+
+
+def test_parse_leaves_the_format_check_to_restore() -> None:
+    """Valid text of something else parses; whether it is a session is checked later."""
+    assert parse("[1, 2]", "json") == [1, 2]
+    assert parse("- 1\n- 2\n", "yaml") == [1, 2]
