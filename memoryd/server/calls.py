@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import anyio
@@ -28,7 +28,7 @@ from memoryd import api
 from memoryd.errors import MemorydError
 from memoryd.events import Change
 from memoryd.server.config import ServerConfig
-from memoryd.server.http import Answer, HttpError, encode, wants_msgpack
+from memoryd.server.http import Answer, HttpError, encode, read_body, wants_msgpack
 from memoryd.server.metrics import Metrics
 from memoryd.server.stores import StoreRegistry
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
@@ -42,6 +42,7 @@ __all__ = [
     "answer",
     "bool_param",
     "check_fields",
+    "checked_body",
     "ctx_of",
     "float_param",
     "in_thread",
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger("memoryd.server")
+
+_N = TypeVar("_N", int, float)
 
 MAX_TAIL_TIMEOUT_S = 300.0
 _TAIL_SLICE_S = 0.5
@@ -97,24 +100,25 @@ def query(request: Request) -> dict[str, str]:
     return parsed
 
 
-def int_param(request: Request, name: str, default: int | None = None) -> int | None:
+def _number_param(request: Request, name: str, parse: Callable[[str], _N], kind: str) -> _N | None:
+    """The query parameter ``name`` read by ``parse``; None when it is absent or empty."""
     text = query(request).get(name)
     if text is None or text == "":
-        return default
+        return None
     try:
-        return int(text)
+        return parse(text)
     except ValueError:
-        raise HttpError(400, "ValueError", f"{name} must be an integer, not {text!r}") from None
+        raise HttpError(400, "ValueError", f"{name} must be {kind}, not {text!r}") from None
+
+
+def int_param(request: Request, name: str, default: int | None = None) -> int | None:
+    value = _number_param(request, name, int, "an integer")
+    return default if value is None else value
 
 
 def float_param(request: Request, name: str, default: float) -> float:
-    text = query(request).get(name)
-    if text is None or text == "":
-        return default
-    try:
-        return float(text)
-    except ValueError:
-        raise HttpError(400, "ValueError", f"{name} must be a number, not {text!r}") from None
+    value = _number_param(request, name, float, "a number")
+    return default if value is None else value
 
 
 def bool_param(request: Request, name: str) -> bool:
@@ -135,6 +139,20 @@ def check_fields(body: dict[str, Any], allowed: set[str], required: set[str]) ->
     missing = required - set(body)
     if missing:
         raise HttpError(400, "ValueError", f"missing fields {sorted(missing)}")
+
+
+async def checked_body(
+    request: Request, op: str, allowed: set[str], required: set[str]
+) -> dict[str, Any]:
+    """The request's body once its fields are checked (see `check_fields`).
+
+    The request is named ``op`` first, so a refused body or a client that hangs up
+    while sending it is counted under its operation.
+    """
+    request.scope["memoryd.op"] = op
+    body = await read_body(request, ctx_of(request).config.max_body_bytes)
+    check_fields(body, allowed, required)
+    return body
 
 
 # --------------------------------------------------------------------------- running calls

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -97,6 +97,8 @@ class HotRoutes:
         request = Request(scope, receive, send)
         try:
             response = await endpoint(request)
+        except ClientDisconnect:
+            raise  # no one to answer: `Observe` counts and logs it
         except Exception as exc:
             response = await self._on_error(request, exc)
         await response(scope, receive, send)

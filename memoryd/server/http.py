@@ -105,6 +105,7 @@ async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
     Raises:
         HttpError: 413 over the limit, 415 for an unknown content type, 400 when the
             body is not one JSON (or msgpack) object.
+        ClientDisconnect: the client hung up before the whole body arrived.
     """
     chunks: list[bytes] = []
     size = 0

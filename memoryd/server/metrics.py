@@ -3,6 +3,11 @@
 Store figures (fsyncs, commits, appends, mean group-commit batch, sizes, restarts)
 are read from ``stats()`` when ``/metrics`` is scraped; the request counters are
 kept by `Observe`, an ASGI middleware that also logs one event per request at debug.
+
+A client that hangs up before its request body has arrived is answered nothing:
+its request is counted with the status ``499`` (`CLIENT_CLOSED_REQUEST`, the
+"client closed request" code of nginx's logs, outside the HTTP standard) and
+logged once as ``client_disconnected`` at info, not as a server error.
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryd.errors import MemorydError
 from memoryd.server.stores import StoreRegistry
 
-__all__ = ["CONTENT_TYPE", "Metrics", "Observe"]
+__all__ = ["CLIENT_CLOSED_REQUEST", "CONTENT_TYPE", "Metrics", "Observe"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CLIENT_CLOSED_REQUEST = 499
 
 log = structlog.get_logger("memoryd.server")
 
@@ -108,6 +115,9 @@ class Metrics:
 class Observe:
     """Counts, times and logs (at debug) every request.
 
+    A `ClientDisconnect` from the app ends here: the request is counted as
+    `CLIENT_CLOSED_REQUEST` and logged as ``client_disconnected``.
+
     Args:
         app: the wrapped ASGI app.
         metrics: where to count.
@@ -150,9 +160,15 @@ class Observe:
 
         try:
             await self.app(scope, receive, record_status)
+        except ClientDisconnect:
+            # the client left before its body arrived: there is no one left to answer
+            status = CLIENT_CLOSED_REQUEST
+            self._log.info(
+                "client_disconnected", method=scope["method"], path=scope["path"], op=_op(scope)
+            )
         finally:
             elapsed = time.perf_counter() - started
-            op = str(scope.get("memoryd.op", "other"))
+            op = _op(scope)
             count, latency = self._series(scope["method"], op, str(status))
             count.inc()
             latency.observe(elapsed)
@@ -168,3 +184,8 @@ class Observe:
             status=status,
             ms=round(elapsed * 1000, 3),
         )
+
+
+def _op(scope: Scope) -> str:
+    """The operation an endpoint named for the request (``other`` before any did)."""
+    return str(scope.get("memoryd.op", "other"))

@@ -22,7 +22,7 @@ from memoryd.server.calls import (
     MAX_TAIL_TIMEOUT_S,
     answer,
     bool_param,
-    check_fields,
+    checked_body,
     ctx_of,
     float_param,
     in_thread,
@@ -34,7 +34,7 @@ from memoryd.server.calls import (
     tail_wait,
     version_answer,
 )
-from memoryd.server.http import HttpError, encode, error_response, read_body, wants_msgpack
+from memoryd.server.http import HttpError, encode, error_response, wants_msgpack
 from memoryd.server.metrics import CONTENT_TYPE
 from memoryd.store import build
 from memoryd.store.handle import StoreHandle
@@ -64,6 +64,13 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- store endpoints
+
+_CONDITIONS = ("idempotency_key", "expected_version")
+
+
+def _conditions(body: dict[str, Any]) -> dict[str, Any]:
+    """The optional conditions of an add or a record: its idempotency key, expected version."""
+    return {key: body.get(key) for key in _CONDITIONS}
 
 
 async def conversations(request: Request) -> Response:
@@ -97,10 +104,8 @@ async def get_messages(request: Request) -> Response:
 
 async def add_messages(request: Request) -> Response:
     """Append messages as one event."""
-    request.scope["memoryd.op"] = "add"
+    body = await checked_body(request, "add", {"messages", *_CONDITIONS}, {"messages"})
     ctx = ctx_of(request)
-    body = await read_body(request, ctx.config.max_body_bytes)
-    check_fields(body, {"messages", "idempotency_key", "expected_version"}, {"messages"})
     messages = body["messages"]
     if isinstance(messages, list) and len(messages) > ctx.config.max_messages_per_add:
         raise InvalidMessage(
@@ -111,13 +116,7 @@ async def add_messages(request: Request) -> Response:
     return await submit(
         request,
         "add",
-        lambda s: build.add(
-            cid,
-            messages,
-            idempotency_key=body.get("idempotency_key"),
-            expected_version=body.get("expected_version"),
-            max_bytes=s.max_message_bytes,
-        ),
+        lambda s: build.add(cid, messages, **_conditions(body), max_bytes=s.max_message_bytes),
         version_answer,
     )
 
@@ -136,9 +135,7 @@ async def pop_message(request: Request) -> Response:
 
 async def fork(request: Request) -> Response:
     """Start ``target`` as a copy of this conversation (at ``at_version``)."""
-    request.scope["memoryd.op"] = "fork"
-    body = await read_body(request, ctx_of(request).config.max_body_bytes)
-    check_fields(body, {"target", "at_version"}, {"target"})
+    body = await checked_body(request, "fork", {"target", "at_version"}, {"target"})
     source = request.path_params["cid"]
     return await submit(
         request,
@@ -150,12 +147,8 @@ async def fork(request: Request) -> Response:
 
 async def record_event(request: Request) -> Response:
     """Append a ``memo`` or ``compacted`` event (the message history is unchanged)."""
-    request.scope["memoryd.op"] = "record"
-    body = await read_body(request, ctx_of(request).config.max_body_bytes)
-    check_fields(
-        body,
-        {"kind", "messages", "data", "idempotency_key", "expected_version"},
-        {"kind"},
+    body = await checked_body(
+        request, "record", {"kind", "messages", "data", *_CONDITIONS}, {"kind"}
     )
     cid = request.path_params["cid"]
     return await submit(
@@ -166,8 +159,7 @@ async def record_event(request: Request) -> Response:
             body["kind"],
             messages=body.get("messages") or (),
             data=body.get("data"),
-            idempotency_key=body.get("idempotency_key"),
-            expected_version=body.get("expected_version"),
+            **_conditions(body),
             max_bytes=s.max_message_bytes,
         ),
         version_answer,
@@ -176,9 +168,7 @@ async def record_event(request: Request) -> Response:
 
 async def import_events(request: Request) -> Response:
     """Write events exactly as they are (the exact import path; idempotent)."""
-    request.scope["memoryd.op"] = "import"
-    body = await read_body(request, ctx_of(request).config.max_body_bytes)
-    check_fields(body, {"events"}, {"events"})
+    body = await checked_body(request, "import", {"events"}, {"events"})
     raw = body["events"]
     if not isinstance(raw, list):
         raise HttpError(400, "ValueError", "events must be a list of event objects")
@@ -295,9 +285,7 @@ async def store_info(request: Request) -> Response:
 
 async def start_store(request: Request) -> Response:
     """Start a named store (``kind``: lmdb or ephemeral; ``exclusive``: 409 if running)."""
-    request.scope["memoryd.op"] = "start_store"
-    body = await read_body(request, ctx_of(request).config.max_body_bytes)
-    check_fields(body, {"kind", "exclusive"}, set())
+    body = await checked_body(request, "start_store", {"kind", "exclusive"}, set())
     name = request.path_params["store"]
     kind = body.get("kind", "lmdb")
     exclusive = body.get("exclusive", False)

@@ -1,7 +1,8 @@
-"""A real ``memoryd serve`` subprocess for tests: start, read its address, SIGTERM, SIGKILL."""
+"""A real ``memoryd serve`` process for tests: start, read its address and log, SIGTERM, SIGKILL."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -10,9 +11,11 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 READY_TIMEOUT_S = 30.0
+TOKEN = "test-token"
 
 
 class Daemon:
@@ -21,7 +24,7 @@ class Daemon:
     Args:
         data: the data directory (default: a fresh one under /tmp).
         tcp: also listen on 127.0.0.1 with a free port.
-        token: the TCP token.
+        token: the TCP token (default `TOKEN`).
         extra: more ``serve`` arguments.
     """
 
@@ -30,7 +33,7 @@ class Daemon:
         data: Path | None = None,
         *,
         tcp: bool = False,
-        token: str | None = "test-token",
+        token: str | None = TOKEN,
         extra: tuple[str, ...] = ("--fault-injection",),
     ) -> None:
         self._own_root = data is None
@@ -119,6 +122,29 @@ class Daemon:
                 self.kill()
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Daemon:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The JSON log records named ``name`` the daemon has written to stderr so far."""
+        found = []
+        for line in list(self.stderr_lines):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == name:
+                found.append(record)
+        return found
 
     def connect(self, **options: Any) -> Any:
         """A RemoteStore on this daemon's socket."""

@@ -17,17 +17,8 @@ import pytest
 
 import memoryd
 from memoryd import codec
-from tests.helpers import Worker
-from tests.server.daemon import Daemon
-
-TOKEN = "s3cret-token"
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[Daemon]:
-    running = Daemon(tcp=True, token=TOKEN).start()
-    yield running
-    running.close()
+from tests.helpers import Worker, wait_until
+from tests.server.daemon import TOKEN, Daemon
 
 
 @pytest.fixture
@@ -127,13 +118,15 @@ def test_tcp_without_a_token_is_refused(tmp_path: Path, args: list[str], needle:
 
 def test_no_auth_on_loopback_serves_with_a_warning() -> None:
     """--no-auth on 127.0.0.1 is accepted and logged as a warning."""
-    daemon = Daemon(tcp=True, token=None, extra=("--no-auth",)).start()
-    try:
+    with Daemon(tcp=True, token=None, extra=("--no-auth",)).start() as daemon:
         store = memoryd.connect(f"http://{daemon.http}")
         assert store.add("c", [user("a")]) == 1
-        assert any("tcp_without_auth" in line for line in daemon.stderr_lines)
-    finally:
-        daemon.close()
+        assert daemon.events("tcp_without_auth")
+
+
+def add_body(**fields: Any) -> bytes:
+    """A JSON add of one user message, with ``fields`` added (or replacing ``messages``)."""
+    return json.dumps({"messages": [user("x")], **fields}).encode()
 
 
 @pytest.mark.parametrize(
@@ -141,32 +134,17 @@ def test_no_auth_on_loopback_serves_with_a_warning() -> None:
     [
         pytest.param(b"{not json", 400, "ValueError", id="bad-json"),
         pytest.param(b"[1, 2]", 400, "ValueError", id="not-an-object"),
-        pytest.param(
-            b'{"messages": [{"role": "user", "content": "x"}], "extra": 1}',
-            400,
-            "ValueError",
-            id="unknown-field",
-        ),
+        pytest.param(add_body(extra=1), 400, "ValueError", id="unknown-field"),
         pytest.param(b"{}", 400, "ValueError", id="missing-messages"),
         pytest.param(
-            b'{"messages": [{"role": "robot", "content": "x"}]}',
+            add_body(messages=[{"role": "robot", "content": "x"}]),
             422,
             "InvalidMessage",
             id="bad-role",
         ),
-        pytest.param(b'{"messages": []}', 422, "InvalidMessage", id="no-messages"),
-        pytest.param(
-            b'{"messages": [{"role": "user", "content": "x"}], "expected_version": "1"}',
-            400,
-            "ValueError",
-            id="version-str",
-        ),
-        pytest.param(
-            b'{"messages": [{"role": "user", "content": "x"}], "expected_version": 5}',
-            409,
-            "ConflictError",
-            id="conflict",
-        ),
+        pytest.param(add_body(messages=[]), 422, "InvalidMessage", id="no-messages"),
+        pytest.param(add_body(expected_version="1"), 400, "ValueError", id="version-str"),
+        pytest.param(add_body(expected_version=5), 409, "ConflictError", id="conflict"),
     ],
 )
 def test_bad_add_gets_a_json_4xx_and_writes_nothing(
@@ -296,8 +274,7 @@ def test_tail_stream_sends_changes_as_lines(daemon: Daemon, unix_http: httpx.Cli
 
 def test_sigterm_under_load_exits_cleanly_and_keeps_every_acknowledged_write() -> None:
     """SIGTERM while clients write: exit 0, and every acknowledged add is there after a restart."""
-    daemon = Daemon().start()
-    try:
+    with Daemon().start() as daemon:
         acked: dict[int, list[str]] = {t: [] for t in range(4)}
         stop = threading.Event()
 
@@ -315,8 +292,6 @@ def test_sigterm_under_load_exits_cleanly_and_keeps_every_acknowledged_write() -
         workers = [Worker(lambda t=t: writer(t)) for t in range(4)]
         for w in workers:
             w.start()
-        from tests.helpers import wait_until
-
         wait_until(lambda: all(len(a) >= 20 for a in acked.values()), timeout=60)
         assert daemon.terminate() == 0
         stop.set()
@@ -330,5 +305,3 @@ def test_sigterm_under_load_exits_cleanly_and_keeps_every_acknowledged_write() -
             stored = [m["content"] for m in store.get(f"w{t}")]
             assert stored[: len(texts)] == texts
             assert len(stored) - len(texts) <= 1  # at most the one add in flight at the signal
-    finally:
-        daemon.close()

@@ -7,7 +7,6 @@ daemon whose debug log must show one event per request.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,21 +85,8 @@ def test_split_conversation_path(path: str, expected: Any) -> None:
 
 @pytest.fixture(scope="module")
 def debug_daemon() -> Iterator[Daemon]:
-    running = Daemon(tcp=True, token="t0k", extra=("--log-level", "debug")).start()
-    yield running
-    running.close()
-
-
-def _request_events(daemon: Daemon) -> list[dict[str, Any]]:
-    events = []
-    for line in list(daemon.stderr_lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("event") == "request":
-            events.append(record)
-    return events
+    with Daemon(tcp=True, token="t0k", extra=("--log-level", "debug")).start() as running:
+        yield running
 
 
 def test_hot_routes_keep_the_guard_the_errors_and_the_debug_log(debug_daemon: Daemon) -> None:
@@ -124,7 +110,7 @@ def test_hot_routes_keep_the_guard_the_errors_and_the_debug_log(debug_daemon: Da
         fell_through = http.get("/v1/conversations/hot/nothing", headers=auth)
         assert fell_through.status_code == 404
     assert debug_daemon.connect().get("hot") == [{"role": "user", "content": "hi"}]
-    seen = {(e["method"], e["op"], e["status"]) for e in _request_events(debug_daemon)}
+    seen = {(e["method"], e["op"], e["status"]) for e in debug_daemon.events("request")}
     assert ("POST", "other", 401) in seen  # the guard refuses before any route runs
     assert {("POST", "add", 200), ("POST", "add", 422), ("GET", "get", 200)} <= seen
     assert ("GET", "version", 200) in seen
@@ -132,14 +118,11 @@ def test_hot_routes_keep_the_guard_the_errors_and_the_debug_log(debug_daemon: Da
 
 def test_info_level_writes_no_request_events() -> None:
     """At the default level the per-request event is not written."""
-    running = Daemon(tcp=False).start()
-    try:
+    with Daemon(tcp=False).start() as running:
         running.connect().add("quiet", [{"role": "user", "content": "x"}])
         assert running.connect().get("quiet")
-    finally:
-        running.close()
-    assert _request_events(running) == []
-    assert any('"server_listening"' in line for line in running.stderr_lines)
+    assert running.events("request") == []
+    assert running.events("server_listening")
 
 
 @settings(max_examples=500, deadline=None)

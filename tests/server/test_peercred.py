@@ -78,9 +78,9 @@ def _run_as(uid: int, gid: int, *args: str) -> dict[str, object]:
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    running = Daemon(extra=()).start()
-    yield running
-    running.close()
+    """A fresh daemon for each test, on its Unix socket (a test may loosen it)."""
+    with Daemon(extra=()).start() as running:
+        yield running
 
 
 def _open_to_everyone(daemon: Daemon) -> None:

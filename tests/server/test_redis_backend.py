@@ -14,6 +14,7 @@ from tests.client._writer import read_acks
 from tests.helpers import wait_until
 from tests.redis_servers import RedisServer
 from tests.server.daemon import Daemon
+from tests.server.writers import assert_each_ack_stored_once, start_writers
 
 CLIENTS = 4
 PER_CLIENT = 150
@@ -56,20 +57,7 @@ def test_a_sigkilled_daemon_loses_and_duplicates_nothing(
     b = Daemon(extra=("--backend", redis_server.url)).start()
     try:
         acks = [tmp_path / f"acks-{c}" for c in range(CLIENTS)]
-        clients = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.client._writer",
-                    (a if c % 2 == 0 else b).address,
-                    f"r{c}",
-                    str(PER_CLIENT),
-                    str(acks[c]),
-                ]
-            )
-            for c in range(CLIENTS)
-        ]
+        clients = start_writers([a.address, b.address], "r", PER_CLIENT, acks)
         wait_until(
             lambda: all(len(read_acks(p)) >= PER_CLIENT // 3 for p in acks),
             timeout=120,
@@ -78,13 +66,7 @@ def test_a_sigkilled_daemon_loses_and_duplicates_nothing(
         a.restart()  # SIGKILL, then a fresh, stateless daemon on the same Redis
         for proc in clients:
             assert proc.wait(timeout=180) == 0
-        store = b.connect()
-        for c, path in enumerate(acks):
-            acked = read_acks(path)
-            assert [i for i, _ in acked] == list(range(PER_CLIENT))
-            assert [v for _, v in acked] == list(range(1, PER_CLIENT + 1))
-            texts = [m["content"] for m in store.get(f"r{c}")]
-            assert texts == [f"r{c}-{i}" for i in range(PER_CLIENT)]
+        assert_each_ack_stored_once(b.connect(), "r", PER_CLIENT, acks)
     finally:
         a.close()
         b.close()

@@ -27,9 +27,9 @@ ADD = json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode()
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    running = Daemon().start()
-    yield running
-    running.close()
+    """A fresh daemon for each test, on its Unix socket: no test sees another's load."""
+    with Daemon().start() as running:
+        yield running
 
 
 def pid_of(daemon: Daemon) -> int:

@@ -40,9 +40,9 @@ REQUEST_TIMEOUT_S = 30.0
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    running = Daemon(tcp=True, token=TOKEN, extra=()).start()
-    yield running
-    running.close()
+    """One daemon for the module, without fault injection: the crash route answers 404."""
+    with Daemon(tcp=True, token=TOKEN, extra=()).start() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -10,22 +10,25 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.server.daemon import Daemon
+from tests.helpers import wait_until
+from tests.server.daemon import TOKEN, Daemon
 
-TOKEN = "sec-token"
 
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[Daemon]:
-    running = Daemon(tcp=True, token=TOKEN).start()
-    yield running
-    running.close()
+def connect(daemon: Daemon, *, tcp: bool = False) -> socket.socket:
+    """A socket connected to the daemon's Unix socket, or to its TCP port."""
+    if tcp:
+        host, port = daemon.http.rsplit(":", 1)
+        return socket.create_connection((host, int(port)), timeout=30)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(daemon.unix)
+    return sock
 
 
 def raw_request(
@@ -37,21 +40,19 @@ def raw_request(
     headers: dict[str, str] | None = None,
     tcp: bool = False,
 ) -> tuple[int, dict[str, Any] | None]:
-    """Send one HTTP/1.1 request as given and return the status and the JSON body (if any)."""
+    """Send one HTTP/1.1 request as given and return the status and the JSON body (if any).
+
+    A body goes as JSON unless ``headers`` name another content type.
+    """
     sent = {"host": "localhost", "connection": "close", "content-length": str(len(body))}
+    if body:
+        sent["content-type"] = "application/json"
     if tcp:
         sent["authorization"] = f"Bearer {TOKEN}"
     sent.update(headers or {})
     head = method.encode() + b" " + target + b" HTTP/1.1\r\n"
     head += b"".join(f"{k}: {v}\r\n".encode("latin-1") for k, v in sent.items() if v != "")
-    if tcp:
-        host, port = daemon.http.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=30)
-    else:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(30)
-        sock.connect(daemon.unix)
-    with sock:
+    with connect(daemon, tcp=tcp) as sock:
         sock.sendall(head + b"\r\n" + body)
         chunks = []
         while chunk := sock.recv(65536):
@@ -67,6 +68,11 @@ def raw_request(
     return status, decoded
 
 
+def messages_path(raw_cid: bytes) -> bytes:
+    """The messages route of the conversation ``raw_cid`` names (sent as it is)."""
+    return b"/v1/conversations/" + raw_cid + b"/messages"
+
+
 def version(daemon: Daemon, cid: str, store: str | None = None) -> int:
     """The conversation's version, read through the ordinary client."""
     remote = daemon.connect(store=store) if store else daemon.connect()
@@ -74,7 +80,6 @@ def version(daemon: Daemon, cid: str, store: str | None = None) -> int:
 
 
 ADD = json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode()
-JSON_HEADERS = {"content-type": "application/json"}
 
 
 # --------------------------------------------------------------------------- Origin and Host
@@ -89,18 +94,13 @@ def test_any_browser_origin_is_refused_and_writes_nothing(
     daemon: Daemon, tcp: bool, origin: str
 ) -> None:
     """A request carrying an Origin not allowed gets a JSON 403 on both listeners; no write."""
-    cid = f"origin-{tcp}-{origin}"
+    cid = f"origin-{tcp}-{origin}".replace("/", "_").replace(":", "_")
     status, body = raw_request(
-        daemon,
-        "POST",
-        f"/v1/conversations/{cid.replace('/', '_').replace(':', '_')}/messages".encode(),
-        body=ADD,
-        headers={**JSON_HEADERS, "origin": origin},
-        tcp=tcp,
+        daemon, "POST", messages_path(cid.encode()), body=ADD, headers={"origin": origin}, tcp=tcp
     )
     assert status == 403
     assert body is not None and body["error"]["type"] == "Forbidden"
-    assert version(daemon, cid.replace("/", "_").replace(":", "_")) == 0
+    assert version(daemon, cid) == 0
 
 
 @pytest.mark.parametrize(
@@ -113,12 +113,7 @@ def test_foreign_or_missing_host_over_tcp_is_refused_and_writes_nothing(
     """DNS rebinding: a Host other than the loopback address gets 403 with the token; no write."""
     cid = f"host-{host or 'missing'}"
     status, body = raw_request(
-        daemon,
-        "POST",
-        f"/v1/conversations/{cid}/messages".encode(),
-        body=ADD,
-        headers={**JSON_HEADERS, "host": host},
-        tcp=True,
+        daemon, "POST", messages_path(cid.encode()), body=ADD, headers={"host": host}, tcp=True
     )
     if host:
         assert status == 403
@@ -159,7 +154,7 @@ def test_invalid_conversation_ids_get_a_json_4xx_and_write_nothing(
         ("POST", b"/pop", b""),
     ):
         target = b"/v1/conversations/" + raw_cid + suffix
-        status, answer = raw_request(daemon, method, target, body=body, headers=JSON_HEADERS)
+        status, answer = raw_request(daemon, method, target, body=body)
         assert 400 <= status < 500, (method, status, answer)
         assert answer is not None and answer["error"]["message"], answer
     after = daemon.connect().stats()
@@ -180,13 +175,7 @@ def test_path_like_conversation_ids_stay_keys_inside_the_store(
     daemon: Daemon, raw_cid: bytes
 ) -> None:
     """A path-like id is refused or stored as an opaque key: nothing appears outside the data."""
-    status, answer = raw_request(
-        daemon,
-        "POST",
-        b"/v1/conversations/" + raw_cid + b"/messages",
-        body=ADD,
-        headers=JSON_HEADERS,
-    )
+    status, answer = raw_request(daemon, "POST", messages_path(raw_cid), body=ADD)
     assert status == 200 or 400 <= status < 500, (status, answer)
     assert answer is not None
     if status != 200:
@@ -216,16 +205,10 @@ def test_ids_that_prefix_each_other_never_see_each_others_messages(daemon: Daemo
     ids = [b"p", b"p1", b"p10", b"p/", b"p/1", b"p%2F1x", b"p%20"]
     for raw in ids:
         body = json.dumps({"messages": [{"role": "user", "content": raw.decode()}]}).encode()
-        status, answer = raw_request(
-            daemon,
-            "POST",
-            b"/v1/conversations/" + raw + b"/messages",
-            body=body,
-            headers=JSON_HEADERS,
-        )
+        status, answer = raw_request(daemon, "POST", messages_path(raw), body=body)
         assert status == 200, (raw, answer)
     for raw in ids:
-        status, answer = raw_request(daemon, "GET", b"/v1/conversations/" + raw + b"/messages")
+        status, answer = raw_request(daemon, "GET", messages_path(raw))
         assert status == 200
         assert answer is not None
         assert [m["content"] for m in answer["messages"]] == [raw.decode()]
@@ -254,7 +237,7 @@ def test_bad_store_names_get_a_json_4xx_and_create_nothing(daemon: Daemon, name:
         ("POST", b"/v1/stores/" + name + b"/conversations/c/messages", ADD),
         ("GET", b"/v1/stores/" + name + b"/stats", b""),
     ):
-        status, answer = raw_request(daemon, method, target, body=body, headers=JSON_HEADERS)
+        status, answer = raw_request(daemon, method, target, body=body)
         assert 400 <= status < 500, (method, target, status, answer)
         assert answer is not None and answer["error"]["message"]
     assert_only_expected_files(daemon)
@@ -309,7 +292,7 @@ def test_hostile_msgpack_bodies_get_a_clean_4xx_and_write_nothing(
     status, answer = raw_request(
         daemon,
         "POST",
-        f"/v1/conversations/{cid}/messages".encode(),
+        messages_path(cid.encode()),
         body=MSGPACK_BODIES[name],
         headers={"content-type": "application/msgpack"},
     )
@@ -320,21 +303,45 @@ def test_hostile_msgpack_bodies_get_a_clean_4xx_and_write_nothing(
     assert status == 200
 
 
-def test_a_body_shorter_than_its_content_length_writes_nothing(daemon: Daemon) -> None:
-    """A client that announces more than it sends and hangs up leaves no write behind."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(30)
-    sock.connect(daemon.unix)
-    with sock:
+@pytest.mark.parametrize(
+    ("route", "op"),
+    [
+        pytest.param("messages", "add", id="hot-route"),
+        pytest.param("record", "record", id="routed"),
+    ],
+)
+@pytest.mark.parametrize("half_close", [False, True], ids=["close", "half-close"])
+def test_a_client_gone_before_its_body_arrives_is_logged_quietly_and_writes_nothing(
+    daemon: Daemon, route: str, op: str, half_close: bool
+) -> None:
+    """Announce 1000 bytes, send 10, hang up: an info ``client_disconnected``, status 499 in
+    the metrics, no ``request_failed`` and no write; the daemon serves on."""
+    cid = f"cut-{op}-{half_close}"
+    path = f"/v1/conversations/{cid}/{route}"
+    with connect(daemon) as sock:
         sock.sendall(
-            b"POST /v1/conversations/short/messages HTTP/1.1\r\nhost: localhost\r\n"
-            b"content-type: application/json\r\ncontent-length: 1000\r\n\r\n" + ADD
+            f"POST {path} HTTP/1.1\r\nhost: localhost\r\n".encode()
+            + b"content-type: application/json\r\ncontent-length: 1000\r\n\r\n"
+            + ADD[:10]
         )
-        sock.shutdown(socket.SHUT_WR)
-        sock.recv(65536)
-    assert version(daemon, "short") == 0
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+            assert sock.recv(65536) == b""  # nothing is answered
+    events = wait_until(
+        lambda: [e for e in daemon.events("client_disconnected") if e["path"] == path],
+        timeout=10,
+        message=f"no client_disconnected event for {path}",
+    )
+    assert [(e["level"], e["method"], e["op"]) for e in events] == [("info", "POST", op)]
+    assert not [e for e in daemon.events("request_failed") if e.get("path") == path]
+    assert not any("Exception in ASGI application" in line for line in daemon.stderr_lines)
+    assert version(daemon, cid) == 0
+    assert daemon.connect().events(cid) == []
     status, _ = raw_request(daemon, "GET", b"/healthz")
     assert status == 200
+    with httpx.Client(transport=httpx.HTTPTransport(uds=daemon.unix), base_url="http://m") as http:
+        metrics = http.get("/metrics").text
+    assert f'memoryd_http_requests_total{{method="POST",op="{op}",status="499"}}' in metrics
 
 
 # --------------------------------------------------------------------------- files
