@@ -61,14 +61,15 @@ class AsyncStore:
         expected_version: int | None = None,
     ) -> int:
         """`StoreHandle.add`, awaited; returns the new version."""
-        request = build.add(
-            cid,
-            messages,
-            idempotency_key=idempotency_key,
-            expected_version=expected_version,
-            max_bytes=self.handle.max_message_bytes,
+        return await self.handle.submit(
+            build.add(
+                cid,
+                messages,
+                idempotency_key=idempotency_key,
+                expected_version=expected_version,
+                max_bytes=self.handle.max_message_bytes,
+            )
         )
-        return int(await self.handle.submit(request))
 
     async def record(
         self,
@@ -81,16 +82,17 @@ class AsyncStore:
         expected_version: int | None = None,
     ) -> int:
         """`StoreHandle.record`, awaited; returns the new version."""
-        request = build.record(
-            cid,
-            kind,
-            messages=messages,
-            data=data,
-            idempotency_key=idempotency_key,
-            expected_version=expected_version,
-            max_bytes=self.handle.max_message_bytes,
+        return await self.handle.submit(
+            build.record(
+                cid,
+                kind,
+                messages=messages,
+                data=data,
+                idempotency_key=idempotency_key,
+                expected_version=expected_version,
+                max_bytes=self.handle.max_message_bytes,
+            )
         )
-        return int(await self.handle.submit(request))
 
     async def clear(self, cid: str) -> None:
         """`StoreHandle.clear`, awaited."""
@@ -98,12 +100,11 @@ class AsyncStore:
 
     async def pop(self, cid: str) -> dict[str, Any] | None:
         """`StoreHandle.pop`, awaited: the removed last message, or None."""
-        message: dict[str, Any] | None = await self.handle.submit(build.pop(cid))
-        return message
+        return await self.handle.submit(build.pop(cid))
 
     async def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
         """`StoreHandle.fork`, awaited; returns ``target``'s new version."""
-        return int(await self.handle.submit(build.fork(source, target, at_version=at_version)))
+        return await self.handle.submit(build.fork(source, target, at_version=at_version))
 
     async def get(
         self, cid: str, *, limit: int | None = None, at_version: int | None = None

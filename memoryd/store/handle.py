@@ -11,14 +11,14 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from memoryd import messages as msgs
 from memoryd.events import Change, Event
 from memoryd.store import build
 from memoryd.store import validate as check
 from memoryd.store.build import RECORD_KINDS
-from memoryd.store.requests import WriteRequest
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
 __all__ = [
     "INLINE_READ_LIMIT",
@@ -33,6 +33,9 @@ INLINE_READ_LIMIT = 200
 """The most records `StoreHandle.reads_inline` lets a caller read on an event loop."""
 
 _NO_WAITING = contextvars.ContextVar("memoryd_no_waiting", default=False)
+
+_Versioned = Add | Fork | Import | Record
+"""The writes a store answers with the conversation's new version."""
 
 
 class WouldWait(Exception):
@@ -99,14 +102,15 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.
         """
-        request = build.add(
-            cid,
-            messages,
-            idempotency_key=idempotency_key,
-            expected_version=expected_version,
-            max_bytes=self.max_message_bytes,
+        return self._send(
+            build.add(
+                cid,
+                messages,
+                idempotency_key=idempotency_key,
+                expected_version=expected_version,
+                max_bytes=self.max_message_bytes,
+            )
         )
-        return int(self._write(request))
 
     def record(
         self,
@@ -144,16 +148,17 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.
         """
-        request = build.record(
-            cid,
-            kind,
-            messages=messages,
-            data=data,
-            idempotency_key=idempotency_key,
-            expected_version=expected_version,
-            max_bytes=self.max_message_bytes,
+        return self._send(
+            build.record(
+                cid,
+                kind,
+                messages=messages,
+                data=data,
+                idempotency_key=idempotency_key,
+                expected_version=expected_version,
+                max_bytes=self.max_message_bytes,
+            )
         )
-        return int(self._write(request))
 
     def import_events(self, cid: str, events: Sequence[Event]) -> int:
         """Write ``events`` to ``cid`` exactly as they are: the exact-import path.
@@ -188,20 +193,18 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; importing again is safe.
             StoreUnavailable: the store is not running.
         """
-        request = build.import_events(cid, events, max_bytes=self.max_message_bytes)
-        return int(self._write(request))
+        return self._send(build.import_events(cid, events, max_bytes=self.max_message_bytes))
 
     def clear(self, cid: str) -> None:
         """Delete the conversation's messages durably; the log keeps a ``cleared`` marker.
 
         A conversation holding no messages is left as it is (no event).
         """
-        self._write(build.clear(cid))
+        self._send(build.clear(cid))
 
     def pop(self, cid: str) -> dict[str, Any] | None:
         """Remove and return the last message (a ``popped`` event), or None if there is none."""
-        request = build.pop(cid)
-        return build.result(request, self._write(request))  # type: ignore[no-any-return]
+        return self._send(build.pop(cid))
 
     def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
         """Start ``target`` as a copy of ``source``'s history (as of ``at_version``).
@@ -213,8 +216,24 @@ class StoreHandle(abc.ABC):
             ValueError: ``source == target``, or ``at_version`` out of range.
             ConflictError: ``target`` holds messages.
         """
-        return int(self._write(build.fork(source, target, at_version=at_version)))
+        return self._send(build.fork(source, target, at_version=at_version))
 
+    @overload
+    def _send(self, request: _Versioned) -> int: ...
+    @overload
+    def _send(self, request: Pop) -> dict[str, Any] | None: ...
+    @overload
+    def _send(self, request: Clear) -> None: ...
+    def _send(self, request: WriteRequest) -> Any:
+        """The sync write path: send ``request``, answer what `submit` answers."""
+        return build.result(request, self._write(request))
+
+    @overload
+    async def submit(self, request: _Versioned) -> int: ...
+    @overload
+    async def submit(self, request: Pop) -> dict[str, Any] | None: ...
+    @overload
+    async def submit(self, request: Clear) -> None: ...
     async def submit(self, request: WriteRequest) -> Any:
         """Send a write built by `memoryd.store.build` and await its result off the loop.
 

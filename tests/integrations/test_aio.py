@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import subprocess
 import sys
 import threading
@@ -19,6 +20,18 @@ from memoryd.store.handle import StoreHandle
 def test_async_store_is_exported_lazily_from_memoryd() -> None:
     """memoryd.AsyncStore is memoryd.aio.AsyncStore."""
     assert memoryd.AsyncStore is AsyncStore
+
+
+def test_every_method_takes_the_handles_arguments() -> None:
+    """Each awaitable method has the signature of the StoreHandle method of its name."""
+    methods = {
+        name: method
+        for name, method in vars(AsyncStore).items()
+        if inspect.iscoroutinefunction(method)
+    }
+    assert {"add", "record", "clear", "pop", "fork", "get", "tail"} <= set(methods)
+    for name, method in methods.items():
+        assert inspect.signature(method) == inspect.signature(getattr(StoreHandle, name)), name
 
 
 def test_every_method_matches_the_handle(store: StoreHandle, cid: str) -> None:
