@@ -16,31 +16,28 @@ none), so an add whose answer was lost (daemon restarting, connection dropped,
 are retried the same way. ``pop``, ``clear`` and ``fork`` have no key: they are
 retried only when the daemon surely did not run them, otherwise they raise
 ``WriteTimeout``. ``import_events`` is idempotent, so it is retried like an add.
+Each call, its retries and its errors are `memoryd._daemon_calls.DaemonCaller`'s.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import time
 from typing import Any, Self
 from urllib.parse import quote
 
-from memoryd import codec
-from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
+from memoryd._daemon_calls import DaemonCaller, parse_address
+from memoryd._ids import IdSource
+from memoryd.errors import StoreNotRunning, StoreUnavailable
 from memoryd.events import Change, Event
-from memoryd.http_transport import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.store.handle import StoreHandle
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from memoryd.wire import (
     AUTO_KEY_PREFIX,
     DEFAULT_STORE_NAME,
-    ProtocolError,
     change_from_wire,
     check_store_name,
-    error_from_wire,
     event_from_wire,
     event_to_wire,
 )
@@ -50,80 +47,20 @@ __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
 DEFAULT_TIMEOUT_S = 30.0
 """The default deadline of one call, retries included."""
 
-_MSGPACK = "application/msgpack"
-_MSGPACK_BODY = {"content-type": _MSGPACK}  # never changed: shared by every request
-_JSON_BODY = {"content-type": "application/json"}
 _TAIL_SLICE_S = 60.0
-_FIRST_BACKOFF_S = 0.02
-_MAX_BACKOFF_S = 0.5
 
+_auto_key = IdSource(AUTO_KEY_PREFIX).next
+"""A new idempotency key for a caller that gave none, unique across processes.
 
-def _parse_address(address: str) -> tuple[str, str | None]:
-    """``(base_url, unix_socket_path or None)`` for an address.
-
-    Raises:
-        ValueError: an address that is neither ``unix://PATH``, a socket path, nor
-            ``http://HOST:PORT`` (or ``HOST:PORT``).
-    """
-    if not isinstance(address, str) or not address:
-        raise ValueError(f"a daemon address must be a non-empty str, not {address!r}")
-    if address.startswith("unix://"):
-        return "http://memoryd", address[len("unix://") :]
-    if address.startswith("unix:"):
-        return "http://memoryd", address[len("unix:") :]
-    if address.startswith(("http://", "https://")):
-        return address.rstrip("/"), None
-    if "/" in address or address.endswith(".sock"):
-        return "http://memoryd", address
-    if ":" in address:
-        return f"http://{address}", None
-    raise ValueError(
-        f"cannot read daemon address {address!r}: use unix:///path/to/memoryd.sock, "
-        "a socket path, or http://HOST:PORT"
-    )
-
-
-_key_prefix: str | None = None
-_key_counter = itertools.count()
-
-
-def _forget_key_prefix() -> None:
-    global _key_prefix  # noqa: PLW0603 - the process's key prefix, reset in a forked child
-    _key_prefix = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_key_prefix)
-
-
-def _auto_key() -> str:
-    """A new idempotency key for a caller that gave none, unique across processes.
-
-    ``AUTO_KEY_PREFIX``, 128 random bits drawn once per process (again in a forked
-    child), and a per-process counter: no system call per key, and about 60 bytes,
-    well under the 256-byte limit.
-    """
-    global _key_prefix  # noqa: PLW0603 - drawn lazily, once per process
-    prefix = _key_prefix
-    if prefix is None:
-        prefix = _key_prefix = f"{AUTO_KEY_PREFIX}{os.urandom(16).hex()}."
-    return f"{prefix}{next(_key_counter):x}"
+``AUTO_KEY_PREFIX``, 128 random bits drawn once per process (again in a forked
+child), and a per-process counter: no system call per key, and about 60 bytes,
+well under the 256-byte limit.
+"""
 
 
 def _segment(cid: str) -> str:
     """A conversation id as one URL path segment (dots escaped so no client normalises them)."""
     return quote(cid, safe="").replace(".", "%2E")
-
-
-def _decode(response: Reply) -> Any:
-    try:
-        if response.content_type.startswith(_MSGPACK):
-            return codec.unpack_wire(response.body)
-        return json.loads(response.body) if response.body else {}
-    except ValueError as exc:
-        raise ProtocolError(
-            f"the daemon answered HTTP {response.status} with an unreadable body: {exc}"
-        ) from None
 
 
 class RemoteStore(StoreHandle):
@@ -156,7 +93,7 @@ class RemoteStore(StoreHandle):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         wire: str = "msgpack",
     ) -> None:
-        base_url, uds = _parse_address(address)
+        base_url, uds = parse_address(address)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
         if wire not in ("msgpack", "json"):
@@ -167,14 +104,15 @@ class RemoteStore(StoreHandle):
         self.max_message_bytes = max_message_bytes
         self._token = token
         self._autostart = autostart
-        self._msgpack = wire == "msgpack"
         self._prefix = "/v1" if self.name == DEFAULT_STORE_NAME else f"/v1/stores/{self.name}"
-        headers = {"accept": _MSGPACK if self._msgpack else "application/json"}
-        if token:
-            headers["authorization"] = f"Bearer {token}"
-        if not autostart:
-            headers["memoryd-autostart"] = "no"
-        self._http = HttpTransport(base_url, uds=uds, headers=headers)
+        self._daemon = DaemonCaller(
+            address,
+            base_url=base_url,
+            uds=uds,
+            token=token,
+            autostart=autostart,
+            msgpack=wire == "msgpack",
+        )
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -224,7 +162,7 @@ class RemoteStore(StoreHandle):
     def close(self) -> None:
         """Close this handle's connections (the daemon's store keeps running)."""
         self._closed = True
-        self._http.close()
+        self._daemon.close()
 
     def stop(self) -> None:
         """Stop the store on the daemon and close this handle.
@@ -280,69 +218,19 @@ class RemoteStore(StoreHandle):
         retry: bool,
         wait_s: float = 0.0,
     ) -> Any:
-        """One API call with retries until the deadline.
+        """One API call with retries until this handle's deadline (see `DaemonCaller.call`).
 
-        Args:
-            method: the HTTP method.
-            path: the path under the daemon's base URL.
-            params: query parameters (None values are left out).
-            body: the request body.
-            retry: the call may run twice without harm (reads, keyed adds), so it is
-                resent after an answer was lost; otherwise only when it was surely not run.
-            wait_s: how long the daemon may hold the request on purpose (long-poll).
+        ``wait_s`` is how long the daemon may hold the request on purpose (a long
+        poll): it extends the deadline.
 
-        Returns:
-            The decoded answer.
+        Raises:
+            StoreUnavailable: the handle was closed or stopped, or the daemon is unreachable.
         """
         if self._closed:
             raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
-        query = {k: v for k, v in params.items() if v is not None} if params else None
-        content: bytes | None = None
-        headers: dict[str, str] | None = None
-        if body is not None:
-            if self._msgpack:
-                content = codec.pack_wire(body, trusted=True)
-                headers = _MSGPACK_BODY
-            else:
-                content = json.dumps(body, ensure_ascii=False).encode()
-                headers = _JSON_BODY
-        deadline = time.monotonic() + self.timeout + wait_s
-        backoff = _FIRST_BACKOFF_S
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                response = self._http.request(
-                    method,
-                    path,
-                    params=query,
-                    content=content,
-                    headers=headers,
-                    timeout=max(remaining, 0.05),
-                )
-            except ConnectFailed as exc:
-                failure: Exception = StoreUnavailable(
-                    f"cannot reach the memoryd daemon at {self.address}: {exc}; is it running?"
-                )
-            except TransportFailed as exc:
-                failure = WriteTimeout(
-                    f"the connection to {self.address} failed during a {method} of {path} "
-                    f"({type(exc).__name__}: {exc}); its outcome is unknown"
-                )
-                if not retry:
-                    raise failure from None
-            else:
-                if response.status < 400:
-                    return _decode(response)
-                error = error_from_wire(response.status, _decode(response))
-                if isinstance(error, StoreNotRunning) or not isinstance(error, StoreUnavailable):
-                    raise error
-                if isinstance(error, WriteTimeout) and not retry:
-                    raise error
-                failure = error
-            if time.monotonic() + backoff >= deadline:
-                raise failure
-            time.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+        return self._daemon.call(
+            method, path, timeout=self.timeout + wait_s, retry=retry, params=params, body=body
+        )
 
     def _conv(self, cid: str, suffix: str) -> str:
         return f"{self._prefix}/conversations/{_segment(cid)}/{suffix}"

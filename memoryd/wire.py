@@ -20,19 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from memoryd.errors import (
-    AlreadyStarted,
-    AuthenticationError,
-    ConflictError,
-    CorruptRecord,
-    InvalidConversationId,
-    InvalidMessage,
-    MemorydError,
-    StorageError,
-    StoreNotRunning,
-    StoreUnavailable,
-    WriteTimeout,
-)
+from memoryd import errors
 from memoryd.events import Change, Event
 
 __all__ = [
@@ -62,7 +50,7 @@ MAX_STORE_NAME_LENGTH = 64
 _STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-class ProtocolError(MemorydError):
+class ProtocolError(errors.MemorydError):
     """The daemon answered with something this client does not understand."""
 
 
@@ -168,35 +156,30 @@ def change_from_wire(body: Any) -> Change:
 
 # --------------------------------------------------------------------------- errors
 
-_STATUS: tuple[tuple[type[BaseException], int], ...] = (
-    (InvalidMessage, 422),
-    (InvalidConversationId, 400),
-    (ConflictError, 409),
-    (AlreadyStarted, 409),
-    (AuthenticationError, 401),
-    (WriteTimeout, 504),
-    (StoreNotRunning, 503),
-    (StoreUnavailable, 503),
-    (CorruptRecord, 500),
-    (StorageError, 500),
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (errors.InvalidMessage, 422),
+    (errors.InvalidConversationId, 400),
+    (errors.ConflictError, 409),
+    (errors.AlreadyStarted, 409),
+    (errors.AuthenticationError, 401),
+    (errors.WriteTimeout, 504),
+    (errors.StoreNotRunning, 503),
+    (errors.StoreUnavailable, 503),
+    (errors.CorruptRecord, 500),
+    (errors.StorageError, 500),
     (ValueError, 400),
 )
+"""The status of each exception that travels, the first that matches winning."""
+
+_WITH_FIELDS = (errors.ConflictError, errors.AlreadyStarted)
+"""Exceptions rebuilt with fields of their own (see `error_from_wire`)."""
 
 _CLASSES: dict[str, type[Exception]] = {
     cls.__name__: cls
-    for cls in (
-        InvalidMessage,
-        InvalidConversationId,
-        AuthenticationError,
-        WriteTimeout,
-        StoreNotRunning,
-        StoreUnavailable,
-        CorruptRecord,
-        StorageError,
-        ValueError,
-        MemorydError,
-    )
+    for cls in (*(cls for cls, _ in _STATUS), errors.MemorydError)
+    if cls not in _WITH_FIELDS
 }
+"""The exceptions rebuilt from their name and message alone."""
 
 
 def error_status(exc: BaseException) -> int:
@@ -221,13 +204,13 @@ def error_to_wire(exc: BaseException, *, type_name: str | None = None) -> dict[s
     name = type_name
     if name is None:
         name = type(exc).__name__
-        if name not in _CLASSES and not isinstance(exc, ConflictError | AlreadyStarted):
+        if name not in _CLASSES and not isinstance(exc, _WITH_FIELDS):
             name = "ValueError" if isinstance(exc, ValueError) else name
     error: dict[str, Any] = {"type": name, "message": str(exc) or name}
-    if isinstance(exc, ConflictError):
+    if isinstance(exc, errors.ConflictError):
         error["expected"] = exc.expected
         error["actual"] = exc.actual
-    if isinstance(exc, AlreadyStarted):
+    if isinstance(exc, errors.AlreadyStarted):
         error["owner_pid"] = exc.owner_pid
     return {"error": error}
 
@@ -255,15 +238,15 @@ def error_from_wire(status: int, body: Any) -> Exception:
     message = str(error.get("message") or name or f"HTTP {status}")
     if name == "ConflictError":
         actual = _int_or_none(error.get("actual"))
-        return ConflictError(
+        return errors.ConflictError(
             message, expected=_int_or_none(error.get("expected")), actual=actual or 0
         )
     if name == "AlreadyStarted":
-        return AlreadyStarted(message, owner_pid=_int_or_none(error.get("owner_pid")))
+        return errors.AlreadyStarted(message, owner_pid=_int_or_none(error.get("owner_pid")))
     if status == 413 or name == "PayloadTooLarge":
-        return InvalidMessage(message)
+        return errors.InvalidMessage(message)
     if status in (401, 403):
-        return AuthenticationError(message)
+        return errors.AuthenticationError(message)
     cls = _CLASSES.get(name) if isinstance(name, str) else None
     if cls is not None:
         return cls(message)

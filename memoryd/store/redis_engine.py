@@ -13,9 +13,7 @@ write anything twice (an import is recognised by its events, all stored then).
 
 from __future__ import annotations
 
-import itertools
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -27,6 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from memoryd import codec
+from memoryd._ids import IdSource
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, EventKind, walk_back
 from memoryd.store import redis_scripts as lua
@@ -107,8 +106,7 @@ class RedisEngine:
         self.loaded: set[str] = set()
         """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""
         self._script_keys: dict[str, tuple[tuple[str, ...], str]] = {}
-        self._nonce = uuid.uuid4().hex[:16]
-        self._serial = itertools.count(1)
+        self._tokens = IdSource(nonce_bytes=8)
         self._lock = threading.Lock()
         self._client: Any = None
         self.views: dict[str, View] = {}
@@ -175,7 +173,7 @@ class RedisEngine:
 
     def token(self) -> str:
         """A write token never handed out before: this engine's random nonce and a serial."""
-        return f"{self._nonce}{next(self._serial):x}"
+        return self._tokens.next()
 
     def refresh_topology(self) -> None:
         """Ask a Cluster where its slots are now (after a lost node or a failover)."""

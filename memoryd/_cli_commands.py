@@ -1,0 +1,227 @@
+"""The ``memoryd`` command's store commands: which store they use, and what each does.
+
+`open_store` finds the store: the daemon at ``--address`` (or ``MEMORYD_ADDRESS``),
+else the data directory ``--data`` opened directly (or, when a daemon already
+holds it, that daemon's socket ``DIR/memoryd.sock``), else a daemon socket at
+``data/memoryd.sock``. `run` runs one command on it; `backup` copies a data
+directory and needs no store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from memoryd._cli_output import Output, import_line, progress, show_events, show_messages
+from memoryd.errors import AlreadyStarted
+from memoryd.export import export_jsonl, import_jsonl
+from memoryd.store.handle import StoreHandle
+from memoryd.store.lmdb_store import LmdbStore
+from memoryd.wire import DEFAULT_STORE_NAME, check_store_name, event_to_wire
+
+__all__ = ["backup", "open_store", "run"]
+
+
+def _option(args: argparse.Namespace, name: str, env: str | None = None) -> Any:
+    value = getattr(args, name, None)
+    if value is None and env is not None:
+        value = os.environ.get(env) or None
+    return value
+
+
+def open_store(args: argparse.Namespace) -> StoreHandle:
+    """The store the command works on: through the daemon, or directly on ``--data``.
+
+    Raises:
+        ValueError: no store given, or a bad store name or address.
+        AlreadyStarted: ``--data`` is held by another process that serves no socket.
+    """
+    from memoryd import client  # noqa: PLC0415 (the HTTP client only when a daemon is used)
+
+    address = _option(args, "address", "MEMORYD_ADDRESS")
+    token = _option(args, "token", "MEMORYD_TOKEN")
+    data = _option(args, "data")
+    name = _option(args, "store")
+    if name is not None:
+        check_store_name(name)
+    if address is None and data is not None:
+        root = Path(data)
+        path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
+        try:
+            return LmdbStore.start(path, name=name or DEFAULT_STORE_NAME)
+        except AlreadyStarted:
+            sock = root / "memoryd.sock"
+            if not sock.exists():
+                raise
+            address = f"unix://{sock.resolve()}"
+    if address is None and Path("data/memoryd.sock").exists():
+        address = f"unix://{Path('data/memoryd.sock').resolve()}"
+    if address is None:
+        raise ValueError(
+            "no store given: pass --address (or set MEMORYD_ADDRESS) to use a daemon, "
+            "or --data DIR to use a data directory directly"
+        )
+    timeout = getattr(args, "timeout", None) or 10.0
+    return client.connect(address, token=token, store=name, timeout=timeout)
+
+
+def _messages_to_add(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.content is not None:
+        return [{"role": args.role or "user", "content": args.content}]
+    if sys.stdin.isatty():
+        raise ValueError("give --content TEXT, or pipe JSON messages on stdin")
+    try:
+        data = json.load(sys.stdin)
+    except ValueError as exc:
+        raise ValueError(f"stdin is not JSON: {exc}") from None
+    return data if isinstance(data, list) else [data]
+
+
+def _conversations(args: argparse.Namespace, store: StoreHandle) -> list[str]:
+    names: list[str] = []
+    after: str | None = None
+    while page := store.conversations(
+        prefix=args.prefix, after=after, limit=500, include_empty=args.all
+    ):
+        names.extend(page)
+        after = page[-1]
+        if args.limit is not None and len(names) >= args.limit:
+            return names[: args.limit]
+    return names
+
+
+def run(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    """Run the store command ``args.command`` on ``store``.
+
+    Returns:
+        The exit status: 0, or 1 when an import met conflicts.
+    """
+    command = args.command
+    if command == "get":
+        found = store.get(args.cid, limit=args.limit, at_version=args.at_version)
+        out.emit(found, lambda o: show_messages(found, o))
+    elif command == "add":
+        version = store.add(
+            args.cid,
+            _messages_to_add(args),
+            idempotency_key=args.idempotency_key,
+            expected_version=args.expected_version,
+        )
+        out.emit({"version": version}, lambda o: o.write(f"version {version}\n"))
+    elif command == "clear":
+        store.clear(args.cid)
+        out.emit({"cleared": args.cid}, lambda o: o.write(f"cleared {args.cid}\n"))
+    elif command == "pop":
+        popped = store.pop(args.cid)
+        out.emit(
+            popped,
+            lambda o: show_messages([popped], o) if popped else o.write("nothing to pop\n"),
+        )
+    elif command == "version":
+        version = store.version(args.cid)
+        out.emit({"version": version}, lambda o: o.write(f"{version}\n"))
+    elif command == "events":
+        found_events = [event_to_wire(e) for e in store.events(args.cid, after=args.after)]
+        out.emit(found_events, lambda o: show_events(found_events, o))
+    elif command == "conversations":
+        names = _conversations(args, store)
+        out.emit(names, lambda o: o.writelines(n + "\n" for n in names))
+    elif command == "tail":
+        return _tail(args, store, out)
+    elif command == "stats":
+        found_stats = store.stats()
+        out.emit(found_stats, lambda o: o.writelines(f"{k}: {v}\n" for k, v in found_stats.items()))
+    elif command == "fork":
+        version = store.fork(args.source, args.target, at_version=args.at_version)
+        out.emit(
+            {"version": version},
+            lambda o: o.write(f"forked {args.source} into {args.target} (version {version})\n"),
+        )
+    elif command == "export":
+        return _export(args, store, out)
+    elif command == "import":
+        return _import(args, store, out)
+    return 0
+
+
+def _tail(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    after = args.after
+    while True:
+        changes = store.tail(after=after, limit=args.limit, timeout=30.0 if args.follow else 0.0)
+        for change in changes:
+            out.change(change)
+            after = change.position
+        out.out.flush()
+        if not args.follow and len(changes) < args.limit:
+            return 0
+
+
+def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    total = store.stats().get("events")
+    shown = progress("exporting", total if isinstance(total, int) else None)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            summary = export_jsonl(store, handle, progress=shown)
+    else:
+        summary = export_jsonl(store, out.out, progress=shown)
+    if shown is not None:
+        sys.stderr.write("\n")
+    if args.out:
+        result = {"conversations": summary.conversations, "events": summary.events}
+        out.emit(
+            result,
+            lambda o: o.write(
+                f"exported {summary.events} events of {summary.conversations} "
+                f"conversations to {args.out}\n"
+            ),
+        )
+    return 0
+
+
+def _import(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    shown = progress("importing conversations", None)
+    summary = import_jsonl(store, args.file, workers=max(1, args.workers), progress=shown)
+    if shown is not None:
+        sys.stderr.write("\n")
+    result = {
+        "imported": summary.imported,
+        "present": summary.present,
+        "events_written": summary.events_written,
+        "skipped_events": summary.skipped_events,
+        "conflicts": summary.conflicts,
+    }
+    out.emit(result, lambda o: o.write(import_line(summary)))
+    return 1 if summary.conflicts else 0
+
+
+def backup(args: argparse.Namespace, out: Output) -> int:
+    """Copy ``--data`` (or its ``--store``) to ``args.dest``; safe while a daemon serves it.
+
+    Returns:
+        The exit status, 0.
+
+    Raises:
+        ValueError: no ``--data``, or a bad store name or destination.
+    """
+    from memoryd.store.lmdb_backup import backup as copy_store  # noqa: PLC0415
+
+    data = _option(args, "data")
+    if data is None:
+        raise ValueError(
+            "backup reads the data directory itself: pass --data DIR (a daemon may be "
+            "serving it; the copy is one consistent snapshot)"
+        )
+    name = _option(args, "store")
+    root = Path(data)
+    named = name not in (None, DEFAULT_STORE_NAME)
+    source = root / "stores" / check_store_name(name) if named else root
+    copied = copy_store(source, args.dest)
+    out.emit(
+        {"backup": str(copied.parent), "bytes": copied.stat().st_size},
+        lambda o: o.write(f"backed up {source} to {copied.parent}\n"),
+    )
+    return 0

@@ -1,0 +1,104 @@
+"""What the ``memoryd`` command prints: JSON for programs, text for people.
+
+An `Output` writes each result as one JSON document (``--json``, or stdout not
+a terminal) or as lines for people; the functions here write those lines.
+Progress bars go to stderr, and only when it is a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from memoryd.events import Change
+from memoryd.export import ImportSummary
+from memoryd.wire import change_to_wire
+
+__all__ = ["Output", "import_line", "progress", "show_events", "show_messages"]
+
+
+class Output:
+    """Where a command's results go.
+
+    Args:
+        as_json: write JSON (one document a line) instead of text for people.
+        out: the stream written to.
+    """
+
+    def __init__(self, as_json: bool, out: TextIO) -> None:
+        self.json = as_json
+        self.out = out
+
+    def emit(self, value: Any, human: Callable[[TextIO], object]) -> None:
+        """Write ``value`` as JSON, or let ``human`` write it for people."""
+        if self.json:
+            self.out.write(json.dumps(value, ensure_ascii=False) + "\n")
+        else:
+            human(self.out)
+
+    def change(self, change: Change) -> None:
+        """Write one change of the feed: a JSON line, or position, id, version, kind, count."""
+        if self.json:
+            self.out.write(json.dumps(change_to_wire(change), ensure_ascii=False) + "\n")
+        else:
+            count = len(change.messages)
+            self.out.write(
+                f"{change.position} {change.conversation_id} v{change.version} {change.kind} "
+                f"{count} message{'s' if count != 1 else ''}\n"
+            )
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    text = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {})
+        text += (
+            f" [tool call {call.get('id')}: {function.get('name')}({function.get('arguments')})]"
+        )
+    return text.strip()
+
+
+def show_messages(found: Iterable[dict[str, Any]], out: TextIO) -> None:
+    """Write each message as ``role: content`` (tool calls shown after the content)."""
+    for message in found:
+        out.write(f"{message.get('role')}: {_content(message)}\n")
+
+
+def show_events(found: Iterable[dict[str, Any]], out: TextIO) -> None:
+    """Write each wire event as ``vVERSION KIND N messages``."""
+    out.writelines(f"v{e['version']} {e['kind']} {len(e['messages'])} messages\n" for e in found)
+
+
+def import_line(summary: ImportSummary) -> str:
+    """What an import did, in one line for people."""
+    return (
+        f"imported {summary.imported} conversations ({summary.events_written} writes), "
+        f"{summary.present} already present, {len(summary.conflicts)} conflicts"
+        + (f": {', '.join(summary.conflicts[:10])}" if summary.conflicts else "")
+        + (
+            f"; skipped {summary.skipped_events} compacted/memo events"
+            if summary.skipped_events
+            else ""
+        )
+        + "\n"
+    )
+
+
+def progress(label: str, total: int | None) -> Callable[[int], None] | None:
+    """A progress bar on stderr (a bare count when ``total`` is unknown), or None off a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int) -> None:
+        if total:
+            width = 30
+            filled = min(width, done * width // max(total, 1))
+            sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        else:
+            sys.stderr.write(f"\r{label} {done}")
+        sys.stderr.flush()
+
+    return show

@@ -1,0 +1,185 @@
+"""One call to the daemon's HTTP API: its address, its bodies, its retries, its errors.
+
+`parse_address` reads the addresses `memoryd.connect` accepts. A `DaemonCaller`
+sends one API call and retries it until the call's deadline, and turns what went
+wrong into the store's exceptions:
+
+* no connection could be made (nothing was sent): ``StoreUnavailable``, retried;
+* the connection failed once the request was on its way: ``WriteTimeout`` (the
+  outcome is unknown), retried only for a call that may run twice without harm;
+* the daemon answered with an error: the exception it reported
+  (`memoryd.wire.error_from_wire`), retried only when it is a ``StoreUnavailable``
+  other than ``StoreNotRunning`` (and, for a call that must not run twice, other
+  than ``WriteTimeout``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from memoryd import codec
+from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
+from memoryd.http_transport import ConnectFailed, HttpTransport, Reply, TransportFailed
+from memoryd.wire import ProtocolError, error_from_wire
+
+__all__ = ["DaemonCaller", "parse_address"]
+
+_MSGPACK = "application/msgpack"
+_MSGPACK_BODY = {"content-type": _MSGPACK}  # never changed: shared by every request
+_JSON_BODY = {"content-type": "application/json"}
+_FIRST_BACKOFF_S = 0.02
+_MAX_BACKOFF_S = 0.5
+
+
+def parse_address(address: str) -> tuple[str, str | None]:
+    """``(base_url, unix_socket_path or None)`` for an address.
+
+    Raises:
+        ValueError: an address that is neither ``unix://PATH``, a socket path, nor
+            ``http://HOST:PORT`` (or ``HOST:PORT``).
+    """
+    if not isinstance(address, str) or not address:
+        raise ValueError(f"a daemon address must be a non-empty str, not {address!r}")
+    if address.startswith("unix://"):
+        return "http://memoryd", address[len("unix://") :]
+    if address.startswith("unix:"):
+        return "http://memoryd", address[len("unix:") :]
+    if address.startswith(("http://", "https://")):
+        return address.rstrip("/"), None
+    if "/" in address or address.endswith(".sock"):
+        return "http://memoryd", address
+    if ":" in address:
+        return f"http://{address}", None
+    raise ValueError(
+        f"cannot read daemon address {address!r}: use unix:///path/to/memoryd.sock, "
+        "a socket path, or http://HOST:PORT"
+    )
+
+
+def _decode(response: Reply) -> Any:
+    try:
+        if response.content_type.startswith(_MSGPACK):
+            return codec.unpack_wire(response.body)
+        return json.loads(response.body) if response.body else {}
+    except ValueError as exc:
+        raise ProtocolError(
+            f"the daemon answered HTTP {response.status} with an unreadable body: {exc}"
+        ) from None
+
+
+class DaemonCaller:
+    """Calls to one daemon, with the headers of one handle (thread-safe).
+
+    Args:
+        address: the daemon's address as the caller wrote it (for messages).
+        base_url: the daemon's base URL (from `parse_address`).
+        uds: the daemon's Unix socket path, or None for TCP.
+        token: the daemon's bearer token, or None.
+        autostart: let the daemon start a named store on first use.
+        msgpack: msgpack bodies (True) or JSON (False).
+
+    Raises:
+        ValueError: a token that cannot be sent in a header.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        base_url: str,
+        uds: str | None,
+        token: str | None,
+        autostart: bool,
+        msgpack: bool,
+    ) -> None:
+        self.address = address
+        self._msgpack = msgpack
+        headers = {"accept": _MSGPACK if msgpack else "application/json"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        if not autostart:
+            headers["memoryd-autostart"] = "no"
+        self._http = HttpTransport(base_url, uds=uds, headers=headers)
+
+    def close(self) -> None:
+        """Close every connection to the daemon."""
+        self._http.close()
+
+    def _encode(self, body: dict[str, Any] | None) -> tuple[bytes | None, dict[str, str] | None]:
+        if body is None:
+            return None, None
+        if self._msgpack:
+            return codec.pack_wire(body, trusted=True), _MSGPACK_BODY
+        return json.dumps(body, ensure_ascii=False).encode(), _JSON_BODY
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        retry: bool,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> Any:
+        """One API call with retries until the deadline.
+
+        Args:
+            method: the HTTP method.
+            path: the path under the daemon's base URL.
+            timeout: the call's deadline in seconds from now, retries included.
+            retry: the call may run twice without harm (reads, keyed adds), so it is
+                resent after an answer was lost; otherwise only when it was surely not run.
+            params: query parameters (None values are left out).
+            body: the request body.
+
+        Returns:
+            The decoded answer.
+
+        Raises:
+            StoreUnavailable: the daemon could not be reached until the deadline.
+            WriteTimeout: the call's outcome is unknown.
+            MemorydError: the error the daemon reported (or `ProtocolError`).
+            ValueError: the daemon reported one, or the request cannot be sent.
+        """
+        query = {k: v for k, v in params.items() if v is not None} if params else None
+        content, headers = self._encode(body)
+        deadline = time.monotonic() + timeout
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                response = self._http.request(
+                    method,
+                    path,
+                    params=query,
+                    content=content,
+                    headers=headers,
+                    timeout=max(remaining, 0.05),
+                )
+            except ConnectFailed as exc:
+                failure: Exception = StoreUnavailable(
+                    f"cannot reach the memoryd daemon at {self.address}: {exc}; is it running?"
+                )
+            except TransportFailed as exc:
+                failure = WriteTimeout(
+                    f"the connection to {self.address} failed during a {method} of {path} "
+                    f"({type(exc).__name__}: {exc}); its outcome is unknown"
+                )
+                if not retry:
+                    raise failure from None
+            else:
+                if response.status < 400:
+                    return _decode(response)
+                error = error_from_wire(response.status, _decode(response))
+                if isinstance(error, StoreNotRunning) or not isinstance(error, StoreUnavailable):
+                    raise error
+                if isinstance(error, WriteTimeout) and not retry:
+                    raise error
+                failure = error
+            if time.monotonic() + backoff >= deadline:
+                raise failure
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
