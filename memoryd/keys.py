@@ -185,25 +185,25 @@ def conversation_bounds(conv_num: int) -> tuple[bytes, bytes]:
 
 
 def position_key(position: int) -> bytes:
-    """Build the key of one global change position.
+    """Build the ``POSITIONS_DB`` key of one global change position.
 
     Args:
         position: The global commit position.
 
     Returns:
-        8 big-endian bytes.
+        8 big-endian bytes, so that key order is commit order.
 
     Raises:
-        ValueError: ``position`` is not an int in 0 .. 2**64-1.
+        ValueError: ``position`` is not an int from 0 to 2**64-1.
     """
     return _check_u64(position, "position").to_bytes(U64_SIZE, "big")
 
 
 def decode_position_key(key: bytes | memoryview) -> int:
-    """Decode `position_key`.
+    """Read the global position back from a ``POSITIONS_DB`` key.
 
     Args:
-        key: 8 bytes.
+        key: A key built by `position_key`.
 
     Returns:
         The position.
@@ -277,10 +277,10 @@ def idempotency_key(conv_num: int, key: str) -> bytes:
 
 
 def decode_idempotency_key(data: bytes | memoryview) -> tuple[int, str]:
-    """Split an ``IDEMPOTENCY_DB`` key.
+    """Split an ``IDEMPOTENCY_DB`` key into the conversation number and the caller's key.
 
     Args:
-        data: A key built by `idempotency_key`.
+        data: A key built by `idempotency_key`: 8 big-endian bytes, then UTF-8.
 
     Returns:
         ``(conv_num, key)``.

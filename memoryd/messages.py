@@ -12,7 +12,9 @@ Messages are plain dicts, so they go straight to any OpenAI-compatible client::
 become plain values, ``tool_calls: None`` or ``[]`` is dropped, an assistant with tool_calls
 and no content gets ``content: None``) or raises `InvalidMessage` naming the problem.
 The builders return messages that already passed `validate` (without a size limit: the
-size limit belongs to the store that receives them).
+size limit belongs to the store that receives them). The checks of a message's role,
+content and tool fields are in the private `memoryd._message_checks`; the deep copy and
+the compact encoding in `memoryd._json_values`.
 
 Everything here is pure: no I/O, no clocks, inputs are never mutated.
 """
@@ -29,6 +31,7 @@ from memoryd._json_values import (
     compact_json_bytes,
     copy_json_or_raise,
 )
+from memoryd._message_checks import ROLES, check_structure, check_tool_call, type_name
 from memoryd.errors import InvalidConversationId, InvalidMessage
 
 __all__ = [
@@ -65,14 +68,8 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 MAX_CONVERSATION_ID_BYTES = 256
 """The longest conversation id, in UTF-8 bytes."""
 
-
-ROLES = frozenset({"assistant", "developer", "system", "tool", "user"})
-"""Every role a message may have."""
-
 SYSTEM_ROLES = frozenset({"developer", "system"})
 """Roles that count as system messages everywhere."""
-
-_ROLE_LIST = ", ".join(sorted(ROLES))
 
 
 def encoded_size(message: Mapping[str, Any]) -> int:
@@ -95,122 +92,6 @@ def encoded_size(message: Mapping[str, Any]) -> int:
 # --------------------------------------------------------------------------- validation
 
 
-def _type_name(value: Any) -> str:
-    return "None" if value is None else type(value).__name__
-
-
-def _check_content_parts(parts: list[Any], where: str) -> None:
-    if not parts:
-        raise InvalidMessage(f"{where} is an empty list; give a str or at least one content part")
-    for index, part in enumerate(parts):
-        at = f"{where}[{index}]"
-        if not isinstance(part, dict):
-            raise InvalidMessage(
-                f"{at} must be a content-part dict with a str 'type', got {_type_name(part)}"
-            )
-        kind = part.get("type")
-        if not isinstance(kind, str) or not kind:
-            raise InvalidMessage(f"{at}.type must be a non-empty str such as 'text', got {kind!r}")
-        if kind == "text" and not isinstance(part.get("text"), str):
-            raise InvalidMessage(
-                f"{at} is a text part, so it needs a str 'text', got {_type_name(part.get('text'))}"
-            )
-
-
-def _check_tool_call(call: Any, where: str) -> str:
-    """Check one copied tool call; return its id."""
-    if not isinstance(call, dict):
-        raise InvalidMessage(f"{where} must be a tool-call dict, got {_type_name(call)}")
-    call_id = call.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise InvalidMessage(f"{where}.id must be a non-empty str, got {call_id!r}")
-    if call.get("type") != "function":
-        raise InvalidMessage(f"{where}.type must be 'function', got {call.get('type')!r}")
-    function = call.get("function")
-    if not isinstance(function, dict):
-        raise InvalidMessage(
-            f"{where}.function must be a dict with 'name' and 'arguments', "
-            f"got {_type_name(function)}"
-        )
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidMessage(f"{where}.function.name must be a non-empty str, got {name!r}")
-    if not isinstance(function.get("arguments"), str):
-        raise InvalidMessage(
-            f"{where}.function.arguments must be a JSON-encoded str, got "
-            f"{_type_name(function.get('arguments'))}; use messages.tool_call() to build it"
-        )
-    return call_id
-
-
-def _check_tool_calls(calls: Any) -> None:
-    if not isinstance(calls, list):
-        raise InvalidMessage(
-            f"message.tool_calls must be a list of tool calls, got {_type_name(calls)}"
-        )
-    seen: set[str] = set()
-    for index, call in enumerate(calls):
-        call_id = _check_tool_call(call, f"message.tool_calls[{index}]")
-        if call_id in seen:
-            raise InvalidMessage(
-                f"message.tool_calls[{index}].id {call_id!r} appears twice; "
-                "tool call ids must be unique"
-            )
-        seen.add(call_id)
-
-
-def _check_structure(message: Message) -> None:
-    """Check roles, content and tool fields of a copied message, normalising in place."""
-    if "role" not in message:
-        raise InvalidMessage(f"message has no 'role'; give one of: {_ROLE_LIST}")
-    role = message["role"]
-    if not isinstance(role, str):
-        raise InvalidMessage(f"message.role must be a str, got {_type_name(role)}")
-    if role not in ROLES:
-        raise InvalidMessage(f"message.role {role!r} is not one of: {_ROLE_LIST}")
-
-    if "tool_calls" in message and message["tool_calls"] in (None, []):
-        del message["tool_calls"]
-    has_tool_calls = "tool_calls" in message
-    if has_tool_calls:
-        if role != "assistant":
-            raise InvalidMessage(
-                f"only assistant messages may have tool_calls; this one has role {role!r}"
-            )
-        _check_tool_calls(message["tool_calls"])
-
-    if role == "tool":
-        call_id = message.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise InvalidMessage(
-                "a tool message needs a non-empty str 'tool_call_id' naming the call it "
-                f"answers, got {call_id!r}"
-            )
-    elif "tool_call_id" in message:
-        raise InvalidMessage(f"only tool messages have a tool_call_id; this one has role {role!r}")
-
-    if "content" not in message:
-        if not has_tool_calls:
-            raise InvalidMessage(
-                f"a {role} message needs 'content' (a str or a list of content parts)"
-            )
-        message["content"] = None
-    content = message["content"]
-    if content is None:
-        if not has_tool_calls:
-            raise InvalidMessage(
-                "message.content is None; only an assistant message with tool_calls "
-                "may have no content"
-            )
-    elif isinstance(content, list):
-        _check_content_parts(content, "message.content")
-    elif not isinstance(content, str):
-        raise InvalidMessage(
-            "message.content must be a str, a list of content parts or None, "
-            f"got {_type_name(content)}"
-        )
-
-
 def validate(
     message: Mapping[str, Any], *, max_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
 ) -> Message:
@@ -231,10 +112,10 @@ def validate(
     """
     if not isinstance(message, Mapping):
         raise InvalidMessage(
-            f"a message must be a dict with 'role' and 'content', got {_type_name(message)}"
+            f"a message must be a dict with 'role' and 'content', got {type_name(message)}"
         )
     copy: Message = copy_json_or_raise(message, "message")
-    _check_structure(copy)
+    check_structure(copy)
     encoded = compact_json_bytes(copy)
     if max_bytes is not None and len(encoded) > max_bytes:
         raise InvalidMessage(
@@ -262,7 +143,7 @@ def validate_many(
     """
     if not isinstance(messages, list | tuple):
         raise InvalidMessage(
-            f"messages must be a list or tuple of message dicts, got {_type_name(messages)}"
+            f"messages must be a list or tuple of message dicts, got {type_name(messages)}"
         )
     if not messages:
         raise InvalidMessage("messages is empty; give at least one message")
@@ -289,7 +170,7 @@ def validate_conversation_id(cid: Any) -> str:
             lone surrogate, or is longer than 256 UTF-8 bytes.
     """
     if not isinstance(cid, str):
-        raise InvalidConversationId(f"conversation id must be a str, got {_type_name(cid)}")
+        raise InvalidConversationId(f"conversation id must be a str, got {type_name(cid)}")
     if not cid:
         raise InvalidConversationId("conversation id is empty; give a non-empty str")
     if len(cid) > MAX_CONVERSATION_ID_BYTES:  # more characters than bytes allowed: too long
@@ -354,13 +235,13 @@ def _build(message: Message) -> Message:
 
 
 def system(text: Content) -> Message:
-    """Build a system message.
+    """Build a system message: the instructions the model follows.
 
     Args:
         text: The instructions, a str or a list of content parts.
 
     Returns:
-        The validated message.
+        ``{"role": "system", "content": text}``, validated.
 
     Raises:
         InvalidMessage: ``text`` is not valid content.
@@ -369,13 +250,15 @@ def system(text: Content) -> Message:
 
 
 def developer(text: Content) -> Message:
-    """Build a developer message (counts as a system message everywhere).
+    """Build a developer message: `system` under the newer role name.
+
+    It counts as a system message everywhere (`is_system`, `SYSTEM_ROLES`).
 
     Args:
-        text: The instructions, a str or a list of content parts.
+        text: The instructions, as for `system`.
 
     Returns:
-        The validated message.
+        The validated message, with role ``developer``.
 
     Raises:
         InvalidMessage: ``text`` is not valid content.
@@ -390,10 +273,10 @@ def user(text: Content) -> Message:
         text: What the user said, a str or a list of content parts (text, images, ...).
 
     Returns:
-        The validated message.
+        ``{"role": "user", "content": text}``, validated.
 
     Raises:
-        InvalidMessage: ``text`` is not valid content.
+        InvalidMessage: ``text`` is not a str or a non-empty list of content parts.
     """
     return _build({"role": "user", "content": text})
 
@@ -442,11 +325,11 @@ def tool_call(id: str, name: str, arguments: Mapping[str, Any] | str) -> Message
         encoded = str(arguments)
     else:
         raise InvalidMessage(
-            f"tool call arguments must be a dict or a JSON str, got {_type_name(arguments)}"
+            f"tool call arguments must be a dict or a JSON str, got {type_name(arguments)}"
         )
     call = {"id": id, "type": "function", "function": {"name": name, "arguments": encoded}}
     copy: Message = copy_json_or_raise(call, "tool_call")
-    _check_tool_call(copy, "tool_call")
+    check_tool_call(copy, "tool_call")
     return copy
 
 

@@ -68,13 +68,15 @@ def _write_event(
     cid: str,
     event: Event,
     count: int,
+    record: bytes | None = None,
 ) -> Meta:
     """Append ``event`` and update metadata and counters.
 
-    The event is encoded before anything is written, so an unencodable one
-    leaves the transaction untouched.
+    The event is encoded (unless its ``record`` is given, already encoded) before
+    anything is written, so an unencodable one leaves the transaction untouched.
     """
-    record = codec.pack_event(event, trusted=True)
+    if record is None:
+        record = codec.pack_event(event, trusted=True)
     return _write_record(
         txn,
         dbs,
@@ -201,7 +203,7 @@ def append(
         trusted=True,
     )
     count = (0 if meta is None else meta.count) + (len(messages) if kind == _APPENDED else 0)
-    written = _write_record(
+    _write_record(
         txn,
         dbs,
         ctr,
@@ -213,7 +215,7 @@ def append(
         idempotency_key=idempotency_key,
         count=count,
     )
-    return written.version
+    return version
 
 
 def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float) -> None:
@@ -351,16 +353,5 @@ def import_events(
         if event.kind == _CLEARED and meta is not None:
             _delete_live(txn, dbs, meta)
         count = importing.count_after(count, event)
-        meta = _write_record(
-            txn,
-            dbs,
-            ctr,
-            meta,
-            cid=cid,
-            record=record,
-            version=event.version,
-            kind=event.kind,
-            idempotency_key=event.idempotency_key,
-            count=count,
-        )
+        meta = _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=count, record=record)
     return new[-1].version

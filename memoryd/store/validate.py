@@ -21,22 +21,19 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_version_arg(value: Any, name: str) -> int | None:
-    """``None`` or an int >= 0 (``expected_version``, ``at_version``)."""
-    if value is None:
-        return None
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0 or None, not {value!r}")
-    return int(value)
-
-
 def check_optional_count(value: Any, name: str) -> int | None:
-    """``None`` or an int >= 0 (``limit``)."""
+    """``None`` or an int >= 0: a count (``limit``) or, as `check_version_arg`, a version
+    (``expected_version``, ``at_version``)."""
     if value is None:
         return None
     if not _is_int(value) or value < 0:
         raise ValueError(f"{name} must be an int >= 0 or None, not {value!r}")
     return int(value)
+
+
+check_version_arg = check_optional_count
+"""``None`` or an int >= 0 (``expected_version``, ``at_version``); one check with
+`check_optional_count`."""
 
 
 def check_after(value: Any, name: str = "after") -> int:

@@ -6,6 +6,7 @@ import ast
 import contextlib
 import pathlib
 import pickle
+import types
 from typing import Any
 
 import msgpack
@@ -14,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memoryd
-from memoryd import codec, messages
+from memoryd import _codec_msgpack, _json_values, _message_checks, codec, events, keys, messages
 from memoryd.codec import (
     MAX_RECORD_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -321,11 +322,12 @@ def test_supported_schema_versions() -> None:
 
 
 def test_only_codec_imports_msgpack() -> None:
-    """No module of the memoryd package but memoryd/codec.py imports msgpack (STYLE §2)."""
+    """No module of the memoryd package but the codec (memoryd/codec.py and its private
+    memoryd/_codec_*.py modules) imports msgpack (STYLE §2)."""
     root = pathlib.Path(memoryd.__file__).parent
     offenders = []
     for path in root.rglob("*.py"):
-        if path == root / "codec.py":
+        if path.parent == root and (path.name == "codec.py" or path.name.startswith("_codec_")):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -339,7 +341,19 @@ def test_only_codec_imports_msgpack() -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("module", ["errors", "messages", "events", "codec", "keys"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "errors",
+        "messages",
+        "_message_checks",
+        "_json_values",
+        "events",
+        "codec",
+        "_codec_msgpack",
+        "keys",
+    ],
+)
 def test_core_modules_import_nothing_that_does_io(module: str) -> None:
     """The pure modules import no threads, clocks, files, sockets, LMDB or actors."""
     path = pathlib.Path(memoryd.__file__).parent / f"{module}.py"
@@ -366,15 +380,29 @@ def test_core_modules_import_nothing_that_does_io(module: str) -> None:
     assert imported & forbidden == set()
 
 
-def test_all_is_sorted() -> None:
-    """__all__ is sorted (isort-style, as ruff's RUF022 enforces) and every name exists."""
+@pytest.mark.parametrize(
+    "module",
+    [
+        codec,
+        _codec_msgpack,
+        events,
+        keys,
+        messages,
+        _message_checks,
+        _json_values,
+    ],
+    ids=lambda m: m.__name__,
+)
+def test_core_all_is_sorted(module: types.ModuleType) -> None:
+    """Each pure core module's __all__ is sorted (isort-style, as ruff's RUF022 enforces)
+    and every name in it exists."""
 
     def isort_style(name: str) -> tuple[int, str]:
         return (0 if name.isupper() else 1 if name[:1].isupper() else 2), name
 
-    assert codec.__all__ == sorted(codec.__all__, key=isort_style)
-    for name in codec.__all__:
-        assert hasattr(codec, name)
+    assert module.__all__ == sorted(module.__all__, key=isort_style)
+    for name in module.__all__:
+        assert hasattr(module, name)
 
 
 # --------------------------------------------------------------------------- history reads

@@ -11,12 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd import events, messages
+from memoryd import messages
 from memoryd.events import KINDS, SCHEMA_VERSION, Change, Event, EventKind, apply, replay, walk_back
 
 
 def msg(n: int) -> dict[str, Any]:
     return messages.user(f"m{n}")
+
+
+def valid_event_fields(**changed: Any) -> dict[str, Any]:
+    """The fields of a valid appended event (one message), with ``changed`` applied."""
+    return {"version": 1, "kind": "appended", "messages": (msg(1),), "timestamp": 1.0, **changed}
 
 
 def ev(
@@ -110,15 +115,8 @@ def test_events_compare_by_value() -> None:
 )
 def test_event_refuses_bad_fields(fields: dict[str, Any], needle: str) -> None:
     """Each bad field raises ValueError naming it."""
-    base: dict[str, Any] = {
-        "version": 1,
-        "kind": "appended",
-        "messages": (msg(1),),
-        "timestamp": 1.0,
-    }
-    base.update(fields)
     with pytest.raises(ValueError, match=needle):
-        Event(**base)
+        Event(**valid_event_fields(**fields))
 
 
 @pytest.mark.parametrize("kind", ["popped", "forked", "compacted", "memo"])
@@ -139,6 +137,20 @@ def test_change_wraps_an_event() -> None:
         change.position = 3  # type: ignore[misc]
 
 
+def test_change_is_slotted_normalised_and_not_an_event() -> None:
+    """A Change has no __dict__, stores a list as a tuple and an EventKind as plain str,
+    and is not an Event (callers tell the two apart with isinstance)."""
+    change = Change(
+        **valid_event_fields(
+            position=1, conversation_id="c", kind=EventKind.APPENDED, messages=[msg(1)]
+        )
+    )
+    assert not hasattr(change, "__dict__")
+    assert change.messages == (msg(1),) and type(change.kind) is str
+    assert not isinstance(change, Event)
+    assert not isinstance(change.event, Change)
+
+
 @pytest.mark.parametrize(
     ("fields", "needle"),
     [
@@ -152,17 +164,8 @@ def test_change_wraps_an_event() -> None:
 )
 def test_change_refuses_bad_fields(fields: dict[str, Any], needle: str) -> None:
     """Change checks its own fields and the event fields."""
-    base: dict[str, Any] = {
-        "position": 1,
-        "conversation_id": "c",
-        "version": 1,
-        "kind": "appended",
-        "messages": (msg(1),),
-        "timestamp": 1.0,
-    }
-    base.update(fields)
     with pytest.raises(ValueError, match=needle):
-        Change(**base)
+        Change(**valid_event_fields(**{"position": 1, "conversation_id": "c", **fields}))
 
 
 # --------------------------------------------------------------------------- reducer
@@ -313,17 +316,6 @@ def test_walk_back_equals_the_tail_of_replay(ops: list[tuple[str, int]], limit: 
     newest_first = [(e.kind, list(e.messages)) for e in reversed(log)]
     expected = model if limit is None else model[max(0, len(model) - limit) :] if limit else []
     assert walk_back(iter(newest_first), limit) == expected
-
-
-def test_all_is_sorted() -> None:
-    """__all__ is sorted (isort-style, as ruff's RUF022 enforces) and every name exists."""
-
-    def isort_style(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[:1].isupper() else 2), name
-
-    assert events.__all__ == sorted(events.__all__, key=isort_style)
-    for name in events.__all__:
-        assert hasattr(events, name)
 
 
 def test_walk_back_reads_only_what_the_limit_needs() -> None:

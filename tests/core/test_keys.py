@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryd import keys
 from memoryd.errors import InvalidConversationId
 from memoryd.keys import (
     EVENT_KEY_SIZE,
@@ -197,14 +196,3 @@ def test_sub_database_names() -> None:
     """The five sub-databases have distinct bytes names."""
     assert SUB_DATABASES == (b"names", b"events", b"positions", b"meta", b"idempotency")
     assert len(set(SUB_DATABASES)) == 5
-
-
-def test_all_is_sorted() -> None:
-    """__all__ is sorted (isort-style, as ruff's RUF022 enforces) and every name exists."""
-
-    def isort_style(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[:1].isupper() else 2), name
-
-    assert keys.__all__ == sorted(keys.__all__, key=isort_style)
-    for name in keys.__all__:
-        assert hasattr(keys, name)

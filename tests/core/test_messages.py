@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryd import messages
+from memoryd import _message_checks, messages
 from memoryd.errors import InvalidConversationId, InvalidMessage
 from memoryd.messages import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -608,14 +608,14 @@ def test_tool_call_ids_lists_ids_in_order() -> None:
     assert messages.tool_call_ids(messages.tool("a", "r")) == []
 
 
-def isort_style(name: str) -> tuple[int, str]:
-    """The order ruff's RUF022 enforces: CONSTANTS, then Classes, then functions."""
-    category = 0 if name.isupper() else 1 if name[:1].isupper() else 2
-    return category, name
-
-
-def test_all_is_sorted() -> None:
-    """The module's __all__ is sorted (isort-style) and every name exists."""
-    assert messages.__all__ == sorted(messages.__all__, key=isort_style)
-    for name in messages.__all__:
-        assert hasattr(messages, name)
+def test_roles_are_the_ones_the_checks_use() -> None:
+    """`messages.ROLES` is the set the structure checks accept."""
+    assert messages.ROLES is _message_checks.ROLES
+    for role in sorted(messages.ROLES):
+        content = None if role == "assistant" else "x"
+        message: dict[str, Any] = {"role": role, "content": content}
+        if role == "assistant":
+            message["tool_calls"] = [messages.tool_call("c1", "f", {})]
+        if role == "tool":
+            message["tool_call_id"] = "c1"
+        assert messages.validate(message)["role"] == role

@@ -1,0 +1,257 @@
+"""Bounded, plain msgpack: the rules every encoding in `memoryd.codec` follows.
+
+`pack_bounded` refuses, before writing, anything the matching unpack would refuse, and
+anything larger than its limit; `unpack_bounded` caps the input length before decoding,
+caps every str/bin/array/map length by the input length, requires str map keys (or
+bytes, where allowed), refuses msgpack ext types (timestamps included) and never
+unpickles. Undecodable bytes raise `CorruptRecord`, never a msgpack exception.
+
+Internal values (`pack_value`) and network bodies (`pack_wire`) are these rules applied
+directly; `memoryd.codec` re-exports them and builds the event records on the same two
+functions. Together with `memoryd.codec`, the only module that imports msgpack.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn, TypeAlias
+
+import msgpack
+
+from memoryd.errors import CorruptRecord
+
+__all__ = [
+    "MAX_VALUE_BYTES",
+    "MAX_WIRE_BYTES",
+    "Buffer",
+    "pack_bounded",
+    "pack_value",
+    "pack_wire",
+    "unpack_bounded",
+    "unpack_value",
+    "unpack_wire",
+]
+
+MAX_VALUE_BYTES = 64 << 20
+"""The largest internal value `pack_value` writes and `unpack_value` reads (64 MiB)."""
+
+MAX_WIRE_BYTES = 1 << 30
+"""The largest network body `pack_wire` writes and `unpack_wire` reads by default (1 GiB)."""
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+"""What every unpack accepts."""
+
+_MAX_DEPTH = 512
+
+
+class _RefusedExt(ValueError):
+    """Raised by the ext hook: memoryd never writes msgpack ext types."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _refuse_ext(code: int, data: bytes) -> NoReturn:
+    raise _RefusedExt(code)
+
+
+# --------------------------------------------------------------------------- packing
+
+
+def _check_packable(value: Any, allow_bytes: bool, depth: int = 0) -> None:
+    """Refuse anything the matching unpack would refuse, before it is written.
+
+    Raises:
+        ValueError: ``value`` holds a type other than str, int, float, bool, None,
+            list/tuple, dict (and bytes when allowed), or nests past msgpack's limit.
+    """
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"value nests deeper than {_MAX_DEPTH} levels")
+    if isinstance(value, str | int | float | bool) or value is None:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) and not (allow_bytes and isinstance(key, bytes)):
+                raise ValueError(f"map key {key!r} is a {type(key).__name__}, not a str")
+            _check_packable(item, allow_bytes, depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_packable(item, allow_bytes, depth + 1)
+        return
+    if allow_bytes and isinstance(value, bytes):
+        return
+    raise ValueError(f"a {type(value).__name__} cannot be stored; use JSON-compatible values")
+
+
+def pack_bounded(
+    obj: Any, *, allow_bytes: bool, max_bytes: int, what: str, trusted: bool = False
+) -> bytes:
+    """Encode ``obj`` as msgpack under memoryd's rules.
+
+    Args:
+        obj: The value.
+        allow_bytes: bytes values and keys may be stored.
+        max_bytes: The largest encoding to produce.
+        what: What ``obj`` is, for error messages ("event", "value", "body").
+        trusted: ``obj`` was already checked, so the pre-pack walk over it is skipped.
+
+    Returns:
+        The encoded bytes.
+
+    Raises:
+        ValueError: ``obj`` holds a value that cannot be stored, or encodes to more than
+            ``max_bytes``.
+    """
+    try:
+        if not trusted:
+            _check_packable(obj, allow_bytes)
+        packed = msgpack.packb(obj, use_bin_type=True, datetime=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{what} cannot be encoded: {exc}") from exc
+    if len(packed) > max_bytes:
+        raise ValueError(f"{what} is {len(packed)} bytes encoded; the limit is {max_bytes}")
+    return packed
+
+
+def pack_value(obj: Any, *, max_bytes: int = MAX_VALUE_BYTES) -> bytes:
+    """Encode a small internal value (metadata, index entries).
+
+    Args:
+        obj: str, int, float, bool, None, bytes, or lists/tuples/dicts of them; dict keys
+            must be str or bytes. Tuples decode as lists.
+        max_bytes: The largest encoding to produce.
+
+    Returns:
+        The encoded bytes.
+
+    Raises:
+        ValueError: ``obj`` holds a value that cannot be stored or encodes to more than
+            ``max_bytes``.
+    """
+    return pack_bounded(obj, allow_bytes=True, max_bytes=max_bytes, what="value")
+
+
+def pack_wire(obj: Any, *, max_bytes: int = MAX_WIRE_BYTES, trusted: bool = False) -> bytes:
+    """Encode a JSON-compatible value as an ``application/msgpack`` network body.
+
+    Args:
+        obj: str, int, float, bool, None, and lists/tuples/dicts (str keys) of them.
+        max_bytes: The largest body to produce.
+        trusted: the value holds only validated messages and plain values, so the
+            pre-pack walk over it is skipped.
+
+    Returns:
+        The body bytes.
+
+    Raises:
+        ValueError: ``obj`` holds a value JSON cannot carry, or encodes past ``max_bytes``.
+    """
+    return pack_bounded(obj, allow_bytes=False, max_bytes=max_bytes, what="body", trusted=trusted)
+
+
+# --------------------------------------------------------------------------- unpacking
+
+
+def _unpackb(data: Buffer, size: int, *, allow_bytes: bool) -> Any:
+    """msgpack's decode with memoryd's rules: str keys, no ext types, no collection or
+    str longer than the input could hold, bytes only where ``allow_bytes``."""
+    return msgpack.unpackb(
+        data,
+        raw=False,
+        use_list=True,
+        strict_map_key=True,
+        ext_hook=_refuse_ext,
+        max_ext_len=0,
+        max_bin_len=size if allow_bytes else 0,
+        max_str_len=size,
+        max_array_len=size,
+        max_map_len=size,
+    )
+
+
+def unpack_bounded(data: Buffer, *, allow_bytes: bool, max_bytes: int, what: str) -> Any:
+    """Decode one msgpack value under memoryd's rules.
+
+    Args:
+        data: The encoded bytes (bytes, bytearray or memoryview).
+        allow_bytes: binary data may appear.
+        max_bytes: The largest input to accept.
+        what: What ``data`` is, for error messages ("event record", "stored value").
+
+    Returns:
+        The value, with arrays as lists and maps as dicts.
+
+    Raises:
+        CorruptRecord: The bytes are empty, too large, not one valid msgpack value, or
+            hold ext types, binary data where not allowed or a str that is not UTF-8.
+        TypeError: ``data`` is not a bytes-like object.
+    """
+    if type(data) is bytes:
+        size = len(data)
+    elif isinstance(data, bytes | bytearray | memoryview):
+        size = memoryview(data).nbytes
+    else:
+        raise TypeError(f"{what} must be bytes, got {type(data).__name__}")
+    if size > max_bytes:
+        raise CorruptRecord(f"{what} is {size} bytes; the limit is {max_bytes}")
+    if size == 0:
+        raise CorruptRecord(f"{what} is empty; the stored bytes are damaged")
+    try:
+        return _unpackb(data, size, allow_bytes=allow_bytes)
+    except _RefusedExt as exc:
+        raise CorruptRecord(
+            f"{what} holds msgpack ext type {exc.code}; memoryd never writes ext types"
+        ) from None
+    except msgpack.ExtraData as exc:
+        raise CorruptRecord(f"{what} has trailing bytes after the record") from exc
+    except msgpack.StackError as exc:
+        raise CorruptRecord(f"{what} nests too deeply to decode") from exc
+    except msgpack.FormatError as exc:
+        raise CorruptRecord(f"{what} is not valid msgpack") from exc
+    except UnicodeDecodeError as exc:
+        raise CorruptRecord(f"{what} holds a str that is not valid UTF-8") from exc
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
+        reason = str(exc) or type(exc).__name__
+        if "max_ext_len" in reason:
+            reason = "it holds a msgpack ext type, which memoryd never writes"
+        elif "incomplete input" in reason:
+            reason = "it is truncated"
+        elif "max_bin_len" in reason:
+            reason = "it holds binary data where only JSON values belong"
+        raise CorruptRecord(f"{what} cannot be decoded: {reason}") from exc
+
+
+def unpack_value(data: Buffer, *, max_bytes: int = MAX_VALUE_BYTES) -> Any:
+    """Decode a value written by `pack_value`.
+
+    Args:
+        data: The encoded bytes (bytes, bytearray or memoryview).
+        max_bytes: The largest encoding to accept.
+
+    Returns:
+        The value, with arrays as lists and maps as dicts.
+
+    Raises:
+        CorruptRecord: The bytes are garbage, truncated, too large or hold ext types.
+        TypeError: ``data`` is not a bytes-like object.
+    """
+    return unpack_bounded(data, allow_bytes=True, max_bytes=max_bytes, what="stored value")
+
+
+def unpack_wire(data: Buffer, *, max_bytes: int = MAX_WIRE_BYTES) -> Any:
+    """Decode an ``application/msgpack`` network body, bounded like every unpack here.
+
+    Args:
+        data: The body bytes.
+        max_bytes: The largest body to accept.
+
+    Returns:
+        The value: lists, dicts with str keys, str, int, float, bool, None.
+
+    Raises:
+        CorruptRecord: The bytes are not one valid msgpack value of JSON-compatible
+            types (garbage, truncated, trailing bytes, binary data, ext types, too large).
+        TypeError: ``data`` is not a bytes-like object.
+    """
+    return unpack_bounded(data, allow_bytes=False, max_bytes=max_bytes, what="msgpack body")
