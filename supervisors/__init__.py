@@ -33,7 +33,8 @@ from supervisors._intensity import RestartIntensity
 from supervisors._plan import RestartPlan, plan_restart
 from supervisors._registry import register, registered, unregister, whereis
 from supervisors._spec import ChildSpec, Restart, Strategy
-from supervisors._supervisor import ChildInfo, DynamicSupervisor, Supervisor
+from supervisors._supervisor import DynamicSupervisor, Supervisor
+from supervisors._supervisor_actor import ChildInfo
 
 __all__ = [
     "CallTimeout",

@@ -60,13 +60,9 @@ def preflight() -> str | None:
 def writer(path: str, mode: str, first: int) -> None:
     """The writer process: append keyed events forever, one ACK line per add."""
     import memoryd
-    from memoryd.store.config import StoreConfig
+    from tools.reliability.writers import open_store
 
-    if mode == "durable":
-        store = memoryd.LmdbStore.start(path, name="pl")
-    else:
-        config = StoreConfig(name="pl", kind="lmdb", path=Path(path), durable=False)
-        store = memoryd.LmdbStore._start(config)
+    store = open_store(path, name="pl", durable=mode == "durable")
     out = os.dup(1)
     os.dup2(2, 1)
     os.write(out, b"READY\n")

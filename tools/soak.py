@@ -45,68 +45,20 @@ def _quiet() -> None:
 
 def actor_crashes(crashes: int, seed: int, tmp: Path) -> dict[str, object]:
     """Writers through ``crashes`` injected crashes at every fault point."""
-    import threading
+    from tools.reliability.workload import percentile, write_through_crashes
 
-    import memoryd
-    from memoryd import messages
-    from memoryd.store import actor
-    from tools.history_check import Op, check
-    from tools.reliability.workload import FaultPlan, injecting, percentile, relaxed_intensity
-
-    plan = FaultPlan("soak", rate=0.25, points=actor.FAULT_POINTS, seed=seed, limit=crashes)
-    ops: list[Op] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-    with relaxed_intensity():
-        store = memoryd.LmdbStore.start(tmp / "crash", name="soak", call_timeout_s=5.0)
-
-        def writer(n: int) -> None:
-            i = 0
-            while not stop.is_set():
-                key, first, ok = f"w{n}-{i}", time.monotonic(), False
-                for _ in range(100):
-                    try:
-                        store.add(f"c{n % 4}", [messages.user(key)], idempotency_key=key)
-                    except (memoryd.StorageError, memoryd.StoreUnavailable):
-                        continue
-                    ok = True
-                    break
-                with lock:
-                    ops.append(
-                        Op(
-                            kind="append",
-                            client=f"w{n}",
-                            cid=f"c{n % 4}",
-                            start=first,
-                            end=time.monotonic(),
-                            ok=ok,
-                            key=key,
-                        )
-                    )
-                i += 1
-
-        threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(8)]
-        with injecting(plan):
-            for t in threads:
-                t.start()
-            while plan.total < crashes:
-                time.sleep(0.05)
-            stop.set()
-            for t in threads:
-                t.join(30)
-        final = {f"c{k}": [m["content"] for m in store.get(f"c{k}")] for k in range(4)}
-    report = check(ops, final)
+    run = write_through_crashes(tmp / "crash", name="soak", crashes=crashes, seed=seed, join_s=30.0)
     return {
-        "cycles": plan.total,
-        "operations": report.operations,
-        "acknowledged": report.acknowledged,
-        "lost": len(report.lost),
-        "duplicated": len(report.duplicated),
+        "cycles": run.plan.total,
+        "operations": run.report.operations,
+        "acknowledged": run.report.acknowledged,
+        "lost": len(run.report.lost),
+        "duplicated": len(run.report.duplicated),
         "torn": 0,
         "verifier failures": 0,
-        "restart p50 ms": percentile(plan.restart_s, 0.5) * 1e3,
-        "restart p99 ms": percentile(plan.restart_s, 0.99) * 1e3,
-        "ok": report.ok and not any(t.is_alive() for t in threads),
+        "restart p50 ms": percentile(run.plan.restart_s, 0.5) * 1e3,
+        "restart p99 ms": percentile(run.plan.restart_s, 0.99) * 1e3,
+        "ok": run.report.ok and run.hung == 0,
     }
 
 
@@ -166,24 +118,11 @@ def io_faults(cycles: int, seed: int, tmp: Path) -> dict[str, object]:
 
 def stateful(examples: int, seed: int) -> dict[str, object]:
     """The hypothesis state machine, ``examples`` examples."""
-    from hypothesis import HealthCheck, settings
-    from hypothesis import seed as with_seed
-    from hypothesis.stateful import run_state_machine_as_test
-
-    from tools.reliability.stateful import StoreMachine
+    from tools.reliability.stateful import run_machine
 
     ok = True
     try:
-        run_state_machine_as_test(
-            with_seed(seed)(StoreMachine),
-            settings=settings(
-                max_examples=examples,
-                stateful_step_count=20,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-            ),
-        )
+        run_machine(seed, examples=examples, steps=20)
     except AssertionError as exc:
         ok = False
         print("stateful:", exc)

@@ -26,6 +26,7 @@ NOTES = [
     "The deploy pipeline runs on Fridays",
     "Bob's dog is called Rex",
 ]
+every_mode = pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])
 
 
 @pytest.fixture
@@ -37,6 +38,12 @@ def seeded(store: memoryd.StoreHandle, **options: Any) -> LongTermMemory:
     memory = LongTermMemory(store, llm=ScriptedModel([facts(*map(fact, NOTES))]), **options)
     memory.append("notes", [m.user("notes")])
     return memory
+
+
+def learn(store: memoryd.StoreHandle, said: str, *found: dict[str, Any]) -> None:
+    """Session "a" hears ``said``, and the extraction finds the facts ``found``."""
+    writer = LongTermMemory(store, llm=ScriptedModel([facts(*found)]))
+    writer.append("a", [m.user(said)])
 
 
 def test_dense_recall_finds_a_paraphrase_bm25_cannot(model: Any, store: Any) -> None:
@@ -80,23 +87,17 @@ def test_record_embeddings_are_cached_by_id_and_version(model: Any, store: Any) 
     assert [r.id for r in memory.recall("s", "an elderly dog").records][:1] == [dog.id]
 
 
-@pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])
+@every_mode
 def test_session_records_never_reach_another_session_in_any_mode(
     model: Any, store: Any, mode: str
 ) -> None:
     """Recall and prepare: a's ticket stays in a; the global name reaches a and b."""
-    writer = LongTermMemory(
+    learn(
         store,
-        llm=ScriptedModel(
-            [
-                facts(
-                    fact("The user's name is Alice", scope="global"),
-                    fact("The user's ticket number is 4242", scope="session"),
-                )
-            ]
-        ),
+        "I'm Alice, ticket 4242",
+        fact("The user's name is Alice", scope="global"),
+        fact("The user's ticket number is 4242", scope="session"),
     )
-    writer.append("a", [m.user("I'm Alice, ticket 4242")])
     memory = LongTermMemory(store, llm=ScriptedModel([]), retrieval=mode, min_similarity=-1)
     question = "what is my name and ticket number?"
     for cid, sees_ticket in (("a", True), ("b", False)):
@@ -146,24 +147,18 @@ def test_planned_queries_are_searched_densely_and_fused(model: Any, store: Any) 
     assert recall.diagnostics == ()
 
 
-@pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])
+@every_mode
 def test_the_rerank_of_one_session_never_sees_another_sessions_records(
     model: Any, store: Any, mode: str
 ) -> None:
     """With planning and rerank on, b's LLM prompts hold the global record, not a's."""
-    writer = LongTermMemory(
+    learn(
         store,
-        llm=ScriptedModel(
-            [
-                facts(
-                    fact("Alice's ticket tracker is Jira", scope="global"),
-                    fact("Alice writes tickets in English", scope="global"),
-                    fact("Alice's open ticket is 4242", scope="session"),
-                )
-            ]
-        ),
+        "...",
+        fact("Alice's ticket tracker is Jira", scope="global"),
+        fact("Alice writes tickets in English", scope="global"),
+        fact("Alice's open ticket is 4242", scope="session"),
     )
-    writer.append("a", [m.user("...")])
     prompts: list[str] = []
 
     def keep_all(sent: list[dict[str, Any]]) -> str:

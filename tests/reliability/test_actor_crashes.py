@@ -11,8 +11,6 @@ escalates to the top supervisor, whose end makes calls fail fast.
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,8 +20,7 @@ import supervisors
 from memoryd import app, messages
 from memoryd.store import actor, engines
 from tests.helpers import wait_until
-from tools.history_check import Op, check
-from tools.reliability.workload import FaultPlan, injecting, relaxed_intensity
+from tools.reliability.workload import injecting, percentile, write_through_crashes
 
 CRASHES = 1000
 CALL_TIMEOUT_S = 5.0
@@ -33,73 +30,25 @@ SEED = 20251130
 def test_a_thousand_injected_crashes_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     """8 writers through 1,000 crashes: no hang, no loss, no duplicate; latency printed."""
     print(f"actor-crash seed {SEED}")
-    plan = FaultPlan(
-        "crashy",
-        rate=0.25,
-        points=actor.FAULT_POINTS,
+    run = write_through_crashes(
+        tmp_path / "db",
+        name="crashy",
+        crashes=CRASHES,
         seed=SEED,
-        limit=CRASHES,
+        call_timeout_s=CALL_TIMEOUT_S,
+        timeout_s=150,
+        join_s=CALL_TIMEOUT_S * 3,
     )
-    ops: list[Op] = []
-    lock = threading.Lock()
-    slowest = [0.0]
-    stop = threading.Event()
-    with relaxed_intensity():
-        store = memoryd.LmdbStore.start(
-            tmp_path / "db", name="crashy", call_timeout_s=CALL_TIMEOUT_S
-        )
-
-        def writer(n: int) -> None:
-            i = 0
-            while not stop.is_set():
-                key = f"w{n}-{i}"
-                first = time.monotonic()
-                for _ in range(100):
-                    start = time.monotonic()
-                    try:
-                        store.add(f"c{n % 4}", [messages.user(key)], idempotency_key=key)
-                        ok = True
-                    except (memoryd.StorageError, memoryd.StoreUnavailable):
-                        ok = False
-                    took = time.monotonic() - start
-                    with lock:
-                        slowest[0] = max(slowest[0], took)
-                    if ok:
-                        break
-                with lock:
-                    ops.append(
-                        Op(
-                            kind="append",
-                            client=f"w{n}",
-                            cid=f"c{n % 4}",
-                            start=first,
-                            end=time.monotonic(),
-                            ok=ok,
-                            key=key,
-                        )
-                    )
-                i += 1
-
-        threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(8)]
-        with injecting(plan):
-            for t in threads:
-                t.start()
-            wait_until(lambda: plan.total >= CRASHES, timeout=150, interval=0.05)
-            stop.set()
-            for t in threads:
-                t.join(CALL_TIMEOUT_S * 3)
-        assert not any(t.is_alive() for t in threads), "a writer hung"
-        final = {f"c{k}": [m["content"] for m in store.get(f"c{k}")] for k in range(4)}
-    report = check(ops, final)
-    p50 = sorted(plan.restart_s)[len(plan.restart_s) // 2] * 1e3
-    p99 = sorted(plan.restart_s)[int(len(plan.restart_s) * 0.99)] * 1e3
+    plan, report = run.plan, run.report
+    p50, p99 = percentile(plan.restart_s, 0.5) * 1e3, percentile(plan.restart_s, 0.99) * 1e3
     print(
         f"crashes {plan.injected} acknowledged {report.acknowledged} "
-        f"restart p50 {p50:.2f} ms p99 {p99:.2f} ms slowest call {slowest[0]:.3f} s"
+        f"restart p50 {p50:.2f} ms p99 {p99:.2f} ms slowest call {run.slowest_s:.3f} s"
     )
+    assert run.hung == 0, "a writer hung"
     assert plan.total == CRASHES
     assert all(plan.injected[p] > 0 for p in actor.FAULT_POINTS)
-    assert slowest[0] <= CALL_TIMEOUT_S + 1.0
+    assert run.slowest_s <= CALL_TIMEOUT_S + 1.0
     assert report.problems() == []
     assert report.acknowledged > CRASHES
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, seed, settings
-from hypothesis.stateful import run_state_machine_as_test
-
-from tools.reliability.stateful import StoreMachine
+from tools.reliability.stateful import run_machine
 
 EXAMPLES = 250
 
@@ -18,13 +15,4 @@ def test_the_store_matches_its_model_through_crashes_and_reopens() -> None:
         os.urandom(4), "big"
     )
     print(f"stateful seed {chosen} (rerun with MEMORYD_STATEFUL_SEED={chosen})")
-    run_state_machine_as_test(
-        seed(chosen)(StoreMachine),
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=12,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        ),
-    )
+    run_machine(chosen, examples=EXAMPLES, steps=12)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import memoryd
 from memoryd import messages
 from memoryd.store import engines
 from tests.helpers import wait_until
+from tools.reliability.writers import KeyedWriters
 
 
 def _engine(name: str):  # type: ignore[no-untyped-def]
@@ -60,34 +60,16 @@ def test_writes_racing_a_crash_are_committed_exactly_once(tmp_path: Path) -> Non
     import supervisors
 
     store = memoryd.LmdbStore.start(tmp_path / "db", name="fail.race")
-    acked: list[tuple[str, int]] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def writer(n: int) -> None:
-        i = 0
-        while not stop.is_set():
-            key = f"w{n}-{i}"
-            version = store.add(f"c{n}", [messages.user(key)], idempotency_key=key)
-            with lock:
-                acked.append((key, version))
-            i += 1
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for _ in range(4):  # the stores supervisor tolerates 5 restarts in 5 s
-        count = len(acked)
-        wait_until(lambda c=count: len(acked) > c + 5)  # type: ignore[misc]
-        supervisors.kill("fail.race")
-    stop.set()
-    for t in threads:
-        t.join(10)
-    for n in range(4):
-        contents = [m["content"] for m in store.get(f"c{n}")]
-        mine = [k for k, _ in acked if k.startswith(f"w{n}-")]
-        assert contents[: len(mine)] == mine
-        assert len(contents) == len(set(contents))
+    with KeyedWriters(store, writers=4) as writers:
+        for _ in range(4):  # the stores supervisor tolerates 5 restarts in 5 s
+            count = len(writers.acknowledged())
+            wait_until(lambda c=count: len(writers.acknowledged()) > c + 5)  # type: ignore[misc]
+            supervisors.kill("fail.race")
+    acked, stored = writers.acknowledged(), writers.contents()
+    for n in range(4):  # writer n appends to conversation c{n}
+        mine = [k for k in acked if k.startswith(f"w{n}-")]
+        assert stored[f"c{n}"][: len(mine)] == mine
+        assert len(stored[f"c{n}"]) == len(set(stored[f"c{n}"]))
 
 
 def test_stores_come_back_when_their_supervisor_gives_up_and_is_restarted(

@@ -281,25 +281,19 @@ class LmdbMachine(StoreMachine):
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def test_ephemeral_store_matches_the_model() -> None:
-    """Random add/get/clear/pop/fork/events sequences: EphemeralStore agrees with the model."""
-    run_state_machine_as_test(
-        EphemeralMachine,
-        settings=settings(
-            max_examples=50,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )
+@pytest.mark.parametrize(
+    ("machine", "examples"),
+    [pytest.param(EphemeralMachine, 50, id="ephemeral"), pytest.param(LmdbMachine, 15, id="lmdb")],
+)
+def test_the_store_matches_the_model(machine: type[StoreMachine], examples: int) -> None:
+    """Random add/get/clear/pop/fork/events sequences: the store agrees with the model.
 
-
-def test_lmdb_store_matches_the_model() -> None:
-    """The same random sequences, fewer of them, against the durable LmdbStore."""
+    The durable LmdbStore runs fewer sequences (each step fsyncs).
+    """
     run_state_machine_as_test(
-        LmdbMachine,
+        machine,
         settings=settings(
-            max_examples=15,
+            max_examples=examples,
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -1,6 +1,8 @@
 """The name registry: one live actor per name; names free themselves on death."""
 
+import re
 import threading
+from collections.abc import Iterator
 
 import pykka
 import pytest
@@ -26,54 +28,59 @@ def refs():
         ref.stop()
 
 
-def test_whereis_returns_the_registered_ref(refs) -> None:
+@pytest.fixture
+def name(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A registry name of this test's own, freed when the test ends."""
+    chosen = f"reg.{request.node.name}"
+    yield chosen
+    unregister(chosen)
+
+
+def test_whereis_returns_the_registered_ref(refs, name: str) -> None:
     """register then whereis gives the same ref back."""
     ref = refs()
-    register("reg.a", ref)
-    assert whereis("reg.a") is ref
-    assert "reg.a" in registered()
-    assert unregister("reg.a")
-    assert whereis("reg.a") is None
+    register(name, ref)
+    assert whereis(name) is ref
+    assert name in registered()
+    assert unregister(name)
+    assert whereis(name) is None
 
 
-def test_a_name_held_by_a_live_actor_cannot_be_taken(refs) -> None:
+def test_a_name_held_by_a_live_actor_cannot_be_taken(refs, name: str) -> None:
     """A duplicate name raises NameTaken and keeps the first holder."""
     first, second = refs(), refs()
-    register("reg.b", first)
-    with pytest.raises(NameTaken, match=r"reg\.b"):
-        register("reg.b", second)
-    assert whereis("reg.b") is first
-    unregister("reg.b")
+    register(name, first)
+    with pytest.raises(NameTaken, match=re.escape(name)):
+        register(name, second)
+    assert whereis(name) is first
 
 
-def test_a_dead_actors_name_is_free(refs) -> None:
+def test_a_dead_actors_name_is_free(refs, name: str) -> None:
     """Once the holder stopped, whereis is None and the name can be reused."""
     first, second = refs(), refs()
-    register("reg.c", first)
+    register(name, first)
     first.stop()
-    assert whereis("reg.c") is None
-    register("reg.c", second)
-    assert whereis("reg.c") is second
-    unregister("reg.c")
+    assert whereis(name) is None
+    register(name, second)
+    assert whereis(name) is second
 
 
-def test_unregister_with_a_stale_ref_keeps_the_new_holder(refs) -> None:
+def test_unregister_with_a_stale_ref_keeps_the_new_holder(refs, name: str) -> None:
     """An old incarnation's late unregister cannot remove its successor."""
     old, new = refs(), refs()
-    register("reg.d", new)
-    assert unregister("reg.d", old) is False
-    assert whereis("reg.d") is new
-    unregister("reg.d")
+    register(name, new)
+    assert unregister(name, old) is False
+    assert whereis(name) is new
 
 
-@pytest.mark.parametrize("name", ["", None, 3])
-def test_bad_names_are_refused(refs, name) -> None:
+@pytest.mark.parametrize("bad", ["", None, 3])
+def test_bad_names_are_refused(refs, bad) -> None:
     """Names must be non-empty strings."""
     with pytest.raises(ValueError):
-        register(name, refs())
+        register(bad, refs())
 
 
-def test_concurrent_registration_has_exactly_one_winner(refs) -> None:
+def test_concurrent_registration_has_exactly_one_winner(refs, name: str) -> None:
     """Eight threads race for one name: one wins, seven get NameTaken."""
     actors = [refs() for _ in range(8)]
     outcomes: list[str] = []
@@ -82,7 +89,7 @@ def test_concurrent_registration_has_exactly_one_winner(refs) -> None:
     def race(ref: pykka.ActorRef) -> None:
         barrier.wait()
         try:
-            register("reg.race", ref)
+            register(name, ref)
             outcomes.append("won")
         except NameTaken:
             outcomes.append("lost")
@@ -93,4 +100,3 @@ def test_concurrent_registration_has_exactly_one_winner(refs) -> None:
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["lost"] * 7 + ["won"]
-    unregister("reg.race")

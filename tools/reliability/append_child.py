@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import memoryd
-from memoryd.store.config import StoreConfig
+from tools.reliability.writers import open_store
 
 
 def main(path: str, mode: str, count: int) -> None:
     """Append ``count`` messages and acknowledge each on fd 1."""
-    if mode == "durable":
-        store = memoryd.LmdbStore.start(path, name="trace")
-    else:
-        config = StoreConfig(name="trace", kind="lmdb", path=Path(path), durable=False)
-        store = memoryd.LmdbStore._start(config)
+    store = open_store(path, name="trace", durable=mode == "durable")
     for i in range(count):
         version = store.add("c", [memoryd.messages.user(f"m{i}")])
         os.write(1, f"ACK {version}\n".encode())

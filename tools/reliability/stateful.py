@@ -14,8 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 import memoryd
 import supervisors
@@ -112,3 +118,29 @@ class StoreMachine(RuleBasedStateMachine):
         actor.fault_hook = None
         memoryd.shutdown()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_machine(chosen_seed: int, *, examples: int, steps: int) -> None:
+    """Run ``StoreMachine`` for ``examples`` examples of up to ``steps`` steps each.
+
+    No deadline, no example database, no health checks (the machine starts real
+    stores, so every example is slow by hypothesis's measure).
+
+    Args:
+        chosen_seed: hypothesis's seed; the same seed replays the same examples.
+        examples: how many examples.
+        steps: the most rules run in one example.
+
+    Raises:
+        AssertionError: the store and the model disagreed (shrunk to the rules).
+    """
+    run_state_machine_as_test(
+        seed(chosen_seed)(StoreMachine),
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )

@@ -13,13 +13,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import memoryd
 import supervisors
 from memoryd import app, messages
 from memoryd.store import actor, engines
-from tools.history_check import Op
+from tools.history_check import Op, Report, check
+from tools.reliability.writers import KeyedWriters, finished
 
 RETRYABLE = (memoryd.StoreUnavailable, memoryd.StorageError)
 """Errors after which a client retries its write with the same idempotency key."""
@@ -135,6 +137,72 @@ def injecting(hook: Callable[[str, str], None]) -> Iterator[None]:
         actor.fault_hook = None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CrashRun:
+    """What ``write_through_crashes`` saw.
+
+    Attributes:
+        plan: the fault plan, with its counts and restart latencies.
+        report: the history check of every write against the final logs.
+        slowest_s: the longest single call, in seconds.
+        hung: writer threads that did not finish once told to stop.
+    """
+
+    plan: FaultPlan
+    report: Report
+    slowest_s: float
+    hung: int
+
+
+def write_through_crashes(
+    path: Path,
+    *,
+    name: str,
+    crashes: int,
+    seed: int,
+    call_timeout_s: float = 5.0,
+    timeout_s: float | None = None,
+    join_s: float = 15.0,
+) -> CrashRun:
+    """Eight keyed writers on one store through ``crashes`` injected actor crashes.
+
+    The store starts at ``path`` under a relaxed restart intensity; a ``FaultPlan``
+    seeded with ``seed`` crashes its actor at random fault points (a quarter of the
+    points reached). Writers share four conversations and retry a failed write with
+    its key up to 100 times. The writers stop once ``crashes`` crashes were
+    injected (or ``timeout_s`` passed), and their history is checked.
+
+    Args:
+        path: the store's data directory.
+        name: the store's name.
+        crashes: how many crashes to inject.
+        seed: the fault plan's random seed.
+        call_timeout_s: the store's call deadline.
+        timeout_s: the longest wait for the crashes (None: no limit).
+        join_s: how long each writer is given to finish once told to stop.
+
+    Returns:
+        The plan, the history check and the writers' figures.
+    """
+    plan = FaultPlan(name, rate=0.25, points=actor.FAULT_POINTS, seed=seed, limit=crashes)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with relaxed_intensity():
+        store = memoryd.LmdbStore.start(path, name=name, call_timeout_s=call_timeout_s)
+        writers = KeyedWriters(
+            store, writers=8, cids=4, retry_on=RETRYABLE, attempts=100, join_s=join_s
+        )
+        with injecting(plan), writers:
+            while plan.total < crashes and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.05)
+        final = writers.contents()
+    return CrashRun(
+        plan=plan,
+        report=check(writers.history(), final),
+        slowest_s=writers.slowest_s,
+        hung=writers.hung,
+    )
+
+
 def kill_and_time(name: str, timeout: float = 10.0) -> float:
     """``supervisors.kill`` the store, wait for its new engine; seconds taken (or -1)."""
     old = engines.lookup(name)
@@ -202,17 +270,7 @@ def run_clients(
                 except RETRYABLE as exc:
                     note(exc)
                     continue
-                mine.append(
-                    Op(
-                        kind="read",
-                        client=f"c{n}",
-                        cid=cid,
-                        start=start,
-                        end=time.monotonic(),
-                        ok=True,
-                        seen=seen,
-                    )
-                )
+                mine.append(finished("read", f"c{n}", cid, start, True, seen=seen))
                 continue
             key = f"c{n}-{i}"
             start = time.monotonic()
@@ -228,17 +286,7 @@ def run_clients(
             if not ok:
                 with lock:
                     stats.gave_up += 1
-            mine.append(
-                Op(
-                    kind="append",
-                    client=f"c{n}",
-                    cid=cid,
-                    start=start,
-                    end=time.monotonic(),
-                    ok=ok,
-                    key=key,
-                )
-            )
+            mine.append(finished("append", f"c{n}", cid, start, ok, key=key))
         with lock:
             ops.extend(mine)
 

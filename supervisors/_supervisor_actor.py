@@ -1,0 +1,280 @@
+"""The supervisor's actor: its children table, their starts and stops, and restarts.
+
+Every method runs in the actor's thread. ``Supervisor`` (in ``_supervisor``) is the
+handle callers hold; it reaches this actor only through calls with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import structlog
+from pykka.messages import ProxyCall
+
+from supervisors._actor import SupervisedActor, linked, shutdown_actor
+from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
+from supervisors._exit import Exit, ExitKind
+from supervisors._intensity import RestartIntensity
+from supervisors._plan import plan_restart
+from supervisors._spec import ChildSpec, Restart, Strategy, validate_spec
+
+__all__ = ["ChildInfo", "Clock"]
+
+log = structlog.get_logger("supervisors")
+
+Clock = Callable[[], float]
+"""A monotonic time source: called with no arguments, returns seconds."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChildInfo:
+    """One row of ``which_children()``.
+
+    Attributes:
+        id: the child's id.
+        ref: its current ActorRef, or None while it is not running.
+        supervisor: True if the child is itself a supervisor.
+        restart: its restart type.
+    """
+
+    id: str
+    ref: pykka.ActorRef[Any] | None
+    supervisor: bool
+    restart: Restart
+
+
+class _Child:
+    __slots__ = ("link", "ref", "spec")
+
+    def __init__(self, spec: ChildSpec) -> None:
+        self.spec = spec
+        self.ref: pykka.ActorRef[Any] | None = None
+        self.link: Any = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+def _join(thread: threading.Thread | None, timeout_s: float) -> None:
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout_s)
+
+
+class _SupervisorActor(SupervisedActor):
+    """The supervisor's actor. Every method runs in the actor's thread."""
+
+    def __init__(
+        self,
+        *,
+        name: str | None,
+        strategy: Strategy,
+        max_restarts: int,
+        period_s: float,
+        children: tuple[ChildSpec, ...],
+        clock: Clock,
+        dynamic: bool,
+    ) -> None:
+        super().__init__(name=name)
+        self._label = name or self.actor_urn
+        self._strategy = strategy
+        self._intensity = RestartIntensity(max_restarts, period_s)
+        self._clock = clock
+        self._dynamic = dynamic
+        self._children = [_Child(spec) for spec in children]
+
+    # -- lifecycle --------------------------------------------------------
+
+    def init(self) -> None:
+        """Start every child in order; on a failure stop those already started."""
+        for child in self._children:
+            try:
+                self._start_child(child)
+            except StartError:
+                self._stop_all()
+                raise
+
+    def terminate(self, exit: Exit) -> None:
+        """Stop every running child in reverse start order."""
+        self._stop_all()
+
+    # -- calls from the handle ----------------------------------------------
+
+    def which_children(self) -> list[ChildInfo]:
+        """Runs in the actor's thread."""
+        return [
+            ChildInfo(id=c.id, ref=c.ref, supervisor=c.spec.supervisor, restart=c.spec.restart)
+            for c in self._children
+        ]
+
+    def count_children(self) -> dict[str, int]:
+        """Runs in the actor's thread."""
+        supervisors = sum(1 for c in self._children if c.spec.supervisor)
+        return {
+            "specs": len(self._children),
+            "active": sum(1 for c in self._children if c.ref is not None),
+            "supervisors": supervisors,
+            "workers": len(self._children) - supervisors,
+        }
+
+    def start_child(self, spec: ChildSpec) -> pykka.ActorRef[Any]:
+        """Add a child and start it. Runs in the actor's thread."""
+        validate_spec(spec)
+        if any(c.id == spec.id for c in self._children):
+            raise ChildSpecError(f"supervisor {self._label!r} already has a child {spec.id!r}")
+        child = _Child(spec)
+        self._children.append(child)
+        try:
+            return self._start_child(child)
+        except StartError:
+            self._children.remove(child)
+            raise
+
+    def terminate_child(self, child_id: str) -> None:
+        """Stop a child; a static supervisor keeps its spec. Runs in the actor's thread."""
+        child = self._find(child_id)
+        self._stop_child(child)
+        if self._dynamic:
+            self._children.remove(child)
+
+    def restart_child(self, child_id: str) -> pykka.ActorRef[Any]:
+        """Start a terminated child again from its spec. Runs in the actor's thread."""
+        child = self._find(child_id)
+        if child.ref is not None:
+            raise ChildRunning(f"child {child_id!r} of {self._label!r} is running")
+        return self._start_child(child)
+
+    def delete_child(self, child_id: str) -> None:
+        """Forget a terminated child's spec. Runs in the actor's thread."""
+        child = self._find(child_id)
+        if child.ref is not None:
+            raise ChildRunning(
+                f"child {child_id!r} of {self._label!r} is running; terminate it first"
+            )
+        self._children.remove(child)
+
+    # -- events -------------------------------------------------------------
+
+    def _child_exited(self, urn: str, exit: Exit, thread: threading.Thread | None) -> None:
+        """A linked child finished terminating. Runs in the actor's thread."""
+        child = next(
+            (c for c in self._children if c.ref is not None and c.ref.actor_urn == urn), None
+        )
+        if child is None:
+            return  # an incarnation this supervisor already stopped or replaced
+        child.ref = None
+        _join(thread, child.spec.shutdown_s)
+        level = log.error if exit.abnormal else log.info
+        level("child_terminated", supervisor=self._label, child=child.id, reason=exit.describe())
+        restart = child.spec.restart
+        if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and not exit.abnormal):
+            if restart is Restart.TEMPORARY or self._dynamic:
+                self._children.remove(child)
+            return
+        self._restart(child.id)
+
+    def _try_again(self, child_id: str) -> None:
+        """Retry a restart that failed to start. Runs in the actor's thread."""
+        if any(c.id == child_id and c.ref is None for c in self._children):
+            self._restart(child_id)
+
+    # -- internals ----------------------------------------------------------
+
+    def _restart(self, child_id: str) -> None:
+        if not self._intensity.record(self._clock()):
+            log.error(
+                "reached_max_restart_intensity",
+                supervisor=self._label,
+                child=child_id,
+                max_restarts=self._intensity.max_restarts,
+                period_s=self._intensity.period_s,
+            )
+            self._finish(Exit(kind=ExitKind.SHUTDOWN, detail="reached_max_restart_intensity"))
+            self._halt()
+            return
+        plan = plan_restart(
+            self._strategy, [(c.id, c.spec.restart) for c in self._children], child_id
+        )
+        for sibling in plan.stop:
+            self._stop_child(self._find(sibling))
+        self._children = [c for c in self._children if c.id not in plan.delete]
+        for cid in plan.start:
+            child = self._find(cid)
+            if child.ref is not None:
+                continue
+            try:
+                self._start_child(child)
+            except StartError as exc:
+                log.error("restart_failed", supervisor=self._label, child=cid, error=str(exc))
+                self.actor_ref.tell(ProxyCall(attr_path=("_try_again",), args=(cid,), kwargs={}))
+                return
+            log.info(
+                "child_restarted",
+                supervisor=self._label,
+                child=cid,
+                restarts_in_window=self._intensity.in_window,
+            )
+
+    def _start_child(self, child: _Child) -> pykka.ActorRef[Any]:
+        spec = child.spec
+        me = self.actor_ref
+
+        def on_exit(urn: str, exit: Exit, thread: threading.Thread | None) -> None:
+            message = ProxyCall(attr_path=("_child_exited",), args=(urn, exit, thread), kwargs={})
+            with contextlib.suppress(pykka.ActorDeadError):  # a dead supervisor needs no news
+                me.tell(message)
+
+        with linked(on_exit, spec.start_timeout_s) as link:
+            try:
+                result = spec.start(*spec.args)
+            except StartError:
+                raise
+            except Exception as exc:
+                raise StartError(
+                    f"child {spec.id!r} of {self._label!r} failed to start: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        ref = result if isinstance(result, pykka.ActorRef) else getattr(result, "actor_ref", None)
+        if not isinstance(ref, pykka.ActorRef) or link.child_urn != ref.actor_urn:
+            if isinstance(ref, pykka.ActorRef):
+                shutdown_actor(ref, spec.shutdown_s, "unlinked")
+            raise StartError(
+                f"child {spec.id!r}: start must return the SupervisedActor it started "
+                f"(an ActorRef or a handle with .actor_ref), not {result!r}"
+            )
+        child.ref = ref
+        child.link = link
+        log.info("child_started", supervisor=self._label, child=spec.id)
+        return ref
+
+    def _stop_child(self, child: _Child) -> None:
+        ref, child.ref = child.ref, None
+        if ref is None:
+            return
+        stopped = shutdown_actor(ref, child.spec.shutdown_s, "shutdown")
+        # It may have been exiting on its own (a crash racing the stop): either way,
+        # return only once it has released what it owns.
+        if stopped and child.link is not None:
+            stopped = child.link.done.wait(child.spec.shutdown_s)
+        if not stopped:
+            log.error(
+                "child_shutdown_timeout",
+                supervisor=self._label,
+                child=child.id,
+                shutdown_s=child.spec.shutdown_s,
+            )
+
+    def _stop_all(self) -> None:
+        for child in reversed(self._children):
+            self._stop_child(child)
+
+    def _find(self, child_id: str) -> _Child:
+        for child in self._children:
+            if child.id == child_id:
+                return child
+        raise UnknownChild(f"supervisor {self._label!r} has no child {child_id!r}")
