@@ -180,6 +180,37 @@ def _rate(fn: Any, jobs: list[tuple[Any, ...]], adds: int, server_pid: int) -> R
     return Rate(total / elapsed, client / total * 1e6, server / total * 1e6)
 
 
+def _store_path_cpu(adds: int) -> float:
+    """CPU µs per append of memoryd's store path alone, without the disk or HTTP.
+
+    Eight threads append to an `EphemeralStore` (the same handle, actor, group commit
+    and LMDB layout, no fsync) in a child process: what the daemon's own work costs
+    at the least, whatever its HTTP layer and disk.
+    """
+    code = (
+        "import threading, time, memoryd\n"
+        "from memoryd.logging import configure\n"
+        "configure(level='warning')\n"
+        "store = memoryd.EphemeralStore.start()\n"
+        "msg = [memoryd.messages.user('bench ' + 'x' * 100)]\n"
+        f"n = {adds}\n"
+        "def write(w):\n"
+        "    for _ in range(n):\n"
+        "        store.add(f'c{w}', msg)\n"
+        "write(99)\n"
+        "threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]\n"
+        "cpu = time.process_time()\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print((time.process_time() - cpu) / (8 * n) * 1e6)\n"
+        "memoryd.shutdown()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    return float(out.stdout.split()[-1])
+
+
 # --------------------------------------------------------------------------- daemon
 
 
@@ -312,6 +343,7 @@ def main() -> None:
         finally:
             empty.terminate()
             empty.wait(30)
+        store_us = _store_path_cpu(args.adds)
         started = _start_redis(root)
         theirs: Rate | None = None
         lrange_p50: float | None = None
@@ -369,6 +401,18 @@ def main() -> None:
         cpu_rows.append(("redis-server + redis-py", theirs))
     for label, row in cpu_rows:
         print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f}")
+    if redis_rate is not None:
+        # The append target as a CPU budget: at Redis's rate the machine's CPUs give each
+        # append at most this much CPU in all processes together; the HTTP floor takes
+        # its share whatever the app does, and memoryd's store path needs at least its own.
+        budget = (os.cpu_count() or 1) * 1e6 / redis_rate
+        http = floor.client_us + floor.server_us
+        print(
+            f"\nCPU budget of an append at 1.0x Redis ({redis_rate:.0f}/s on "
+            f"{os.cpu_count()} CPUs): {budget:.0f} us; the HTTP floor takes {http:.0f}, "
+            f"memoryd's store path without fsync or HTTP {store_us:.0f} "
+            f"(8 threads on an EphemeralStore): {budget - http - store_us:+.0f} us left"
+        )
 
 
 if __name__ == "__main__":
