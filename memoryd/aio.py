@@ -94,6 +94,12 @@ class AsyncStore:
             )
         )
 
+    async def import_events(self, cid: str, events: Sequence[Event]) -> int:
+        """`StoreHandle.import_events`, awaited; returns the conversation's version."""
+        return await self.handle.submit(
+            build.import_events(cid, events, max_bytes=self.handle.max_message_bytes)
+        )
+
     async def clear(self, cid: str) -> None:
         """`StoreHandle.clear`, awaited."""
         await self.handle.submit(build.clear(cid))

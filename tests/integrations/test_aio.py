@@ -23,13 +23,19 @@ def test_async_store_is_exported_lazily_from_memoryd() -> None:
 
 
 def test_every_method_takes_the_handles_arguments() -> None:
-    """Each awaitable method has the signature of the StoreHandle method of its name."""
+    """Every public StoreHandle method has an awaitable of the same signature."""
     methods = {
         name: method
         for name, method in vars(AsyncStore).items()
         if inspect.iscoroutinefunction(method)
     }
-    assert {"add", "record", "clear", "pop", "fork", "get", "tail"} <= set(methods)
+    public = {
+        name
+        for name, member in vars(StoreHandle).items()
+        if callable(member) and not name.startswith("_")
+    }
+    plumbing = {"submit", "reads_inline"}  # what AsyncStore itself is built on
+    assert public - plumbing <= set(methods), sorted(public - plumbing - set(methods))
     for name, method in methods.items():
         assert inspect.signature(method) == inspect.signature(getattr(StoreHandle, name)), name
 
@@ -87,6 +93,29 @@ def test_record_writes_a_memo_and_leaves_the_history() -> None:
         store.stop()
     assert version == 2
     assert [(e.kind, e.data) for e in events] == [("appended", None), ("memo", {"x": 1})]
+
+
+def test_import_events_copies_a_log_exactly_and_again_changes_nothing(
+    store: StoreHandle, cid: str
+) -> None:
+    """import_events, awaited, writes the events as they are; a second import is a no-op."""
+    astore = AsyncStore(store)
+    copy = cid + "-copy"
+    store.add(cid, [msgs.user("a"), msgs.assistant("b")], idempotency_key="k1")
+    store.add(cid, [msgs.user("c")])
+    source = store.events(cid)
+
+    async def main() -> tuple[int, int]:
+        return (
+            await astore.import_events(copy, source),
+            await astore.import_events(copy, source),
+        )
+
+    assert asyncio.run(main()) == (2, 2)
+    assert store.events(copy) == source
+    with pytest.raises(ValueError, match="events"):
+        asyncio.run(astore.import_events(copy, []))
+    assert store.events(copy) == source
 
 
 def test_errors_are_the_handles_errors(store: StoreHandle, cid: str) -> None:
