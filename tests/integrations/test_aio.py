@@ -77,22 +77,19 @@ def test_every_method_matches_the_handle(store: StoreHandle, cid: str) -> None:
     assert isinstance(out["stats"], dict)
 
 
-def test_record_writes_a_memo_and_leaves_the_history() -> None:
-    """record appends a memo event (local stores; RemoteStore has no record yet)."""
-    store = memoryd.EphemeralStore.start(name="aio-record")
+def test_record_writes_a_memo_and_leaves_the_history(store: StoreHandle, cid: str) -> None:
+    """record appends a memo event; the history is unchanged."""
     astore = AsyncStore(store)
 
     async def main() -> tuple[int, list[Any]]:
-        await astore.add("c", [msgs.user("a")])
-        version = await astore.record("c", "memo", data={"x": 1})
-        return version, await astore.events("c")
+        await astore.add(cid, [msgs.user("a")])
+        version = await astore.record(cid, "memo", data={"x": 1})
+        return version, await astore.events(cid)
 
-    try:
-        version, events = asyncio.run(main())
-    finally:
-        store.stop()
+    version, events = asyncio.run(main())
     assert version == 2
     assert [(e.kind, e.data) for e in events] == [("appended", None), ("memo", {"x": 1})]
+    assert store.get(cid) == [msgs.user("a")]
 
 
 def test_import_events_copies_a_log_exactly_and_again_changes_nothing(
