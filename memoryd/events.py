@@ -65,7 +65,7 @@ _APPENDED, _CLEARED, _POPPED, _FORKED = "appended", "cleared", "popped", "forked
 _WITH_MESSAGES = frozenset({_APPENDED, _FORKED})
 
 
-def _check_fields(value: _EventFields) -> tuple[str, tuple[dict[str, Any], ...]]:
+def _check_fields(value: Event | Change) -> tuple[str, tuple[dict[str, Any], ...]]:
     """Check the fields shared by `Event` and `Change`.
 
     Args:
@@ -114,50 +114,20 @@ def _check_fields(value: _EventFields) -> tuple[str, tuple[dict[str, Any], ...]]
     return kind, messages
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _EventFields:
-    """The fields `Event` and `Change` share, checked and normalised when built."""
-
-    version: int
-    kind: str
-    messages: tuple[dict[str, Any], ...]
-    timestamp: float
-    idempotency_key: str | None = None
-    data: Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        kind, messages = _check_fields(self)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "messages", messages)
-
-    def _shared_fields(self) -> dict[str, Any]:
-        """The shared fields by name, to build an `Event` or a `Change` from them."""
-        return {
-            "version": self.version,
-            "kind": self.kind,
-            "messages": self.messages,
-            "timestamp": self.timestamp,
-            "idempotency_key": self.idempotency_key,
-            "data": self.data,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class _FeedPlace:
-    """Where a `Change` is in the global feed.
-
-    `Change` lists this base after `_EventFields`; dataclasses take the fields of the
-    last base first, so ``position`` and ``conversation_id`` lead `Change`'s fields.
-    """
-
-    __slots__ = ()  # `Change` holds the slots; this base adds no instance layout
-
-    position: int
-    conversation_id: str
+def _shared_fields(value: Event | Change) -> dict[str, Any]:
+    """The fields `Event` and `Change` share, by name, to build one from the other."""
+    return {
+        "version": value.version,
+        "kind": value.kind,
+        "messages": value.messages,
+        "timestamp": value.timestamp,
+        "idempotency_key": value.idempotency_key,
+        "data": value.data,
+    }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Event(_EventFields):
+class Event:
     """One change to one conversation, as stored in its log.
 
     A list passed as ``messages`` is stored as a tuple, and an `EventKind` as a plain str.
@@ -174,9 +144,21 @@ class Event(_EventFields):
         ValueError: A field has the wrong type or value.
     """
 
+    version: int
+    kind: str
+    messages: tuple[dict[str, Any], ...]
+    timestamp: float
+    idempotency_key: str | None = None
+    data: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        kind, messages = _check_fields(self)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "messages", messages)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Change(_EventFields, _FeedPlace):
+class Change:
     """One entry of the global change feed: an event, where it is, and whose it is.
 
     Attributes:
@@ -193,6 +175,17 @@ class Change(_EventFields, _FeedPlace):
         ValueError: A field has the wrong type or value.
     """
 
+    # The fields are those of `Event` after the two of the feed: a change is not an
+    # event (build.py tells them apart), so it repeats the declarations, not the checks.
+    position: int
+    conversation_id: str
+    version: int
+    kind: str
+    messages: tuple[dict[str, Any], ...]
+    timestamp: float
+    idempotency_key: str | None = None
+    data: Mapping[str, Any] | None = None
+
     def __post_init__(self) -> None:
         if type(self.position) is not int or self.position < 1:
             raise ValueError(f"change position must be an int >= 1, got {self.position!r}")
@@ -200,7 +193,9 @@ class Change(_EventFields, _FeedPlace):
             raise ValueError(
                 f"change conversation_id must be a non-empty str, got {self.conversation_id!r}"
             )
-        _EventFields.__post_init__(self)
+        kind, messages = _check_fields(self)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "messages", messages)
 
     @classmethod
     def from_event(cls, event: Event, *, position: int, conversation_id: str) -> Change:
@@ -217,12 +212,12 @@ class Change(_EventFields, _FeedPlace):
         Raises:
             ValueError: ``position`` or ``conversation_id`` is invalid.
         """
-        return cls(position=position, conversation_id=conversation_id, **event._shared_fields())
+        return cls(position=position, conversation_id=conversation_id, **_shared_fields(event))
 
     @property
     def event(self) -> Event:
         """The change as a plain `Event`."""
-        return Event(**self._shared_fields())
+        return Event(**_shared_fields(self))
 
 
 def _apply_in_place(history: list[dict[str, Any]], event: Event) -> None:
