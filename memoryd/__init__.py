@@ -14,12 +14,12 @@ store.get("session-1", limit=50)
 ```
 """
 
+import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from memoryd import messages
 from memoryd._version import __version__
-from memoryd.agent import Agent, PendingRun, RunResult
 from memoryd.api import default_store, shutdown, whereis
 from memoryd.errors import (
     AlreadyStarted,
@@ -35,40 +35,86 @@ from memoryd.errors import (
     WriteTimeout,
 )
 from memoryd.events import Change, Event, EventKind
-from memoryd.kernel import (
-    ChatRequest,
-    Context,
-    Filter,
-    InvokeResult,
-    Kernel,
-    StepLimitExceeded,
-    Tool,
-    ToolArgumentError,
-    ToolCall,
-    ToolResult,
-    UnknownRun,
-    memory_filter,
-    tool,
-)
-from memoryd.memory import LongTermMemory
-from memoryd.provider import (
-    DefaultProvider,
-    Explanation,
-    MemoryProvider,
-    Session,
-    SummarizingProvider,
-    explain,
-    preprocessors,
-    safe_window,
-    window,
-)
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb_store import EphemeralStore, LmdbStore
 
 if _TYPE_CHECKING:
+    from memoryd.agent import Agent, PendingRun, RunResult
     from memoryd.aio import AsyncStore
     from memoryd.client import RemoteStore, connect
+    from memoryd.kernel import (
+        ChatRequest,
+        Context,
+        Filter,
+        InvokeResult,
+        Kernel,
+        StepLimitExceeded,
+        Tool,
+        ToolArgumentError,
+        ToolCall,
+        ToolResult,
+        UnknownRun,
+        memory_filter,
+        tool,
+    )
+    from memoryd.memory import LongTermMemory
+    from memoryd.provider import (
+        DefaultProvider,
+        Explanation,
+        MemoryProvider,
+        Session,
+        SummarizingProvider,
+        explain,
+        preprocessors,
+        safe_window,
+        window,
+    )
     from memoryd.store.redis_store import RedisStore
+
+_LAZY = {
+    **dict.fromkeys(("Agent", "PendingRun", "RunResult"), "memoryd.agent"),
+    **dict.fromkeys(
+        (
+            "ChatRequest",
+            "Context",
+            "Filter",
+            "InvokeResult",
+            "Kernel",
+            "StepLimitExceeded",
+            "Tool",
+            "ToolArgumentError",
+            "ToolCall",
+            "ToolResult",
+            "UnknownRun",
+            "memory_filter",
+            "tool",
+        ),
+        "memoryd.kernel",
+    ),
+    "LongTermMemory": "memoryd.memory",
+    **dict.fromkeys(
+        (
+            "DefaultProvider",
+            "Explanation",
+            "MemoryProvider",
+            "Session",
+            "SummarizingProvider",
+            "explain",
+            "preprocessors",
+            "safe_window",
+            "window",
+        ),
+        "memoryd.provider",
+    ),
+    "AsyncStore": "memoryd.aio",
+    "RemoteStore": "memoryd.client",
+    "connect": "memoryd.client",
+    "RedisStore": "memoryd.store.redis_store",
+}
+"""Names loaded on first use, and their modules: a program that only stores and reads
+conversations (the CLI, a client) does not load the agent, kernel, provider and memory
+stacks, the daemon client or redis-py."""
+_SUBPACKAGES = frozenset({"agent", "kernel", "memory", "provider"})
 
 __all__ = [
     "Agent",
@@ -127,18 +173,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> _Any:
-    """``connect`` and ``RemoteStore`` load the HTTP client (httpx), ``RedisStore``
-    redis-py, ``AsyncStore`` the asyncio face, on first use."""
-    if name == "AsyncStore":
-        from memoryd import aio  # noqa: PLC0415 (asyncio face only when used)
-
-        return aio.AsyncStore
-    if name in ("connect", "RemoteStore"):
-        from memoryd import client  # noqa: PLC0415 (httpx only when a daemon is used)
-
-        return getattr(client, name)
-    if name == "RedisStore":
-        from memoryd.store import redis_store  # noqa: PLC0415 (redis-py only when used)
-
-        return redis_store.RedisStore
-    raise AttributeError(f"module 'memoryd' has no attribute {name!r}")
+    """Load a lazy name (`_LAZY`) or one of the subpackages on first use, then keep it."""
+    module_name = _LAZY.get(name)
+    if module_name is None and name in _SUBPACKAGES:
+        module_name = f"memoryd.{name}"
+        value = _importlib.import_module(module_name)
+    elif module_name is None:
+        raise AttributeError(f"module 'memoryd' has no attribute {name!r}")
+    else:
+        value = getattr(_importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

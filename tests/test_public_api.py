@@ -79,3 +79,24 @@ def test_contract_names_from_the_design_are_exported() -> None:
         "kill",
     ]:
         assert hasattr(supervisors, name), name
+
+
+def test_importing_memoryd_leaves_the_agent_stacks_unloaded_until_used() -> None:
+    """`import memoryd` loads the stores, not the agent, kernel, provider, memory or client
+    modules; the first use of one of their names loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, memoryd\n"
+        "stacks = ('memoryd.agent', 'memoryd.kernel', 'memoryd.provider', 'memoryd.memory',"
+        " 'memoryd.client', 'memoryd.store.redis_store')\n"
+        "print(sorted(m for m in stacks if m in sys.modules))\n"
+        "memoryd.Agent, memoryd.window\n"
+        "print(sorted(m for m in stacks if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert out[0] == "[]"
+    assert "'memoryd.agent'" in out[1] and "'memoryd.provider'" in out[1]
