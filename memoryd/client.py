@@ -102,8 +102,6 @@ class RemoteStore(StoreHandle):
         self.address = address
         self.timeout = float(timeout)
         self.max_message_bytes = max_message_bytes
-        self._token = token
-        self._autostart = autostart
         self._prefix = "/v1" if self.name == DEFAULT_STORE_NAME else f"/v1/stores/{self.name}"
         self._daemon = DaemonCaller(
             address,
