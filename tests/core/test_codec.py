@@ -1,12 +1,10 @@
-"""The msgpack codec: exact round trips, bounded and plain unpacking (DESIGN §4, §8)."""
+"""Event records in the codec: exact round trips, bounded and plain unpacking, history
+reads (memoryd.codec; DESIGN §4, §8)."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import pathlib
 import pickle
-import types
 from typing import Any
 
 import msgpack
@@ -14,8 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import memoryd
-from memoryd import _codec_msgpack, _json_values, _message_checks, codec, events, keys, messages
+from memoryd import codec, messages
 from memoryd.codec import (
     MAX_RECORD_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -27,7 +24,7 @@ from memoryd.codec import (
 from memoryd.errors import CorruptRecord, StorageError
 from memoryd.events import KINDS, SCHEMA_VERSION, Event
 
-from .test_messages import any_message, json_values
+from ._support import any_message, json_values, packb
 
 
 def event(**overrides: Any) -> Event:
@@ -45,10 +42,6 @@ def raw_record(**overrides: Any) -> dict[str, Any]:
     record: dict[str, Any] = {"s": 1, "v": 1, "k": "appended", "m": [messages.user("x")], "t": 1.0}
     record.update(overrides)
     return {k: v for k, v in record.items() if v is not ...}
-
-
-def packb(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
 
 
 # --------------------------------------------------------------------------- round trips
@@ -129,18 +122,6 @@ def test_unpack_returns_fresh_messages() -> None:
     assert two.messages[0]["content"] == "héllo 😀"
 
 
-@given(json_values)
-def test_values_round_trip(value: Any) -> None:
-    """pack_value/unpack_value round-trip JSON-compatible values."""
-    assert unpack_value(pack_value(value)) == value
-
-
-def test_values_may_hold_bytes_and_tuples_become_lists() -> None:
-    """Internal values may hold bytes (and bytes keys); tuples decode as lists."""
-    value = {"cid": "a", "key": b"\x00\x01", b"raw": (1, (2, 3))}
-    assert unpack_value(pack_value(value)) == {"cid": "a", "key": b"\x00\x01", b"raw": [1, [2, 3]]}
-
-
 # --------------------------------------------------------------------------- packing refusals
 
 
@@ -164,16 +145,6 @@ def test_pack_event_refuses_an_oversized_record() -> None:
     """A record over max_bytes is refused with its size and the limit."""
     with pytest.raises(ValueError, match=r"event is \d+ bytes encoded; the limit is 100"):
         pack_event(event(messages=(messages.user("x" * 200),)), max_bytes=100)
-
-
-def test_pack_value_refuses_unstorable_values() -> None:
-    """Sets, objects and oversized values are refused."""
-    with pytest.raises(ValueError, match="value cannot be encoded"):
-        pack_value({1, 2})
-    with pytest.raises(ValueError, match="value cannot be encoded"):
-        pack_value({"a": object()})
-    with pytest.raises(ValueError, match="the limit is 10"):
-        pack_value("x" * 20, max_bytes=10)
 
 
 # --------------------------------------------------------------------------- unpacking refusals
@@ -254,36 +225,10 @@ def test_unpack_refuses_oversized_input_before_decoding() -> None:
     assert MAX_RECORD_BYTES >= 1 << 20
 
 
-def test_huge_announced_lengths_are_refused_without_allocating() -> None:
-    """A header announcing a 4 GiB str/array/map in a few bytes is refused."""
-    for header in (
-        b"\xdb\xff\xff\xff\xff",
-        b"\xdd\xff\xff\xff\xff",
-        b"\xdf\xff\xff\xff\xff",
-        b"\xc6\xff\xff\xff\xff",
-    ):
-        with pytest.raises(CorruptRecord):
-            unpack_value(header + b"\x00" * 16)
-
-
 def test_pickle_is_never_used() -> None:
     """A pickle payload is just garbage to the codec."""
     with pytest.raises(CorruptRecord):
         unpack_event(pickle.dumps(event()))
-
-
-def test_unpack_value_refuses_ext_types_and_timestamps() -> None:
-    """Internal values refuse ext types too, including msgpack timestamps."""
-    with pytest.raises(CorruptRecord, match="ext type"):
-        unpack_value(packb(msgpack.ExtType(1, b"x")))
-    with pytest.raises(CorruptRecord, match="ext type"):
-        unpack_value(packb({"t": msgpack.Timestamp(5, 0)}))
-
-
-def test_unpack_value_refuses_non_str_map_keys() -> None:
-    """Integer map keys are refused (strict_map_key)."""
-    with pytest.raises(CorruptRecord):
-        unpack_value(packb({1: "a"}))
 
 
 def test_unpack_refuses_non_bytes() -> None:
@@ -316,93 +261,6 @@ def test_corrupting_a_record_raises_only_corrupt_record(noise: bytes, where: int
 def test_supported_schema_versions() -> None:
     """This code reads the schema version it writes."""
     assert SCHEMA_VERSION in SUPPORTED_SCHEMA_VERSIONS
-
-
-# --------------------------------------------------------------------------- boundaries
-
-
-def test_only_codec_imports_msgpack() -> None:
-    """No module of the memoryd package but the codec (memoryd/codec.py and its private
-    memoryd/_codec_*.py modules) imports msgpack (STYLE §2)."""
-    root = pathlib.Path(memoryd.__file__).parent
-    offenders = []
-    for path in root.rglob("*.py"):
-        if path.parent == root and (path.name == "codec.py" or path.name.startswith("_codec_")):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            if any(name == "msgpack" or name.startswith("msgpack.") for name in names):
-                offenders.append(str(path.relative_to(root)))
-    assert offenders == []
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        "errors",
-        "messages",
-        "_message_checks",
-        "_json_values",
-        "events",
-        "codec",
-        "_codec_msgpack",
-        "keys",
-    ],
-)
-def test_core_modules_import_nothing_that_does_io(module: str) -> None:
-    """The pure modules import no threads, clocks, files, sockets, LMDB or actors."""
-    path = pathlib.Path(memoryd.__file__).parent / f"{module}.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    forbidden = {
-        "os",
-        "io",
-        "time",
-        "datetime",
-        "threading",
-        "socket",
-        "lmdb",
-        "pykka",
-        "pickle",
-        "random",
-        "asyncio",
-    }
-    assert imported & forbidden == set()
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        codec,
-        _codec_msgpack,
-        events,
-        keys,
-        messages,
-        _message_checks,
-        _json_values,
-    ],
-    ids=lambda m: m.__name__,
-)
-def test_core_all_is_sorted(module: types.ModuleType) -> None:
-    """Each pure core module's __all__ is sorted (isort-style, as ruff's RUF022 enforces)
-    and every name in it exists."""
-
-    def isort_style(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[:1].isupper() else 2), name
-
-    assert module.__all__ == sorted(module.__all__, key=isort_style)
-    for name in module.__all__:
-        assert hasattr(module, name)
 
 
 # --------------------------------------------------------------------------- history reads

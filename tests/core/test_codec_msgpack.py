@@ -1,4 +1,5 @@
-"""The bounded msgpack rules and the network-body encoding (memoryd._codec_msgpack)."""
+"""The bounded msgpack rules, and the internal-value and network-body encodings built on
+them (memoryd._codec_msgpack, through `memoryd.codec`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,63 @@ import pytest
 from hypothesis import given
 
 from memoryd import _codec_msgpack, codec
+from memoryd.codec import pack_value, unpack_value
 from memoryd.errors import CorruptRecord
 
-from .test_messages import json_values
+from ._support import json_values, packb
+
+# --------------------------------------------------------------------------- internal values
+
+
+@given(json_values)
+def test_values_round_trip(value: Any) -> None:
+    """pack_value/unpack_value round-trip JSON-compatible values."""
+    assert unpack_value(pack_value(value)) == value
+
+
+def test_values_may_hold_bytes_and_tuples_become_lists() -> None:
+    """Internal values may hold bytes (and bytes keys); tuples decode as lists."""
+    value = {"cid": "a", "key": b"\x00\x01", b"raw": (1, (2, 3))}
+    assert unpack_value(pack_value(value)) == {"cid": "a", "key": b"\x00\x01", b"raw": [1, [2, 3]]}
+
+
+def test_pack_value_refuses_unstorable_values() -> None:
+    """Sets, objects and oversized values are refused."""
+    with pytest.raises(ValueError, match="value cannot be encoded"):
+        pack_value({1, 2})
+    with pytest.raises(ValueError, match="value cannot be encoded"):
+        pack_value({"a": object()})
+    with pytest.raises(ValueError, match="the limit is 10"):
+        pack_value("x" * 20, max_bytes=10)
+
+
+def test_huge_announced_lengths_are_refused_without_allocating() -> None:
+    """A header announcing a 4 GiB str/array/map in a few bytes is refused."""
+    for header in (
+        b"\xdb\xff\xff\xff\xff",
+        b"\xdd\xff\xff\xff\xff",
+        b"\xdf\xff\xff\xff\xff",
+        b"\xc6\xff\xff\xff\xff",
+    ):
+        with pytest.raises(CorruptRecord):
+            unpack_value(header + b"\x00" * 16)
+
+
+def test_unpack_value_refuses_ext_types_and_timestamps() -> None:
+    """Internal values refuse ext types too, including msgpack timestamps."""
+    with pytest.raises(CorruptRecord, match="ext type"):
+        unpack_value(packb(msgpack.ExtType(1, b"x")))
+    with pytest.raises(CorruptRecord, match="ext type"):
+        unpack_value(packb({"t": msgpack.Timestamp(5, 0)}))
+
+
+def test_unpack_value_refuses_non_str_map_keys() -> None:
+    """Integer map keys are refused (strict_map_key)."""
+    with pytest.raises(CorruptRecord):
+        unpack_value(packb({1: "a"}))
+
+
+# --------------------------------------------------------------------------- network bodies
 
 
 @given(json_values)
@@ -66,6 +121,9 @@ def test_unpack_wire_refuses_a_body_over_its_limit() -> None:
     """`unpack_wire` refuses input longer than ``max_bytes`` before decoding it."""
     with pytest.raises(CorruptRecord, match="the limit is 4"):
         codec.unpack_wire(msgpack.packb("x" * 10), max_bytes=4)
+
+
+# --------------------------------------------------------------------------- the shared rules
 
 
 def test_unpack_bounded_names_what_it_decodes() -> None:
