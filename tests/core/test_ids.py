@@ -89,7 +89,6 @@ def _ids_in_child(source: IdSource, count: int) -> list[str]:
     return data.decode().split("\n")
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_repeats_none_of_its_parents_ids() -> None:
     """The child draws a nonce of its own, so its ids differ from the parent's next ones.
 
@@ -106,7 +105,6 @@ def test_a_forked_child_repeats_none_of_its_parents_ids() -> None:
     assert {_nonce(i) for i in after} == {_nonce(before[0])}
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_children_of_one_parent_draw_different_nonces() -> None:
     """Two children forked from the same state do not repeat each other's ids."""
     source = IdSource()
