@@ -59,7 +59,8 @@ class OursNoSyncPeer(OursPeer):
 
 
 class RawLmdbLayoutPeer(RawLmdbPeer):
-    """Raw py-lmdb putting ours' three records per append; appends only."""
+    """Raw py-lmdb putting ours' three records per append; measured for appends only
+    (its reads are raw-lmdb's, over the same message records)."""
 
     name: ClassVar[str] = "raw-lmdb-layout"
     reads: ClassVar[bool] = False
@@ -100,11 +101,3 @@ class RawLmdbLayoutPeer(RawLmdbPeer):
                 db=self._positions,
             )
             txn.put(conv_id, _META.pack(version, 1, version), db=self._meta)
-
-    def read_last(self, cid: str, n: int) -> list[Any]:
-        """Not measured: this row is for appends only."""
-        raise NotImplementedError("raw-lmdb-layout is measured for appends only")
-
-    def read_all(self, cid: str) -> list[Any]:
-        """Not measured: this row is for appends only."""
-        raise NotImplementedError("raw-lmdb-layout is measured for appends only")
