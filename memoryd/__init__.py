@@ -20,7 +20,6 @@ from typing import Any as _Any
 
 from memoryd import messages
 from memoryd._version import __version__
-from memoryd.api import default_store, shutdown, whereis
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
@@ -36,12 +35,13 @@ from memoryd.errors import (
 )
 from memoryd.events import Change, Event, EventKind
 from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb_store import EphemeralStore, LmdbStore
+from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
+from memoryd.store.lookup import default_store, shutdown, whereis
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult
     from memoryd.aio import AsyncStore
-    from memoryd.client import RemoteStore, connect
+    from memoryd.client.remote import RemoteStore, connect
     from memoryd.kernel import (
         ChatRequest,
         Context,
@@ -69,7 +69,7 @@ if _TYPE_CHECKING:
         safe_window,
         window,
     )
-    from memoryd.store.redis_store import RedisStore
+    from memoryd.store.redis.handle import RedisStore
 
 _LAZY = {
     **dict.fromkeys(("Agent", "PendingRun", "RunResult"), "memoryd.agent"),
@@ -107,9 +107,9 @@ _LAZY = {
         "memoryd.provider",
     ),
     "AsyncStore": "memoryd.aio",
-    "RemoteStore": "memoryd.client",
-    "connect": "memoryd.client",
-    "RedisStore": "memoryd.store.redis_store",
+    "RemoteStore": "memoryd.client.remote",
+    "connect": "memoryd.client.remote",
+    "RedisStore": "memoryd.store.redis.handle",
 }
 """Names loaded on first use, and their modules: a program that only stores and reads
 conversations (the CLI, a client) does not load the agent, kernel, provider and memory

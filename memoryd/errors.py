@@ -17,6 +17,13 @@ MemorydError
                                        (memoryd.memory.dense: pip install 'memoryd[dense]')
 ```
 
+Internal signals, caught inside memoryd and never raised to a caller:
+
+```
+EngineClosed                           a store's engine closed under a read (a restart):
+                                       look the store's current engine up again
+```
+
 Every message says what was wrong and what to do about it. Exceptions carrying extra
 attributes (``ConflictError.expected``/``actual``, ``AlreadyStarted.owner_pid``) keep them
 across ``pickle`` and ``copy``, so they survive a trip between processes.
@@ -31,6 +38,7 @@ __all__ = [
     "AuthenticationError",
     "ConflictError",
     "CorruptRecord",
+    "EngineClosed",
     "InvalidConversationId",
     "InvalidMessage",
     "MemorydError",
@@ -155,3 +163,8 @@ class StorageError(MemorydError):
 
 class CorruptRecord(StorageError):
     """Stored bytes cannot be decoded into the record they should hold."""
+
+
+class EngineClosed(Exception):
+    """A store's engine (LMDB environment, Redis client) is closing or closed: its actor
+    stopped or restarts. Readers catch it and look the store's current engine up again."""

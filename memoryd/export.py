@@ -43,8 +43,8 @@ from typing import Any, TextIO
 from memoryd import messages as msgs
 from memoryd.errors import ConflictError
 from memoryd.events import Event, EventKind
+from memoryd.protocol import event_to_wire
 from memoryd.store.handle import StoreHandle
-from memoryd.wire import event_to_wire
 
 __all__ = [
     "EXPORT_FORMAT",

@@ -90,7 +90,7 @@ def test_importing_memoryd_leaves_the_agent_stacks_unloaded_until_used() -> None
     code = (
         "import sys, memoryd\n"
         "stacks = ('memoryd.agent', 'memoryd.kernel', 'memoryd.provider', 'memoryd.memory',"
-        " 'memoryd.client', 'memoryd.store.redis_store')\n"
+        " 'memoryd.client.remote', 'memoryd.store.redis.handle')\n"
         "print(sorted(m for m in stacks if m in sys.modules))\n"
         "memoryd.Agent, memoryd.window\n"
         "print(sorted(m for m in stacks if m in sys.modules))\n"

@@ -93,7 +93,7 @@ def _floor_writer(args: tuple[str, int, int, Any]) -> Span:
     """POSTs an add's body to an ASGI app that answers at once: the HTTP stack alone."""
     import json
 
-    from memoryd.http_transport import HttpTransport
+    from memoryd.client._http import HttpTransport
 
     base, worker, adds, barrier = args
     http = HttpTransport(base, uds=None, headers={"content-type": "application/json"})

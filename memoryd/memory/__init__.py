@@ -18,9 +18,9 @@ recall steps (plan, search, rerank) and `retrieve` BM25, the rerank and the memo
 from memoryd.memory.dense import DenseUnavailable
 from memoryd.memory.extract import DEFAULT_EXTRACTION_INSTRUCTION, ExtractionError, Fact
 from memoryd.memory.filter import RecallFilter
+from memoryd.memory.longterm import LongTermMemory
 from memoryd.memory.pipeline import RecallSettings
 from memoryd.memory.plan import DEFAULT_PLAN_INSTRUCTION
-from memoryd.memory.provider import LongTermMemory
 from memoryd.memory.records import MemoryRecord, Provenance, fold, records_conversation
 from memoryd.memory.retrieve import Diagnostic, Recall
 from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, SchemaError, validate_body

@@ -14,7 +14,7 @@ from memoryd.kernel.filters import ChatNext, ChatRequest, Filter
 from memoryd.memory.retrieve import inject
 
 if TYPE_CHECKING:
-    from memoryd.memory.provider import LongTermMemory
+    from memoryd.memory.longterm import LongTermMemory
 
 __all__ = ["RecallFilter", "query_of"]
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memoryd import messages as msgs
-from memoryd.api import default_store
 from memoryd.messages import is_system
 from memoryd.provider import preprocessors as pre
 from memoryd.provider.safe_window import check_messages, check_window, safe_window
 from memoryd.store.handle import StoreHandle
+from memoryd.store.lookup import default_store
 
 __all__ = ["DefaultProvider", "window"]
 

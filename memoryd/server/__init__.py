@@ -3,10 +3,10 @@
 The only package that imports the web stack (Starlette on uvicorn).
 """
 
-from memoryd.server.actor import SERVER, Server
 from memoryd.server.application import create_app, openapi
 from memoryd.server.config import ServerConfig, parse_listen
 from memoryd.server.daemon import run
+from memoryd.server.listener import SERVER, Server
 from memoryd.server.stores import StoreRegistry
 
 __all__ = [

@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from memoryd import _version, wire
+from memoryd import _version
+from memoryd import protocol as wire
 from memoryd.errors import MemorydError
 from memoryd.server.calls import Endpoint, ServerContext, internal_error
 from memoryd.server.hot import HotRoutes

@@ -24,16 +24,16 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memoryd import api
 from memoryd.errors import MemorydError
 from memoryd.events import Change
+from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
 from memoryd.server.config import ServerConfig
 from memoryd.server.http import Answer, HttpError, encode, read_body, wants_msgpack
 from memoryd.server.metrics import Metrics
 from memoryd.server.stores import StoreRegistry
+from memoryd.store import lookup as api
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 from memoryd.store.requests import WriteRequest
-from memoryd.wire import DEFAULT_STORE_NAME, check_store_name
 
 __all__ = [
     "MAX_TAIL_TIMEOUT_S",

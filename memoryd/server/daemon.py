@@ -16,11 +16,12 @@ from typing import TextIO
 
 import structlog
 
-from memoryd import api, app
+from memoryd import app
 from memoryd.errors import AlreadyStarted, MemorydError
-from memoryd.server.actor import SERVER, Server
 from memoryd.server.config import ServerConfig
+from memoryd.server.listener import SERVER, Server
 from memoryd.server.stores import StoreRegistry
+from memoryd.store import lookup as api
 from supervisors import ChildSpec, Restart, StartError, whereis
 
 __all__ = ["run", "usage_text"]

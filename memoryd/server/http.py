@@ -20,8 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memoryd import codec
 from memoryd._json_values import COMPACT
 from memoryd.errors import CorruptRecord
+from memoryd.protocol import error_to_wire
 from memoryd.server.config import ServerConfig, is_loopback
-from memoryd.wire import error_to_wire
 
 __all__ = [
     "JSON",

@@ -25,8 +25,8 @@ from typing import Any
 import structlog
 from starlette.types import Receive, Scope, Send
 
+from memoryd.protocol import error_to_wire
 from memoryd.server.http import HttpError, error_response
-from memoryd.wire import error_to_wire
 
 __all__ = ["PeerCredentials", "peer_checked", "peer_credentials", "refusal"]
 

@@ -16,7 +16,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from memoryd import _version, wire
+from memoryd import _version
+from memoryd import protocol as wire
 from memoryd.errors import InvalidMessage, StoreNotRunning
 from memoryd.server.calls import (
     MAX_TAIL_TIMEOUT_S,

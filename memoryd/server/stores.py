@@ -18,11 +18,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from memoryd import api
 from memoryd.errors import AlreadyStarted, StoreNotRunning
+from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
+from memoryd.store import lookup as api
 from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb_store import EphemeralStore, LmdbStore
-from memoryd.wire import DEFAULT_STORE_NAME, check_store_name
+from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
 from supervisors import whereis as actor_whereis
 
 __all__ = ["KINDS", "StoreRegistry", "redis_prefix"]
@@ -137,7 +137,7 @@ class StoreRegistry:
             return started, True
 
     def _start_redis(self, name: str) -> StoreHandle:
-        from memoryd.store.redis_store import RedisStore  # noqa: PLC0415 - optional extra
+        from memoryd.store.redis.handle import RedisStore  # noqa: PLC0415 - optional extra
 
         assert self.backend is not None
         return RedisStore.start(

@@ -26,10 +26,11 @@ from pykka.messages import ProxyCall
 
 from memoryd.errors import StorageError, StoreUnavailable
 from memoryd.events import EventKind
-from memoryd.store import engines, lmdb_ops
+from memoryd.store import engines
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
-from memoryd.store.lmdb_engine import LmdbEngine
+from memoryd.store.lmdb import writes as lmdb_ops
+from memoryd.store.lmdb.engine import LmdbEngine
 from memoryd.store.reply import Reply
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from supervisors import Exit, SupervisedActor

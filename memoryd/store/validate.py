@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from memoryd.keys import MAX_IDEMPOTENCY_KEY_BYTES
+from memoryd.store.lmdb.keys import MAX_IDEMPOTENCY_KEY_BYTES
 
 __all__ = [
     "check_after",

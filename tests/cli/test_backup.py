@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memoryd import api
-from memoryd.store.lmdb_store import LmdbStore
+from memoryd.store import lookup as api
+from memoryd.store.lmdb.handle import LmdbStore
 from tests.server.daemon import Daemon
 
 

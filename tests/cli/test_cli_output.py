@@ -1,4 +1,4 @@
-"""`memoryd._cli_output`: what the command prints for people and for programs."""
+"""`memoryd.cli.output`: what the command prints for people and for programs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from memoryd._cli_output import Output, import_line, progress, show_events, show_messages
+from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.events import Change
 from memoryd.export import ImportSummary
 

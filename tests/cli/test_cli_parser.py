@@ -1,10 +1,10 @@
-"""`memoryd._cli_parser`: where the options of a store command may go."""
+"""`memoryd.cli.parser`: where the options of a store command may go."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoryd._cli_parser import parser
+from memoryd.cli.parser import parser
 
 
 def test_where_options_go_before_or_after_the_command() -> None:

@@ -1,4 +1,4 @@
-"""`memoryd._daemon_calls`: daemon addresses, and which failures a call retries or raises.
+"""`memoryd.client.calls`: daemon addresses, and which failures a call retries or raises.
 
 The daemon is a scripted server (`tests.client._scripted`) answering each request
 with the bytes a test gives, so every kind of failure is exact.
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from memoryd import codec
-from memoryd._daemon_calls import DaemonCaller, parse_address
+from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import ConflictError, StoreNotRunning, StoreUnavailable, WriteTimeout
-from memoryd.wire import ProtocolError
+from memoryd.protocol import ProtocolError
 from tests.client._scripted import Answer, ScriptedServer
 
 # --------------------------------------------------------------------------- addresses

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 import memoryd
-from memoryd import client
-from memoryd.http_transport import ConnectFailed, HttpTransport, TransportFailed
-from memoryd.keys import MAX_IDEMPOTENCY_KEY_BYTES
-from memoryd.wire import AUTO_KEY_PREFIX
+from memoryd.client import remote as client
+from memoryd.client._http import ConnectFailed, HttpTransport, TransportFailed
+from memoryd.protocol import AUTO_KEY_PREFIX
+from memoryd.store.lmdb.keys import MAX_IDEMPOTENCY_KEY_BYTES
 from tests.client._scripted import Answer, ScriptedServer
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon

@@ -25,7 +25,7 @@ import pytest
 
 import memoryd
 import supervisors
-from memoryd import client
+from memoryd.client import remote as client
 from tests.contract.base import ImportContract, RecordContract, Store, StoreContract, StoreFactory
 from tests.server.daemon import Daemon
 

@@ -10,7 +10,15 @@ import types
 import pytest
 
 import memoryd
-from memoryd import _codec_msgpack, _json_values, _message_checks, codec, events, keys, messages
+from memoryd import (
+    _codec_msgpack,
+    _json_values,
+    _message_checks,
+    codec,
+    events,
+    messages,
+)
+from memoryd.store.lmdb import keys
 
 
 def test_only_codec_imports_msgpack() -> None:
@@ -43,7 +51,7 @@ def test_only_codec_imports_msgpack() -> None:
         "events",
         "codec",
         "_codec_msgpack",
-        "keys",
+        "store/lmdb/keys",
     ],
 )
 def test_core_modules_import_nothing_that_does_io(module: str) -> None:

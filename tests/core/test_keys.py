@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryd.errors import InvalidConversationId
-from memoryd.keys import (
+from memoryd.store.lmdb.keys import (
     EVENT_KEY_SIZE,
     MAX_U64,
     SUB_DATABASES,

@@ -8,7 +8,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
-from memoryd.store.lmdb_backup import backup
+from memoryd.store.lmdb.backup import backup
 from tests.helpers import wait_until
 from tools.reliability.verify import verify
 from tools.reliability.writers import KeyedWriters

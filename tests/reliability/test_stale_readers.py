@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memoryd.store.lmdb_engine import READER_CHECK_EVERY
+from memoryd.store.lmdb.engine import READER_CHECK_EVERY
 from tests.server.daemon import Daemon
 from tools.reliability.procs import Reader
 from tools.reliability.space import readers, space

@@ -16,13 +16,13 @@ from starlette.types import ASGIApp, Message
 
 import memoryd
 from memoryd import messages as msgs
+from memoryd.protocol import DEFAULT_STORE_NAME
 from memoryd.server.application import create_app
 from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
 from memoryd.server.stores import StoreRegistry
 from memoryd.store import actor as store_actor
-from memoryd.wire import DEFAULT_STORE_NAME
 from tests.store.restart_hold import HeldRestart, crash_and_hold
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 import memoryd
-from memoryd.store import redis_scripts
-from memoryd.store.redis_engine import RedisEngine
+from memoryd.store.redis import scripts as redis_scripts
+from memoryd.store.redis.engine import RedisEngine
 from memoryd.store.requests import Add
 from tests.helpers import wait_until
 from tests.redis_servers import RedisCluster, RedisServer

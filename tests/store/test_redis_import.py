@@ -25,8 +25,8 @@ import pytest
 import memoryd
 from memoryd import codec
 from memoryd.events import Event, replay
-from memoryd.store import redis_scripts
-from memoryd.store.redis_writes import Batch, Plan
+from memoryd.store.redis import scripts as redis_scripts
+from memoryd.store.redis.batch import Batch, Plan
 from tests.redis_servers import RedisCluster, RedisServer
 from tests.server.daemon import Daemon
 

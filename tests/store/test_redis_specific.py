@@ -18,8 +18,8 @@ import redis
 import memoryd
 from memoryd import codec
 from memoryd.events import Event, replay, walk_back
-from memoryd.store import redis_scripts
-from memoryd.store.redis_engine import RedisEngine
+from memoryd.store.redis import scripts as redis_scripts
+from memoryd.store.redis.engine import RedisEngine
 from memoryd.store.requests import Add, Pop
 from tests.helpers import Worker, wait_until
 from tests.redis_servers import RedisServer
@@ -245,7 +245,7 @@ def test_walk_history_matches_the_reducer() -> None:
 
 def test_commands_are_encoded_as_redis_py_encodes_them() -> None:
     """The write path's RESP encoding is byte for byte redis-py's, for bytes, str and int."""
-    from memoryd.store.redis_wire import encode
+    from memoryd.store.redis.connections import encode
 
     commands = [
         ("EVALSHA", "ab" * 20, 2, "k{x}:s", "k{x}:m", b"\x00\xffpayload", -7, "", "h\u00e9"),

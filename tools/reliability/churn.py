@@ -28,8 +28,8 @@ from typing import Any
 from memoryd import logging as memoryd_logging
 from memoryd import messages
 from memoryd.events import EventKind
-from memoryd.store import lmdb_ops
-from memoryd.store.lmdb_engine import LmdbEngine
+from memoryd.store.lmdb import writes as lmdb_ops
+from memoryd.store.lmdb.engine import LmdbEngine
 from tools.reliability.space import live_bytes
 
 _MESSAGE = messages.user("x" * 200)

@@ -6,7 +6,7 @@ import os
 
 from memoryd import app
 from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb_store import EphemeralStore, LmdbStore
+from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
 
 __all__ = ["default_store", "shutdown", "whereis"]
 
@@ -37,7 +37,7 @@ def whereis(name: str) -> StoreHandle | None:
     if config is None:
         return None
     if config.kind == "redis":  # imported on use: redis-py is an optional extra
-        from memoryd.store.redis_store import RedisStore  # noqa: PLC0415
+        from memoryd.store.redis.handle import RedisStore  # noqa: PLC0415
 
         return RedisStore(config)
     return _KINDS[config.kind](config)

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from memoryd.store import redis_scripts as lua
+from memoryd.store.redis import scripts as lua
 
 if TYPE_CHECKING:
-    from memoryd.store.redis_engine import RedisEngine
+    from memoryd.store.redis.engine import RedisEngine
 
 __all__ = ["Group", "Writers", "encode", "exchange", "node_client", "send"]
 

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memoryd._cli_output import Output, import_line, progress, show_events, show_messages
+from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.errors import AlreadyStarted
 from memoryd.export import export_jsonl, import_jsonl
+from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
 from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb_store import LmdbStore
-from memoryd.wire import DEFAULT_STORE_NAME, check_store_name, event_to_wire
+from memoryd.store.lmdb.handle import LmdbStore
 
 __all__ = ["backup", "open_store", "run"]
 
@@ -40,7 +40,7 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         ValueError: no store given, or a bad store name or address.
         AlreadyStarted: ``--data`` is held by another process that serves no socket.
     """
-    from memoryd import client  # noqa: PLC0415 (the HTTP client only when a daemon is used)
+    from memoryd.client import remote as client  # noqa: PLC0415 (the HTTP client only when a daemon is used)
 
     address = _option(args, "address", "MEMORYD_ADDRESS")
     token = _option(args, "token", "MEMORYD_TOKEN")
@@ -207,7 +207,7 @@ def backup(args: argparse.Namespace, out: Output) -> int:
     Raises:
         ValueError: no ``--data``, or a bad store name or destination.
     """
-    from memoryd.store.lmdb_backup import backup as copy_store  # noqa: PLC0415
+    from memoryd.store.lmdb.backup import backup as copy_store  # noqa: PLC0415
 
     data = _option(args, "data")
     if data is None:

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from memoryd.events import Change
 from memoryd.export import ImportSummary
-from memoryd.wire import change_to_wire
+from memoryd.protocol import change_to_wire
 
 __all__ = ["Output", "import_line", "progress", "show_events", "show_messages"]
 

@@ -9,7 +9,7 @@ This transport does only what the daemon's exchanges need:
 * the request is built as bytes, its fixed headers encoded once per transport,
   and written with one ``sendall``;
 * the response is read with ``recv_into`` a per-connection buffer, its status
-  line and headers parsed by hand (`memoryd.http_wire`); bodies are framed by
+  line and headers parsed by hand (`memoryd.client._http_wire`); bodies are framed by
   ``content-length``, ``transfer-encoding: chunked``, or the end of the connection;
 * each thread keeps one connection and reuses it, after checking that the
   server did not close it while it was idle, so a request is only ever sent on
@@ -30,7 +30,7 @@ import threading
 import time
 from urllib.parse import urlencode, urlsplit
 
-from memoryd.http_wire import Connection, Reply, TransportFailed
+from memoryd.client._http_wire import Connection, Reply, TransportFailed
 
 __all__ = ["ConnectFailed", "HttpTransport", "Reply", "TransportFailed"]
 

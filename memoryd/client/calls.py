@@ -8,7 +8,7 @@ wrong into the store's exceptions:
 * the connection failed once the request was on its way: ``WriteTimeout`` (the
   outcome is unknown), retried only for a call that may run twice without harm;
 * the daemon answered with an error: the exception it reported
-  (`memoryd.wire.error_from_wire`), retried only when it is a ``StoreUnavailable``
+  (`memoryd.protocol.error_from_wire`), retried only when it is a ``StoreUnavailable``
   other than ``StoreNotRunning`` (and, for a call that must not run twice, other
   than ``WriteTimeout``).
 """
@@ -20,9 +20,9 @@ import time
 from typing import Any
 
 from memoryd import codec
+from memoryd.client._http import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
-from memoryd.http_transport import ConnectFailed, HttpTransport, Reply, TransportFailed
-from memoryd.wire import ProtocolError, error_from_wire
+from memoryd.protocol import ProtocolError, error_from_wire
 
 __all__ = ["DaemonCaller", "parse_address"]
 

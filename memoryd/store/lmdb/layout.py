@@ -11,8 +11,9 @@ from typing import Any
 
 import lmdb
 
-from memoryd import codec, keys
+from memoryd import codec
 from memoryd.errors import CorruptRecord
+from memoryd.store.lmdb import keys
 
 __all__ = [
     "LIVE",

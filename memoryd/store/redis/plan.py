@@ -22,11 +22,11 @@ from memoryd import codec
 from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import EventKind
 from memoryd.store import importing
-from memoryd.store import redis_scripts as lua
+from memoryd.store.redis import scripts as lua
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
 if TYPE_CHECKING:
-    from memoryd.store.redis_engine import RedisEngine
+    from memoryd.store.redis.engine import RedisEngine
 
 __all__ = ["Plan", "Planner", "Result", "View"]
 

@@ -30,16 +30,16 @@ from urllib.parse import urlsplit
 import redis
 
 from memoryd import app
-from memoryd.errors import StorageError, StoreUnavailable
+from memoryd.errors import EngineClosed, StorageError, StoreUnavailable
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
-from memoryd.store import redis_scripts
 from memoryd.store.actor_handle import ActorStoreHandle
 from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, StoreConfig
-from memoryd.store.redis_actor import RedisStoreActor
-from memoryd.store.redis_engine import EngineClosed, RedisEngine, detect_cluster
-from memoryd.store.redis_scripts import redact
-from memoryd.store.redis_writes import CONNECTION_ERRORS
+from memoryd.store.redis import scripts as redis_scripts
+from memoryd.store.redis.actor import RedisStoreActor
+from memoryd.store.redis.batch import CONNECTION_ERRORS
+from memoryd.store.redis.engine import RedisEngine, detect_cluster
+from memoryd.store.redis.scripts import redact
 
 __all__ = ["URL_SCHEMES", "RedisStore"]
 

@@ -25,13 +25,13 @@ import structlog
 
 from memoryd.errors import ConflictError, StorageError, WriteTimeout
 from memoryd.events import EventKind
-from memoryd.store import redis_scripts as lua
-from memoryd.store import redis_wire
-from memoryd.store.redis_plan import Plan, Planner, Result, View
+from memoryd.store.redis import connections as redis_wire
+from memoryd.store.redis import scripts as lua
+from memoryd.store.redis.plan import Plan, Planner, Result, View
 from memoryd.store.requests import Add, Record, WriteRequest
 
 if TYPE_CHECKING:
-    from memoryd.store.redis_engine import RedisEngine
+    from memoryd.store.redis.engine import RedisEngine
 
 __all__ = ["CONNECTION_ERRORS", "Batch", "Plan", "View"]  # Plan, View: see redis_plan
 

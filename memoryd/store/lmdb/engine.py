@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 import lmdb
 import structlog
 
-from memoryd.errors import MemorydError, StorageError
-from memoryd.store import lmdb_ops
-from memoryd.store.dirlock import DirLock
+from memoryd.errors import EngineClosed, MemorydError, StorageError
+from memoryd.store.lmdb import writes as lmdb_ops
+from memoryd.store.lmdb.dirlock import DirLock
 
 __all__ = ["READER_CHECK_EVERY", "EngineBusy", "EngineClosed", "LmdbEngine"]
 
@@ -51,10 +51,6 @@ def _disk_full(exc: Exception) -> bool:
 
 class EngineBusy(Exception):
     """A read that may not wait found the map growing (readers are paused)."""
-
-
-class EngineClosed(Exception):
-    """The environment is closing or closed; look up the store's new engine."""
 
 
 def _fsync_dir(path: Path) -> None:

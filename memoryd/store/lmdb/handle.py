@@ -17,9 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from memoryd.errors import EngineClosed
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
-from memoryd.store import engines, lmdb_ops
+from memoryd.store import engines
 from memoryd.store.actor_handle import ActorStoreHandle
 from memoryd.store.config import (
     DEFAULT_CALL_TIMEOUT_S,
@@ -28,7 +29,8 @@ from memoryd.store.config import (
     StoreConfig,
 )
 from memoryd.store.handle import INLINE_READ_LIMIT, WouldWait, would_wait
-from memoryd.store.lmdb_engine import EngineBusy, EngineClosed, LmdbEngine
+from memoryd.store.lmdb import writes as lmdb_ops
+from memoryd.store.lmdb.engine import EngineBusy, LmdbEngine
 
 __all__ = ["EphemeralStore", "LmdbStore"]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import lmdb
 
-from memoryd.errors import StorageError
+from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import engines
-from memoryd.store.lmdb_engine import EngineClosed, LmdbEngine, _make_dir
+from memoryd.store.lmdb.engine import LmdbEngine, _make_dir
 
 __all__ = ["backup"]
 

@@ -1,7 +1,7 @@
 """The daemon's wire format: pure mappings between store values and JSON-compatible bodies.
 
 Both ends use it: the server (``memoryd.server``) to answer, the client
-(``memoryd.client``) to decode. No I/O here.
+(``memoryd.client.remote``) to decode. No I/O here.
 
 Errors travel as ``{"error": {"type": "ConflictError", "message": "...", ...}}`` with
 an HTTP status chosen by `error_status`; `error_from_wire` rebuilds the same exception

@@ -8,10 +8,11 @@ from typing import Any
 
 import lmdb
 
-from memoryd import codec, keys
+from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, walk_back
-from memoryd.store.lmdb_layout import LIVE, Dbs, Meta, counter
+from memoryd.store.lmdb import keys
+from memoryd.store.lmdb.layout import LIVE, Dbs, Meta, counter
 
 __all__ = [
     "check_version",

@@ -26,13 +26,13 @@ from redis.retry import Retry
 
 from memoryd import codec
 from memoryd._ids import IdSource
-from memoryd.errors import CorruptRecord
+from memoryd.errors import CorruptRecord, EngineClosed
 from memoryd.events import Change, Event, EventKind, walk_back
-from memoryd.store import redis_scripts as lua
-from memoryd.store.redis_plan import View
-from memoryd.store.redis_scripts import redact
-from memoryd.store.redis_wire import Writers
-from memoryd.store.redis_writes import Batch
+from memoryd.store.redis import scripts as lua
+from memoryd.store.redis.batch import Batch
+from memoryd.store.redis.connections import Writers
+from memoryd.store.redis.plan import View
+from memoryd.store.redis.scripts import redact
 from memoryd.store.requests import WriteRequest
 
 __all__ = ["EngineClosed", "RedisEngine", "detect_cluster"]
@@ -43,10 +43,6 @@ T = TypeVar("T")
 
 _KEYS_CACHED = 1 << 14
 _POPPED = EventKind.POPPED.value
-
-
-class EngineClosed(Exception):
-    """The engine was closed (its actor stopped): look the current one up again."""
 
 
 def text(value: Any) -> str:

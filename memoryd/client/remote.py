@@ -16,7 +16,7 @@ none), so an add whose answer was lost (daemon restarting, connection dropped,
 are retried the same way. ``pop``, ``clear`` and ``fork`` have no key: they are
 retried only when the daemon surely did not run them, otherwise they raise
 ``WriteTimeout``. ``import_events`` is idempotent, so it is retried like an add.
-Each call, its retries and its errors are `memoryd._daemon_calls.DaemonCaller`'s.
+Each call, its retries and its errors are `memoryd.client.calls.DaemonCaller`'s.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ import time
 from typing import Any, Self
 from urllib.parse import quote
 
-from memoryd._daemon_calls import DaemonCaller, parse_address
 from memoryd._ids import IdSource
+from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import StoreNotRunning, StoreUnavailable
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
-from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
-from memoryd.wire import (
+from memoryd.protocol import (
     AUTO_KEY_PREFIX,
     DEFAULT_STORE_NAME,
     change_from_wire,
@@ -41,6 +39,8 @@ from memoryd.wire import (
     event_from_wire,
     event_to_wire,
 )
+from memoryd.store.handle import StoreHandle
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
 

@@ -1,4 +1,4 @@
-"""Reading HTTP/1.1 responses off a socket: the receiving half of `memoryd.http_transport`.
+"""Reading HTTP/1.1 responses off a socket: the receiving half of `memoryd.client._http`.
 
 A `Connection` owns one socket and its receive buffer. It reads a response with
 ``recv_into`` that buffer and parses the status line and the headers that frame

@@ -23,8 +23,8 @@ from memoryd.errors import StorageError
 from memoryd.store import engines
 from memoryd.store.actor import Pending, StoreActor
 from memoryd.store.config import StoreConfig
-from memoryd.store.redis_engine import RedisEngine
-from memoryd.store.redis_scripts import redact
+from memoryd.store.redis.engine import RedisEngine
+from memoryd.store.redis.scripts import redact
 from memoryd.store.reply import Reply
 
 __all__ = ["RedisStoreActor"]

@@ -5,8 +5,8 @@ talk to a daemon (``--address``/``MEMORYD_ADDRESS``, ``--token``/``MEMORYD_TOKEN
 or work directly on a data directory with ``--data`` when no daemon runs (when one
 does, they use its socket ``DIR/memoryd.sock`` instead).
 
-The arguments are read by `memoryd._cli_parser`, the store commands run in
-`memoryd._cli_commands`, and what they print is written by `memoryd._cli_output`.
+The arguments are read by `memoryd.cli.parser`, the store commands run in
+`memoryd.cli.commands`, and what they print is written by `memoryd.cli.output`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from memoryd import _cli_commands, _cli_parser, api
 from memoryd import logging as mlogging
-from memoryd._cli_output import Output
+from memoryd.cli import commands as _cli_commands
+from memoryd.cli import parser as _cli_parser
+from memoryd.cli.output import Output
 from memoryd.errors import MemorydError
+from memoryd.store import lookup as api
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]

@@ -15,12 +15,13 @@ from typing import Any
 
 import lmdb
 
-from memoryd import codec, keys
+from memoryd import codec
 from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
-from memoryd.store.lmdb_layout import Counters, Dbs, Meta, meta_of, open_dbs, put_meta
-from memoryd.store.lmdb_reads import (
+from memoryd.store.lmdb import keys
+from memoryd.store.lmdb.layout import Counters, Dbs, Meta, meta_of, open_dbs, put_meta
+from memoryd.store.lmdb.reads import (
     conversations,
     events,
     history,

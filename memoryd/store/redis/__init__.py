@@ -1,0 +1,1 @@
+"""The Redis backend: `RedisStore` on Redis or Redis Cluster, its actor, engine and scripts."""
