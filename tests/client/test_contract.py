@@ -26,7 +26,7 @@ import pytest
 import memoryd
 import supervisors
 from memoryd.client import remote as client
-from tests.contract.base import ImportContract, RecordContract, Store, StoreContract, StoreFactory
+from memoryd.testing import ImportContract, RecordContract, Store, StoreContract, StoreFactory
 from tests.server.daemon import Daemon
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import memoryd
-from tests.contract.base import ImportContract, RecordContract, Store, StoreContract, StoreFactory
+from memoryd.testing import ImportContract, RecordContract, Store, StoreContract, StoreFactory
 
 
 class TestLmdbStore(StoreContract, RecordContract, ImportContract):

@@ -12,14 +12,14 @@ import pytest
 
 import memoryd
 import supervisors
-from tests.contract.base import (
+from memoryd.messages import user
+from memoryd.testing import (
     ImportContract,
     RecordContract,
     Store,
     StoreContract,
     StoreFactory,
     texts,
-    user,
 )
 
 

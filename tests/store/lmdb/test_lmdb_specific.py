@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import memoryd
-from tests.contract.base import texts, user
+from memoryd.messages import user
+from memoryd.testing import texts
 
 
 def lmdb_store(path: Path, **options: object) -> memoryd.LmdbStore:

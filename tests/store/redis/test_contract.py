@@ -17,14 +17,14 @@ import pytest
 import redis
 
 import memoryd
-from tests.contract.base import (
+from memoryd.messages import user
+from memoryd.testing import (
     ImportContract,
     RecordContract,
     Store,
     StoreContract,
     StoreFactory,
     texts,
-    user,
 )
 from tests.redis_servers import RedisCluster, RedisServer
 

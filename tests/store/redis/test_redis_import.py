@@ -1,7 +1,7 @@
 """What only the Redis store's ``import_events`` must show: one script, all or nothing.
 
-The contract (`tests/contract/base.py` `ImportContract`) runs against Redis in
-`tests/contract/test_redis.py`; these tests add what is particular to Redis: a
+The contract (`memoryd.testing.ImportContract`) runs against Redis in
+`tests/store/redis/test_contract.py`; these tests add what is particular to Redis: a
 conflicting or out-of-date import writes nothing, a chunk of 1,500 events is one
 request, a Cluster feeds only what an import wrote, and ``memoryd export`` /
 ``memoryd import`` round-trip between two daemons on the Redis backend. The

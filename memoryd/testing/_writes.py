@@ -1,0 +1,233 @@
+"""Writes that change or refuse to change a conversation: idempotency keys, expected
+versions, pop, clear, and reading the history as of an earlier version."""
+
+from __future__ import annotations
+
+import pytest
+
+import memoryd
+from memoryd.testing._messages import assistant, texts, user
+from memoryd.testing._store import Store, assert_nothing_written
+
+__all__ = ["WriteContract"]
+
+
+class WriteContract:
+    """Retries, conflicts, ``pop``, ``clear`` and ``at_version``.
+
+    Part of `memoryd.testing.StoreContract`, which provides the ``store`` fixture.
+    """
+
+    # --- idempotency ---------------------------------------------------------------------------
+
+    def test_repeated_idempotency_key_returns_the_original_version(self, store: Store) -> None:
+        """A second add with the same key returns the version the first one produced."""
+        first = store.add("c", [user("a")], idempotency_key="k1")
+        assert store.add("c", [user("a")], idempotency_key="k1") == first
+
+    def test_repeated_idempotency_key_writes_nothing(self, store: Store) -> None:
+        """A repeated key leaves version, history and event log unchanged."""
+        store.add("c", [user("a")], idempotency_key="k1")
+        before = (store.version("c"), store.get("c"))
+        store.add("c", [user("a")], idempotency_key="k1")
+        assert_nothing_written(store, "c", before)
+        assert len(store.events("c")) == 1
+
+    def test_repeated_idempotency_key_with_other_messages_writes_nothing(
+        self, store: Store
+    ) -> None:
+        """The key alone decides: a repeat carrying different messages is still a no-op."""
+        store.add("c", [user("a")], idempotency_key="k1")
+        assert store.add("c", [user("different")], idempotency_key="k1") == 1
+        assert texts(store.get("c")) == ["a"]
+
+    def test_repeated_idempotency_key_after_later_writes(self, store: Store) -> None:
+        """Retrying an old key after other writes returns its original version, writes nothing."""
+        store.add("c", [user("a")], idempotency_key="k1")
+        store.add("c", [user("b")], idempotency_key="k2")
+        store.add("c", [user("c")])
+        assert store.add("c", [user("a")], idempotency_key="k1") == 1
+        assert store.version("c") == 3
+        assert texts(store.get("c")) == ["a", "b", "c"]
+
+    def test_repeated_idempotency_key_after_clear_writes_nothing(self, store: Store) -> None:
+        """A key used before a clear is still remembered after it."""
+        store.add("c", [user("a")], idempotency_key="k1")
+        store.clear("c")
+        assert store.add("c", [user("a")], idempotency_key="k1") == 1
+        assert store.get("c") == []
+        assert store.version("c") == 2
+
+    def test_idempotency_keys_are_scoped_per_conversation(self, store: Store) -> None:
+        """The same key in two conversations makes two writes."""
+        assert store.add("c1", [user("x")], idempotency_key="k") == 1
+        store.add("c2", [user("first")])
+        assert store.add("c2", [user("y")], idempotency_key="k") == 2
+        assert texts(store.get("c1")) == ["x"]
+        assert texts(store.get("c2")) == ["first", "y"]
+
+    def test_event_records_its_idempotency_key(self, store: Store) -> None:
+        """An event keeps the key it was written with (None without one)."""
+        store.add("c", [user("a")], idempotency_key="k1")
+        store.add("c", [user("b")])
+        assert [e.idempotency_key for e in store.events("c")] == ["k1", None]
+
+    def test_retry_with_same_key_and_stale_expected_version_returns_original(
+        self, store: Store
+    ) -> None:
+        """A retried write (same key, now-stale expected_version) is answered, not a conflict."""
+        assert store.add("c", [user("a")], idempotency_key="k1", expected_version=0) == 1
+        assert store.add("c", [user("a")], idempotency_key="k1", expected_version=0) == 1
+        assert store.version("c") == 1
+
+    # --- optimistic concurrency -----------------------------------------------------------------
+
+    def test_matching_expected_version_appends(self, store: Store) -> None:
+        """add(expected_version=current) succeeds."""
+        assert store.add("c", [user("a")], expected_version=0) == 1
+        assert store.add("c", [user("b")], expected_version=1) == 2
+
+    def test_mismatched_expected_version_raises_conflict(self, store: Store) -> None:
+        """add(expected_version != current) raises ConflictError and writes nothing."""
+        store.add("c", [user("a")])
+        before = (store.version("c"), store.get("c"))
+        for wrong in (0, 2, 7):
+            with pytest.raises(memoryd.ConflictError):
+                store.add("c", [user("b")], expected_version=wrong)
+        assert_nothing_written(store, "c", before)
+
+    def test_conflicting_add_does_not_consume_its_idempotency_key(self, store: Store) -> None:
+        """A write refused for a conflict can be made later with the same key."""
+        store.add("c", [user("a")])
+        with pytest.raises(memoryd.ConflictError):
+            store.add("c", [user("b")], idempotency_key="k", expected_version=0)
+        assert store.add("c", [user("b")], idempotency_key="k", expected_version=1) == 2
+        assert texts(store.get("c")) == ["a", "b"]
+
+    # --- pop ----------------------------------------------------------------------------------
+
+    def test_pop_returns_and_removes_the_last_message(self, store: Store) -> None:
+        """pop returns the last message and get no longer holds it."""
+        store.add("c", [user("a"), assistant("b"), user("c")])
+        assert store.pop("c") == user("c")
+        assert texts(store.get("c")) == ["a", "b"]
+        assert store.pop("c") == assistant("b")
+        assert texts(store.get("c")) == ["a"]
+
+    def test_pop_writes_a_popped_event(self, store: Store) -> None:
+        """pop increments the version by one with a 'popped' event."""
+        store.add("c", [user("a"), user("b")])
+        store.pop("c")
+        assert store.version("c") == 2
+        assert [e.kind for e in store.events("c")] == ["appended", "popped"]
+
+    def test_pop_on_empty_conversation_returns_none_and_writes_nothing(self, store: Store) -> None:
+        """pop on a never-written or emptied conversation returns None, version unchanged."""
+        assert store.pop("never") is None
+        assert store.version("never") == 0
+        store.add("c", [user("a")])
+        store.pop("c")
+        assert store.pop("c") is None
+        assert store.version("c") == 2
+        assert store.tail(after=0)[-1].kind == "popped"
+
+    def test_add_after_pop_appends_after_the_remaining_messages(self, store: Store) -> None:
+        """After a pop, new messages follow the ones that remain."""
+        store.add("c", [user("a"), user("b")])
+        store.pop("c")
+        store.add("c", [user("c")])
+        assert texts(store.get("c")) == ["a", "c"]
+
+    # --- clear --------------------------------------------------------------------------------
+
+    def test_clear_removes_every_message(self, store: Store) -> None:
+        """After clear, get returns []."""
+        store.add("c", [user("a"), user("b")])
+        store.clear("c")
+        assert store.get("c") == []
+
+    def test_clear_writes_a_cleared_event(self, store: Store) -> None:
+        """clear increments the version by one and the log starts at the 'cleared' marker."""
+        store.add("c", [user("a")])
+        store.add("c", [user("b")])
+        store.clear("c")
+        assert store.version("c") == 3
+        events = store.events("c")
+        assert [(e.version, e.kind) for e in events] == [(3, "cleared")]
+
+    def test_clear_deletes_earlier_event_payloads(self, store: Store) -> None:
+        """After clear no event before the marker (nor its messages) can be read back."""
+        store.add("c", [user("secret")])
+        store.clear("c")
+        for event in store.events("c"):
+            assert event.kind != "appended"
+            assert all(m.get("content") != "secret" for m in event.messages)
+        with pytest.raises(ValueError):
+            store.get("c", at_version=1)
+
+    def test_clear_of_empty_conversation_writes_nothing(self, store: Store) -> None:
+        """clear on a conversation holding nothing is a no-op: no event, same version."""
+        store.clear("never")
+        assert store.version("never") == 0
+        assert store.events("never") == []
+        store.add("c", [user("a")])
+        store.clear("c")
+        store.clear("c")
+        assert store.version("c") == 2
+        store.add("d", [user("a")])
+        store.pop("d")
+        store.clear("d")
+        assert store.version("d") == 2
+        assert store.tail()[-1].conversation_id == "d"
+        assert store.tail()[-1].kind == "popped"
+
+    def test_add_after_clear_continues_the_version(self, store: Store) -> None:
+        """Versions keep counting across a clear; history holds only the new messages."""
+        store.add("c", [user("a")])
+        store.clear("c")
+        assert store.add("c", [user("b")]) == 3
+        assert texts(store.get("c")) == ["b"]
+        assert [e.kind for e in store.events("c")] == ["cleared", "appended"]
+
+    # --- at_version ---------------------------------------------------------------------------
+
+    def test_at_version_returns_history_right_after_that_event(self, store: Store) -> None:
+        """get(at_version=v) is the history as it was right after event v."""
+        store.add("c", [user("a")])
+        store.add("c", [user("b"), user("c")])
+        store.pop("c")
+        store.add("c", [user("d")])
+        assert texts(store.get("c", at_version=1)) == ["a"]
+        assert texts(store.get("c", at_version=2)) == ["a", "b", "c"]
+        assert texts(store.get("c", at_version=3)) == ["a", "b"]
+        assert texts(store.get("c", at_version=4)) == ["a", "b", "d"]
+
+    def test_at_current_version_equals_get(self, store: Store) -> None:
+        """get(at_version=version()) equals get()."""
+        store.add("c", [user("a")])
+        store.add("c", [user("b")])
+        assert store.get("c", at_version=store.version("c")) == store.get("c")
+
+    def test_at_version_beyond_current_raises_value_error(self, store: Store) -> None:
+        """get(at_version=v) with v above the current version raises ValueError."""
+        store.add("c", [user("a")])
+        with pytest.raises(ValueError):
+            store.get("c", at_version=2)
+
+    def test_at_version_before_last_clear_raises_value_error(self, store: Store) -> None:
+        """History from before the last clear is gone: asking for it raises ValueError."""
+        store.add("c", [user("a")])
+        store.add("c", [user("b")])
+        store.clear("c")
+        store.add("c", [user("c")])
+        for gone in (1, 2):
+            with pytest.raises(ValueError):
+                store.get("c", at_version=gone)
+
+    def test_at_version_of_the_clear_is_empty(self, store: Store) -> None:
+        """get(at_version=<the clear's version>) returns []."""
+        store.add("c", [user("a")])
+        store.clear("c")
+        store.add("c", [user("b")])
+        assert store.get("c", at_version=2) == []
+        assert texts(store.get("c", at_version=3)) == ["b"]
