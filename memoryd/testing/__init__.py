@@ -4,16 +4,24 @@ Every memoryd store (LMDB, ephemeral, Redis, remote) passes this suite, and a st
 outside memoryd runs the same tests the same way. Subclass the contract classes in a pytest
 module, define a ``make_store`` fixture that returns a factory, and run pytest::
 
+    import itertools
+
     import pytest
+
+    import memoryd
     from memoryd.testing import ImportContract, RecordContract, StoreContract
+
 
     class TestMyStore(StoreContract, RecordContract, ImportContract):
         @pytest.fixture
         def make_store(self, tmp_path):
-            def make(**options):
-                return MyStore.start(tmp_path / "data", **options)  # a new, empty store
+            paths = (tmp_path / f"store-{n}" for n in itertools.count())
+
+            def make(**options):  # starts a new, empty store on every call
+                return memoryd.LmdbStore.start(next(paths), **options)  # your store's start
+
             yield make
-            memoryd.shutdown()
+            memoryd.shutdown()  # stops every store the test started
 
 ``make_store(**options)`` starts a new, empty store each time it is called and returns its
 handle (a `Store`); it passes ``name=`` through when given and otherwise gives each store a
