@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd.errors import InvalidMessage
+from memoryd.errors import InvalidMessage, JsonProblem
 
 __all__ = [
     "COMPACT",
@@ -35,15 +35,6 @@ _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _JSON_TYPES = "str, int, float, bool, None, list and dict"
 _MAX_PATH_PARTS = 12
-
-
-class JsonProblem(Exception):
-    """A JSON-compatibility problem found while copying; the path grows as it unwinds."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.parts: list[str | int] = []
 
 
 def format_path(root: str, parts: Sequence[str | int]) -> str:

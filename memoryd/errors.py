@@ -13,15 +13,38 @@ MemorydError
 │                                      idempotency_key
 ├── StorageError                       the backend failed (the store crashes and restarts)
 │   └── CorruptRecord                  stored bytes cannot be decoded
+├── ProtocolError                      the daemon answered something the client cannot read
+├── ExportFormatError(ValueError)      a line of an export file is not valid (it is named)
+├── LLMError                           a chat model failed to answer
+│   └── ScriptExhausted                a ScriptedModel was called past its script's end
+├── StepLimitExceeded                  the tool loop reached max_steps without a final answer
+├── ToolArgumentError(ValueError)      a tool was called with arguments its schema refuses
+├── UnknownRun(LookupError)            resume() was given a run id the journal does not hold
+├── SchemaError(ValueError)            a memory record body does not match its schema, or
+│                                      the schema itself is malformed
+├── ExtractionError(ValueError)        a model's extraction, query planning or rerank reply
+│                                      is not the JSON that was asked for
 └── DenseUnavailable(ImportError)      dense retrieval without its extra
                                        (memoryd.memory.dense: pip install 'memoryd[dense]')
 ```
 
-Internal signals, caught inside memoryd and never raised to a caller:
+Internal signals, raised and caught inside memoryd; a caller of its public API never
+sees them:
 
 ```
 EngineClosed                           a store's engine closed under a read (a restart):
                                        look the store's current engine up again
+EngineBusy                             a read that may not wait found the LMDB map growing
+WouldWait                              a read made `without_waiting` would have waited
+NotWritten(StoreUnavailable)           a store stopped before attempting a write: the
+                                       handle sends the write again
+ConnectFailed                          the daemon client made no connection: nothing sent
+TransportFailed                        the exchange with the daemon failed after sending
+                                       began: the outcome is unknown
+HttpError                              the daemon's HTTP layer refuses a request itself
+                                       and answers with its status
+JsonProblem                            a value is not JSON-compatible; `messages` turns it
+                                       into InvalidMessage naming the path
 ```
 
 Every message says what was wrong and what to do about it. Exceptions carrying extra
@@ -37,14 +60,31 @@ __all__ = [
     "AlreadyStarted",
     "AuthenticationError",
     "ConflictError",
+    "ConnectFailed",
     "CorruptRecord",
+    "DenseUnavailable",
+    "EngineBusy",
     "EngineClosed",
+    "ExportFormatError",
+    "ExtractionError",
+    "HttpError",
     "InvalidConversationId",
     "InvalidMessage",
+    "JsonProblem",
+    "LLMError",
     "MemorydError",
+    "NotWritten",
+    "ProtocolError",
+    "SchemaError",
+    "ScriptExhausted",
+    "StepLimitExceeded",
     "StorageError",
     "StoreNotRunning",
     "StoreUnavailable",
+    "ToolArgumentError",
+    "TransportFailed",
+    "UnknownRun",
+    "WouldWait",
     "WriteTimeout",
 ]
 
@@ -165,6 +205,121 @@ class CorruptRecord(StorageError):
     """Stored bytes cannot be decoded into the record they should hold."""
 
 
+class ProtocolError(MemorydError):
+    """The daemon answered with something this client does not understand."""
+
+
+class ExportFormatError(MemorydError, ValueError):
+    """A line of an export file is not valid; the message names the line.
+
+    Attributes:
+        line: The 1-based number of the first bad line.
+        problem: What is wrong with it.
+    """
+
+    line: int
+    problem: str
+
+    def __init__(self, line: int, problem: str) -> None:
+        """Create the error.
+
+        Args:
+            line: The 1-based number of the bad line.
+            problem: What is wrong with it.
+        """
+        super().__init__(f"line {line}: {problem}")
+        self.line = line
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle support that keeps ``line`` and ``problem``.
+
+        Returns:
+            The reduce tuple.
+        """
+        return (ExportFormatError, (self.line, self.problem))
+
+
+class LLMError(MemorydError):
+    """A chat model failed to answer (transport error, refusal, malformed reply, ...)."""
+
+
+class ScriptExhausted(LLMError):
+    """A `ScriptedModel` was called more often than its script has responses."""
+
+
+class StepLimitExceeded(MemorydError):
+    """The tool loop made ``max_steps`` LLM calls and the model still asked for tools."""
+
+
+class ToolArgumentError(MemorydError, ValueError):
+    """A tool's arguments do not match its JSON schema (nothing was called)."""
+
+
+class UnknownRun(MemorydError, LookupError):
+    """No run with that id is recorded in the agent's journal."""
+
+
+class SchemaError(MemorydError, ValueError):
+    """A value does not match its schema, or the schema itself is malformed."""
+
+
+class ExtractionError(MemorydError, ValueError):
+    """The LLM's reply is not the JSON the extraction (or planning, or rerank) asked for."""
+
+
+class DenseUnavailable(MemorydError, ImportError):
+    """Dense retrieval was asked for but the ``dense`` extra is not installed."""
+
+
+# --------------------------------------------------------------------------- internal signals
+
+
 class EngineClosed(Exception):
     """A store's engine (LMDB environment, Redis client) is closing or closed: its actor
     stopped or restarts. Readers catch it and look the store's current engine up again."""
+
+
+class EngineBusy(Exception):
+    """A read that may not wait found the map growing (readers are paused)."""
+
+
+class WouldWait(Exception):
+    """A read made `without_waiting` would have had to wait (the store is restarting,
+    or its map growing): nothing was read; read it again where waiting is harmless."""
+
+
+class NotWritten(StoreUnavailable):
+    """The store stopped before attempting this write: nothing was written; retry is safe."""
+
+
+class ConnectFailed(Exception):
+    """No connection could be made: the request was surely not sent."""
+
+
+class TransportFailed(Exception):
+    """The connection failed after the request was (perhaps) sent: outcome unknown."""
+
+
+class HttpError(Exception):
+    """An error the HTTP layer answers itself (bad body, too large, unauthorised, unknown).
+
+    Args:
+        status: the HTTP status.
+        type_name: the error ``type`` in the body.
+        message: what was wrong and what to do.
+    """
+
+    def __init__(self, status: int, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type_name = type_name
+
+
+class JsonProblem(Exception):
+    """A JSON-compatibility problem found while copying; the path grows as it unwinds."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parts: list[str | int] = []

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memoryd import messages as msgs
-from memoryd.errors import ConflictError
+from memoryd.errors import ConflictError, ExportFormatError
 from memoryd.events import Event, EventKind
 from memoryd.protocol import event_to_wire
 from memoryd.store.handle import StoreHandle
@@ -66,14 +66,6 @@ _PAGE = 500
 _CHUNK = 1000
 
 Progress = Callable[[int], None]
-
-
-class ExportFormatError(ValueError):
-    """A line of an export file is not valid; the message names the line."""
-
-    def __init__(self, line: int, problem: str) -> None:
-        super().__init__(f"line {line}: {problem}")
-        self.line = line
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

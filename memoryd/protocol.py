@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memoryd import errors
+from memoryd.errors import ProtocolError
 from memoryd.events import Change, Event
 
 __all__ = [
@@ -48,10 +49,6 @@ DEFAULT_STORE_NAME = "memoryd.default"
 MAX_STORE_NAME_LENGTH = 64
 
 _STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class ProtocolError(errors.MemorydError):
-    """The daemon answered with something this client does not understand."""
 
 
 def check_store_name(name: Any) -> str:

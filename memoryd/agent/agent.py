@@ -36,9 +36,8 @@ from memoryd import messages as msgs
 from memoryd.agent.journal import RunJournal
 from memoryd.agent.locks import conversation_lock, run_active
 from memoryd.agent.memory import commit_turn, keep_turn, resolve_memory, store_of
-from memoryd.errors import InvalidMessage
+from memoryd.errors import InvalidMessage, StepLimitExceeded
 from memoryd.kernel.context import Context
-from memoryd.kernel.errors import StepLimitExceeded
 from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool

@@ -28,8 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.errors import ConflictError
-from memoryd.kernel.errors import UnknownRun
+from memoryd.errors import ConflictError, UnknownRun
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["RunJournal", "RunRecord", "index_id", "journal_id"]

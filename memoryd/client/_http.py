@@ -31,6 +31,7 @@ import time
 from urllib.parse import urlencode, urlsplit
 
 from memoryd.client._http_wire import Connection, Reply, TransportFailed
+from memoryd.errors import ConnectFailed
 
 __all__ = ["ConnectFailed", "HttpTransport", "Reply", "TransportFailed"]
 
@@ -39,10 +40,6 @@ _METHODS = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\r\n\x00]")
 _EXTRA_CACHE_SIZE = 32
-
-
-class ConnectFailed(Exception):
-    """No connection could be made: the request was surely not sent."""
 
 
 def _header_lines(headers: dict[str, str]) -> bytes:

@@ -17,6 +17,8 @@ import ssl
 import time
 from dataclasses import dataclass
 
+from memoryd.errors import TransportFailed
+
 __all__ = ["MAX_HEAD_BYTES", "Connection", "Reply", "TransportFailed", "parse_head"]
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -34,10 +36,6 @@ _FRAMING = frozenset(
 
 # A head parsed: (status, content type, content length or None, chunked, server closes).
 _Head = tuple[int, str, int | None, bool, bool]
-
-
-class TransportFailed(Exception):
-    """The connection failed after the request was (perhaps) sent: outcome unknown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The kernel: filters, the tool loop, the memory filter and tools (beamai's kernel path)."""
 
+from memoryd.errors import StepLimitExceeded, ToolArgumentError, UnknownRun
 from memoryd.kernel.context import Context
-from memoryd.kernel.errors import StepLimitExceeded, ToolArgumentError, UnknownRun
 from memoryd.kernel.filters import (
     ChatNext,
     ChatRequest,

@@ -25,9 +25,8 @@ from typing import Any
 import structlog
 
 from memoryd import messages as msgs
-from memoryd.errors import InvalidMessage
+from memoryd.errors import InvalidMessage, LLMError, StepLimitExceeded, ToolArgumentError
 from memoryd.kernel.context import Context
-from memoryd.kernel.errors import StepLimitExceeded, ToolArgumentError
 from memoryd.kernel.filters import (
     ChatRequest,
     Message,
@@ -40,7 +39,7 @@ from memoryd.kernel.filters import (
 )
 from memoryd.kernel.memory import EPHEMERAL_PREFIX, MemoryFilter
 from memoryd.kernel.tools import Tool, tools_by_name
-from memoryd.llm.base import ChatModel, LLMError
+from memoryd.llm.base import ChatModel
 
 __all__ = ["InvokeResult", "Kernel", "message_text", "render_result"]
 

@@ -27,7 +27,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Union, get_args, get_origin, overload
 
-from memoryd.kernel.errors import ToolArgumentError
+from memoryd.errors import ToolArgumentError
 
 __all__ = ["Tool", "tool", "tools_by_name"]
 

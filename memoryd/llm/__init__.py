@@ -13,8 +13,9 @@ first use, so the rest of memoryd works without it.
 
 from typing import TYPE_CHECKING, Any
 
-from memoryd.llm.base import ChatModel, LLMError
-from memoryd.llm.scripted import ScriptedModel, ScriptExhausted
+from memoryd.errors import LLMError, ScriptExhausted
+from memoryd.llm.base import ChatModel
+from memoryd.llm.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from memoryd.llm.openai import OpenAIChat

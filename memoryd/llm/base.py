@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from memoryd.errors import MemorydError
-
-__all__ = ["ChatModel", "LLMError"]
-
-
-class LLMError(MemorydError):
-    """A chat model failed to answer (transport error, refusal, malformed reply, ...)."""
+__all__ = ["ChatModel"]
 
 
 @runtime_checkable

@@ -24,8 +24,7 @@ import httpx
 import structlog
 
 from memoryd import messages as msgs
-from memoryd.errors import InvalidMessage
-from memoryd.llm.base import LLMError
+from memoryd.errors import InvalidMessage, LLMError
 
 __all__ = ["OpenAIChat"]
 

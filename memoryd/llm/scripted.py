@@ -18,19 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from memoryd import messages as msgs
-from memoryd.errors import InvalidMessage
-from memoryd.llm.base import LLMError
+from memoryd.errors import InvalidMessage, ScriptExhausted
 
-__all__ = ["Response", "ScriptExhausted", "ScriptedModel"]
+__all__ = ["Response", "ScriptedModel"]
 
 Message: TypeAlias = dict[str, Any]
 
 Response: TypeAlias = str | Message | Callable[[list[Message]], "str | Message"] | BaseException
 """One scripted answer: text, an assistant message, a function of the messages, or an error."""
-
-
-class ScriptExhausted(LLMError):
-    """The model was called more often than its script has responses."""
 
 
 def _assistant(value: Any, where: str) -> Message:

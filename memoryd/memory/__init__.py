@@ -15,15 +15,15 @@ sentence-transformers model (the ``dense`` extra, `dense`) on the first dense on
 recall steps (plan, search, rerank) and `retrieve` BM25, the rerank and the memory block.
 """
 
-from memoryd.memory.dense import DenseUnavailable
-from memoryd.memory.extract import DEFAULT_EXTRACTION_INSTRUCTION, ExtractionError, Fact
-from memoryd.memory.filter import RecallFilter
+from memoryd.errors import DenseUnavailable, ExtractionError, SchemaError
+from memoryd.memory.extract import DEFAULT_EXTRACTION_INSTRUCTION, Fact
+from memoryd.memory.filter import Recaller, RecallFilter
 from memoryd.memory.longterm import LongTermMemory
 from memoryd.memory.pipeline import RecallSettings
 from memoryd.memory.plan import DEFAULT_PLAN_INSTRUCTION
 from memoryd.memory.records import MemoryRecord, Provenance, fold, records_conversation
 from memoryd.memory.retrieve import Diagnostic, Recall
-from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, SchemaError, validate_body
+from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, validate_body
 from memoryd.memory.search import RETRIEVALS
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "Recall",
     "RecallFilter",
     "RecallSettings",
+    "Recaller",
     "SchemaError",
     "fold",
     "records_conversation",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.errors import MemorydError
+from memoryd.errors import DenseUnavailable
 from memoryd.memory._cache import Lru
 from memoryd.memory.records import MemoryRecord
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DENSE_EXTRA",
-    "DenseUnavailable",
     "Embeddings",
     "dense_rank",
     "dense_text",
@@ -50,10 +49,6 @@ _REQUIRED = (_MODEL_PACKAGE, "sentence_transformers", "numpy")
 
 _model_lock = threading.Lock()
 _model: dict[str, Any] = {}  # "model" -> the SentenceTransformer, once loaded
-
-
-class DenseUnavailable(MemorydError, ImportError):
-    """Dense retrieval was asked for but the ``dense`` extra is not installed."""
 
 
 def _installed(module: str) -> bool:

@@ -10,13 +10,13 @@ from typing import Any
 
 import structlog
 
+from memoryd.errors import ExtractionError, SchemaError
 from memoryd.llm.base import ChatModel
 from memoryd.memory.records import SCOPES, MemoryRecord
-from memoryd.memory.schema import SchemaError, validate_body
+from memoryd.memory.schema import validate_body
 
 __all__ = [
     "DEFAULT_EXTRACTION_INSTRUCTION",
-    "ExtractionError",
     "Fact",
     "ask_facts",
     "extraction_request",
@@ -39,10 +39,6 @@ DEFAULT_EXTRACTION_INSTRUCTION = (
 Message = dict[str, Any]
 
 log = structlog.get_logger(__name__)
-
-
-class ExtractionError(ValueError):
-    """The LLM's reply is not the JSON the extraction asked for."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -2,21 +2,19 @@
 
 `LongTermMemory.prepare` must stay pure, so the LLM query planning and rerank cannot run
 there; a kernel ``around_chat`` filter may do I/O. Build it with
-`LongTermMemory.rerank_filter`.
+`LongTermMemory.rerank_filter`. The filter needs only a `Recaller`: what it asks of a
+long-term memory (recall, the cached recall, the block's character budget).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from memoryd.kernel.filters import ChatNext, ChatRequest, Filter
-from memoryd.memory.retrieve import inject
+from memoryd.memory.retrieve import Recall, inject
 
-if TYPE_CHECKING:
-    from memoryd.memory.longterm import LongTermMemory
-
-__all__ = ["RecallFilter", "query_of"]
+__all__ = ["RecallFilter", "Recaller", "query_of"]
 
 Message = dict[str, Any]
 
@@ -43,14 +41,47 @@ def query_of(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+class Recaller(Protocol):
+    """What `RecallFilter` needs of a long-term memory (`LongTermMemory` is one)."""
+
+    @property
+    def max_chars(self) -> int:
+        """The character budget of the injected memory block."""
+        ...
+
+    def recall(self, cid: str, query: str) -> Recall:
+        """Retrieve the records for ``query`` (planning and rerank may call an LLM).
+
+        Args:
+            cid: The conversation id.
+            query: The question (the user's turn).
+
+        Returns:
+            The records chosen, best first.
+        """
+        ...
+
+    def cached_recall(self, cid: str, query: str) -> Recall | None:
+        """The result of the last `recall` of ``query`` in ``cid``, if still cached.
+
+        Args:
+            cid: The conversation id.
+            query: The question.
+
+        Returns:
+            The cached result, or None.
+        """
+        ...
+
+
 class RecallFilter(Filter):
     """Recalls (plans, reranks) long-term memory around each LLM call; see `rerank_filter`.
 
     Args:
-        memory: The long-term memory.
+        memory: The long-term memory (any `Recaller`).
     """
 
-    def __init__(self, memory: LongTermMemory) -> None:
+    def __init__(self, memory: Recaller) -> None:
         self.memory = memory
 
     def around_chat(self, request: ChatRequest, next: ChatNext) -> Message:

@@ -13,8 +13,9 @@ from typing import Any
 
 import structlog
 
+from memoryd.errors import ExtractionError
 from memoryd.llm.base import ChatModel
-from memoryd.memory.extract import ExtractionError, loads_json, reply_text
+from memoryd.memory.extract import loads_json, reply_text
 from memoryd.memory.retrieve import Diagnostic
 
 __all__ = ["DEFAULT_PLAN_INSTRUCTION", "MAX_QUERY_CHARS", "parse_queries", "plan", "plan_request"]

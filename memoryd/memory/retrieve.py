@@ -19,8 +19,9 @@ from typing import Any
 
 import structlog
 
+from memoryd.errors import ExtractionError
 from memoryd.llm.base import ChatModel
-from memoryd.memory.extract import ExtractionError, loads_json, reply_text
+from memoryd.memory.extract import loads_json, reply_text
 from memoryd.memory.records import MemoryRecord
 
 __all__ = [

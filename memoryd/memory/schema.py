@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DEFAULT_BODY_SCHEMA", "SchemaError", "check_schema", "validate_body"]
+from memoryd.errors import SchemaError
+
+__all__ = ["DEFAULT_BODY_SCHEMA", "check_schema", "validate_body"]
 
 DEFAULT_BODY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -29,10 +31,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "boolean": (bool,),
     "null": (type(None),),
 }
-
-
-class SchemaError(ValueError):
-    """A value does not match its schema, or the schema itself is malformed."""
 
 
 def _is(value: Any, name: str) -> bool:

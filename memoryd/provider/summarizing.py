@@ -20,9 +20,9 @@ from typing import Any
 import structlog
 
 from memoryd import messages as msgs
-from memoryd.errors import ConflictError
+from memoryd.errors import ConflictError, LLMError
 from memoryd.events import Event, EventKind
-from memoryd.llm.base import ChatModel, LLMError
+from memoryd.llm.base import ChatModel
 from memoryd.messages import is_system
 from memoryd.provider.budget import Counter, default_counter, fit
 from memoryd.provider.default import _check_store

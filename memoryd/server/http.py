@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memoryd import codec
 from memoryd._json_values import COMPACT
-from memoryd.errors import CorruptRecord
+from memoryd.errors import CorruptRecord, HttpError
 from memoryd.protocol import error_to_wire
 from memoryd.server.config import ServerConfig, is_loopback
 
@@ -39,21 +39,6 @@ JSON = "application/json"
 MSGPACK = "application/msgpack"
 _OPEN_PATHS = frozenset({"/healthz"})
 _MEDIA_BYTES = {JSON: JSON.encode(), MSGPACK: MSGPACK.encode()}
-
-
-class HttpError(Exception):
-    """An error the HTTP layer answers itself (bad body, too large, unauthorised, unknown).
-
-    Args:
-        status: the HTTP status.
-        type_name: the error ``type`` in the body.
-        message: what was wrong and what to do.
-    """
-
-    def __init__(self, status: int, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type_name = type_name
 
 
 def _dumps(payload: Any) -> bytes:

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 from pykka.messages import ProxyCall
 
-from memoryd.errors import StorageError, StoreUnavailable
+from memoryd.errors import NotWritten, StorageError
 from memoryd.events import EventKind
 from memoryd.store import engines
 from memoryd.store.config import StoreConfig
@@ -56,10 +56,6 @@ in the actor's thread; whatever it raises happens there, as a bug would: at ``in
 the start fails, elsewhere the actor crashes and its supervisor restarts it.
 Used by ``tests/reliability`` and ``tools/soak.py``; never set it in production.
 """
-
-
-class NotWritten(StoreUnavailable):
-    """The store stopped before attempting this write: nothing was written; retry is safe."""
 
 
 def _fail(future: Reply, error: BaseException) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from memoryd import messages as msgs
+from memoryd.errors import WouldWait
 from memoryd.events import Change, Event
 from memoryd.store import build
 from memoryd.store import validate as check
@@ -36,11 +37,6 @@ _NO_WAITING = contextvars.ContextVar("memoryd_no_waiting", default=False)
 
 _Versioned = Add | Fork | Import | Record
 """The writes a store answers with the conversation's new version."""
-
-
-class WouldWait(Exception):
-    """A read made `without_waiting` would have had to wait (the store is restarting,
-    or its map growing): nothing was read; read it again where waiting is harmless."""
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import lmdb
 import structlog
 
-from memoryd.errors import EngineClosed, MemorydError, StorageError
+from memoryd.errors import EngineBusy, EngineClosed, MemorydError, StorageError
 from memoryd.store.lmdb import writes as lmdb_ops
 from memoryd.store.lmdb.dirlock import DirLock
 
@@ -47,10 +47,6 @@ def _disk_full(exc: Exception) -> bool:
     if isinstance(exc, lmdb.PanicError):
         return False
     return "No space left on device" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC
-
-
-class EngineBusy(Exception):
-    """A read that may not wait found the map growing (readers are paused)."""
 
 
 def _fsync_dir(path: Path) -> None:
