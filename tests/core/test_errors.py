@@ -196,8 +196,9 @@ def _all_memoryd_modules() -> list[str]:
     return names
 
 
-def _subclasses(cls: type) -> set[type]:
-    found = set()
+def _subclasses(cls: type[BaseException]) -> set[type[BaseException]]:
+    """Every subclass of ``cls``, at any depth."""
+    found: set[type[BaseException]] = set()
     for sub in cls.__subclasses__():
         found |= {sub, *_subclasses(sub)}
     return found
