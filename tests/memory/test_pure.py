@@ -7,9 +7,18 @@ from typing import Any
 
 import pytest
 
+from memoryd.errors import ExtractionError
 from memoryd.events import Event
-from memoryd.memory import SchemaError, fold, records_conversation, validate_body
-from memoryd.memory.extract import ExtractionError, parse_facts
+from memoryd.kernel import ChatRequest, Context
+from memoryd.memory import (
+    Recall,
+    RecallFilter,
+    SchemaError,
+    fold,
+    records_conversation,
+    validate_body,
+)
+from memoryd.memory.extract import parse_facts
 from memoryd.memory.records import MemoryRecord, dedupe_key
 from memoryd.memory.retrieve import memory_message, rank
 from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, check_schema
@@ -141,3 +150,42 @@ def test_memory_message_respects_the_character_budget() -> None:
     assert "short" in message["content"] and "x" * 100 not in message["content"]
     assert len(message["content"]) <= 80
     assert memory_message(records, max_chars=10) is None
+
+
+class _Recaller:
+    """A long-term memory reduced to what the recall filter asks of it."""
+
+    max_chars = 500
+
+    def __init__(self, records: tuple[MemoryRecord, ...]) -> None:
+        self.records = records
+        self.asked: list[tuple[str, str]] = []
+
+    def recall(self, cid: str, query: str) -> Recall:
+        self.asked.append((cid, query))
+        return Recall(query=query, records=self.records)
+
+    def cached_recall(self, cid: str, query: str) -> Recall | None:
+        return None
+
+
+def test_the_recall_filter_needs_only_a_recaller() -> None:
+    """RecallFilter works with any object that recalls: it asks it for the newest user
+    turn of the request's conversation and sends the records as one memory block."""
+    recaller = _Recaller((rec("r1", "Alice drinks green tea"),))
+    request = ChatRequest(
+        messages=({"role": "user", "content": "What does Alice drink?"},),
+        context=Context(conversation_id="c1"),
+    )
+    sent: list[tuple[dict[str, Any], ...]] = []
+
+    def llm(req: ChatRequest) -> dict[str, Any]:
+        sent.append(req.messages)
+        return {"role": "assistant", "content": "Green tea."}
+
+    reply = RecallFilter(recaller).around_chat(request, llm)
+    assert reply["content"] == "Green tea."
+    assert recaller.asked == [("c1", "What does Alice drink?")]
+    (messages,) = sent
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "Alice drinks green tea" in messages[0]["content"]

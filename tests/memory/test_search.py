@@ -7,10 +7,10 @@ import sys
 import pytest
 
 import memoryd
+from memoryd.errors import ExtractionError
 from memoryd.llm import ScriptedModel
 from memoryd.memory import DenseUnavailable, LongTermMemory, MemoryRecord
 from memoryd.memory.dense import dense_rank
-from memoryd.memory.extract import ExtractionError
 from memoryd.memory.plan import MAX_QUERY_CHARS, parse_queries
 from memoryd.memory.search import RETRIEVALS, Searcher, check_retrieval, fuse
 
