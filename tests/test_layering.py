@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("memoryd", "supervisors")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("demo", ("memoryd.demo",)),
+    ("users", ("memoryd.demo", "memoryd.testing")),
     ("facade", ("memoryd",)),
     ("cli", ("memoryd.cli",)),
     ("server", ("memoryd.server",)),
@@ -54,7 +54,7 @@ drives the server, long-term memory wraps a provider, the daemon client is a sto
 handle. ``llm`` sits below provider and memory because the summarising provider and
 long-term memory call a model (DESIGN §3.4); ``app`` above store because no store module
 may import it while it starts the store actor. ``memoryd`` itself is the facade users
-import (``demo`` is a user of it); ``protocol`` is the daemon's pure wire format."""
+import (``demo`` and the store contract suite ``testing`` use it as users do); ``protocol`` is the daemon's pure wire format."""
 
 UPWARD_ALLOWED: Mapping[tuple[str, str], str] = {
     ("memoryd.memory.filter", "memoryd.kernel.filters"): (
