@@ -54,7 +54,8 @@ drives the server, long-term memory wraps a provider, the daemon client is a sto
 handle. ``llm`` sits below provider and memory because the summarising provider and
 long-term memory call a model (DESIGN §3.4); ``app`` above store because no store module
 may import it while it starts the store actor. ``memoryd`` itself is the facade users
-import (``demo`` and the store contract suite ``testing`` use it as users do); ``protocol`` is the daemon's pure wire format."""
+import (``demo`` and the store contract suite ``testing`` use it as users do);
+``protocol`` is the daemon's pure wire format."""
 
 UPWARD_ALLOWED: Mapping[tuple[str, str], str] = {
     ("memoryd.memory.filter", "memoryd.kernel.filters"): (
