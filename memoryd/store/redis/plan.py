@@ -53,8 +53,13 @@ class View:
 
 
 class Views:
-    """The writer's views of recently written conversations, by id (bounded: when
-    full, it is emptied, and a conversation without a view is read afresh)."""
+    """The writer's views of recently written conversations, by id.
+
+    Bounded: each planning round first makes room for every view it may add
+    (`make_room`), emptying the cache when it would overfill, so the cache holds at
+    most ``size`` views plus those of one round, and no view a round reads is dropped
+    while it plans. A conversation without a view is read afresh.
+    """
 
     def __init__(self, size: int = _VIEWS_CACHED) -> None:
         self._size = size
@@ -70,14 +75,12 @@ class Views:
         return len(self._views)
 
     def make_room(self, n: int) -> None:
-        """Empty the cache if ``n`` more views would overfill it (so views a planning
-        round is about to read are not dropped while it reads them)."""
+        """Empty the cache if ``n`` more views would overfill it."""
         if len(self._views) + n > self._size:
             self._views.clear()
 
     def remember(self, cid: str, view: View) -> None:
         """Keep ``view`` as the writer's view of ``cid``."""
-        self.make_room(0 if cid in self._views else 1)
         self._views[cid] = view
 
     def forget(self, cid: str) -> None:
@@ -233,7 +236,7 @@ class Planner:
     def plan(self, todo: list[int]) -> list[Plan]:
         """Build the script calls for ``todo``; answer at once what needs no write."""
         views = self.writer.views
-        views.make_room(len(todo))  # a round adds at most one view per write: none dropped
+        views.make_room(len(todo))  # a round adds at most one view per write
         missing = {
             request.cid
             for request in (self.requests[i] for i in todo)
