@@ -29,14 +29,14 @@ from memoryd.events import Event, EventKind
 from memoryd.store import importing
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import Connections
+from memoryd.store.redis.scripts import ScriptKeys
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
-__all__ = ["Plan", "Planner", "Reads", "Result", "ScriptKeys", "View", "Views", "WriterState"]
+__all__ = ["Plan", "Planner", "Reads", "Result", "View", "Views", "WriterState"]
 
 _POPPED = EventKind.POPPED.value
 _WRITE_SHA = hashlib.sha1(lua.WRITE.encode("utf-8"), usedforsecurity=False).hexdigest()
 _VIEWS_CACHED = 1 << 16
-_KEYS_CACHED = 1 << 14
 
 Result = tuple[bool, Any]
 
@@ -90,34 +90,6 @@ class Views:
     def clear(self) -> None:
         """Drop every view."""
         self._views.clear()
-
-
-class ScriptKeys:
-    """The write script's keys per conversation and its id in hex (cached: built per write).
-
-    Args:
-        prefix: the store's key prefix.
-        cluster: on a Cluster the change feed's keys are not the script's (they live
-            in another slot and are written after the commit).
-    """
-
-    def __init__(self, prefix: str, *, cluster: bool, size: int = _KEYS_CACHED) -> None:
-        self.feed_stream, self.feed_state = lua.feed_keys(prefix)
-        self._prefix = prefix
-        self._cluster = cluster
-        self._size = size
-        self._cache: dict[str, tuple[tuple[str, ...], str]] = {}
-
-    def __call__(self, cid: str) -> tuple[tuple[str, ...], str]:
-        found = self._cache.get(cid)
-        if found is None:
-            keys: tuple[str, ...] = lua.conv_keys(self._prefix, cid)
-            if not self._cluster:
-                keys += (self.feed_stream, self.feed_state)
-            if len(self._cache) >= self._size:
-                self._cache.clear()
-            found = self._cache[cid] = (keys, cid.encode("utf-8").hex())
-        return found
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
