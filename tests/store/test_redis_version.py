@@ -16,7 +16,12 @@ from packaging.specifiers import SpecifierSet
 
 from memoryd.store.redis.connections import SUPPORTED_REDIS_MAJORS
 
-SETUP_CFG = pathlib.Path(__file__).resolve().parents[2] / "setup.cfg"
+SETUP_CFG = next(
+    parent / "setup.cfg"
+    for parent in pathlib.Path(__file__).resolve().parents
+    if (parent / "setup.cfg").is_file()
+)
+"""The repository's setup.cfg: the nearest one above this file, wherever the test lives."""
 
 
 def redis_pins(setup_cfg: pathlib.Path) -> list[SpecifierSet]:
