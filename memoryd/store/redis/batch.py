@@ -1,6 +1,6 @@
 """One batch of writes to Redis: planned from the writer's view, sent as one pipeline.
 
-Every write is one script call, planned by `redis_plan.Planner` from the writer's
+Every write is one script call, planned by `plan.Planner` from the writer's
 view of the conversation; the script appends it only if that view is still
 current, otherwise it answers ``stale`` with the current state and the write is
 planned again. Adds and records go together; a pop, fork, clear or import goes
@@ -8,46 +8,46 @@ alone. Each write carries a fresh token that the script remembers, so a pipeline
 resent after a lost connection writes nothing twice, even without an idempotency key.
 
 The scripts go out grouped by the primary holding their keys (one group on a single
-server), each group on one connection (`redis_wire`); with ``wait_replicas`` each
-group ends with ``WAIT`` on that connection, so every primary that took a write of
-the batch is asked for its own replicas' acknowledgements. A write whose primary's
-replicas came short is committed there but answered with `WriteTimeout`.
+server), each group on one connection (`connections.Connections.send`); with
+``wait_replicas`` each group ends with ``WAIT`` on that connection, so every primary
+that took a write of the batch is asked for its own replicas' acknowledgements. A write
+whose primary's replicas came short is committed there but answered with `WriteTimeout`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import redis
 import structlog
 
 from memoryd.errors import ConflictError, StorageError, WriteTimeout
 from memoryd.events import EventKind
-from memoryd.store.redis import connections as redis_wire
 from memoryd.store.redis import scripts as lua
-from memoryd.store.redis.plan import Plan, Planner, Result, View
+from memoryd.store.redis.connections import CONNECTION_ERRORS, Connections
+from memoryd.store.redis.plan import Plan, Planner, Reads, Result, View, WriterState
 from memoryd.store.requests import Add, Record, WriteRequest
 
-if TYPE_CHECKING:
-    from memoryd.store.redis.engine import RedisEngine
-
-__all__ = ["CONNECTION_ERRORS", "Batch", "Plan", "View"]  # Plan, View: see redis_plan
+__all__ = ["Batch", "Counters"]
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 A = TypeVar("A")
 
-CONNECTION_ERRORS: tuple[type[Exception], ...] = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.SlotNotCoveredError,
-)
-"""The errors that mean "Redis is not reachable now", not "the request is wrong"."""
+
+@dataclass(slots=True)
+class Counters:
+    """What the batch writer has done, for a store's ``stats()``."""
+
+    commits: int = 0
+    """Rounds of scripts sent and answered."""
+    writes: int = 0
+    """Writes committed."""
+
 
 _POPPED = EventKind.POPPED.value
 _MAX_ROUNDS = 1000
@@ -64,24 +64,46 @@ the script is not in that node's cache, or its slot is moving or unserved now.""
 
 
 class Batch:
-    """Commits one batch of write requests through ``engine``. Runs in the actor's thread.
+    """Commits one batch of write requests. Runs in the actor's thread.
 
     Args:
-        engine: the store's engine (client, prefix, the writer's views).
         requests: the writes, in arrival order.
         now: the commit timestamp of every event of the batch.
+        connections: the store's connections (the batch is sent through them).
+        writer: the writer's state (views, script keys, tokens).
+        reads: the reads a plan needs (see `plan.Reads`).
+        counters: the store's commit counters, advanced here.
     """
 
-    def __init__(self, engine: RedisEngine, requests: Sequence[WriteRequest], now: float) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        requests: Sequence[WriteRequest],
+        now: float,
+        *,
+        connections: Connections,
+        writer: WriterState,
+        reads: Reads,
+        counters: Counters,
+    ) -> None:
+        self.connections = connections
+        self.writer = writer
+        self.counters = counters
         self.requests = requests
         self.now = now
-        self.tokens = [engine.token() for _ in requests]
+        self.tokens = [writer.token() for _ in requests]
         self.results: list[Result | None] = [None] * len(requests)
-        self.deadline = time.monotonic() + engine.call_timeout_s
+        self.deadline = time.monotonic() + connections.call_timeout_s
         self.refused: Exception | None = None
         """Set when a node refused a script for now (moved slot, cluster down, ...)."""
-        self.planner = Planner(engine, requests, self.tokens, self.results, now)
+        self.planner = Planner(
+            requests,
+            self.tokens,
+            self.results,
+            now,
+            connections=connections,
+            writer=writer,
+            reads=reads,
+        )
 
     def commit(self) -> list[Result]:
         """Send every write; ``(True, value)`` or ``(False, exception)`` per request.
@@ -105,10 +127,10 @@ class Batch:
             if group:
                 self._run(group)
         except _Unreachable as exc:
-            self.engine.views.clear()
+            self.writer.views.clear()
             error = WriteTimeout(
-                f"Redis at {lua.redact(self.engine.url)} was unreachable for "
-                f"{self.engine.call_timeout_s:g} s ({exc.__cause__!r}); the write's outcome "
+                f"Redis at {lua.redact(self.connections.url)} was unreachable for "
+                f"{self.connections.call_timeout_s:g} s ({exc.__cause__!r}); the write's outcome "
                 "is unknown: retry with the same idempotency_key"
             )
             return [(False, error) if r is None else r for r in self.results]
@@ -142,7 +164,7 @@ class Batch:
         Raises:
             redis.ResponseError: a node refused a script for good (the actor crashes).
         """
-        views = self.engine.views
+        views = self.writer.views
         fed: list[tuple[str, int, int]] = []
         again: list[int] = []
         self.refused = None
@@ -152,39 +174,39 @@ class Batch:
                     raise reply
                 if not isinstance(reply, redis.exceptions.NoScriptError):
                     self.refused = reply
-                views.pop(plan.cid, None)
+                views.forget(plan.cid)
                 again.append(plan.index)
                 continue
             status = reply[0]
             if status == b"ok":
-                self.planner.remember(plan.cid, plan.after)
+                views.remember(plan.cid, plan.after)
                 fed.append((plan.cid, int(reply[1]), plan.feed_from))
                 if i in short:
                     self.results[plan.index] = (False, self._unreplicated(short[i]))
                 else:
                     self.results[plan.index] = (True, self._value(plan, int(reply[1])))
             elif status == b"dup":
-                views.pop(plan.cid, None)
+                views.forget(plan.cid)
                 self.results[plan.index] = (True, self._value(plan, int(reply[1])))
             elif status == b"conflict":
-                views.pop(plan.cid, None)
+                views.forget(plan.cid)
                 expected = getattr(self.requests[plan.index], "expected_version", None)
                 error = ConflictError(expected=expected, actual=int(reply[1]))
                 self.results[plan.index] = (False, error)
             else:  # stale: nothing written; plan again from the state Redis sent
-                self.planner.remember(plan.cid, View(int(reply[1]), int(reply[2]), int(reply[3])))
+                views.remember(plan.cid, View(int(reply[1]), int(reply[2]), int(reply[3])))
                 again.append(plan.index)
-        self.engine.commits += 1
-        self.engine.writes += len(fed)
-        if fed and self.engine.cluster:
+        self.counters.commits += 1
+        self.counters.writes += len(fed)
+        if fed and self.writer.cluster:
             self._feed(fed)
         return again
 
     def _unreplicated(self, acked: int) -> WriteTimeout:
         return WriteTimeout(
             f"the write reached its Redis primary but only {acked} of "
-            f"{self.engine.wait_replicas} replicas acknowledged it within "
-            f"{self.engine.wait_timeout_ms} ms; its durability is unknown: retry with the "
+            f"{self.connections.wait_replicas} replicas acknowledged it within "
+            f"{self.connections.wait_timeout_ms} ms; its durability is unknown: retry with the "
             "same idempotency_key"
         )
 
@@ -198,10 +220,9 @@ class Batch:
             try:
                 return fn(arg)
             except CONNECTION_ERRORS as exc:
-                self.engine.reconnects += 1
-                log.warning("redis_unreachable", url=lua.redact(self.engine.url), error=repr(exc))
+                self.connections.lost(exc)
                 self._pause(exc)
-                self.engine.refresh_topology()
+                self.connections.refresh_topology()
 
     def _pause(self, cause: Exception) -> None:
         """Wait a moment before trying again, or give up at the deadline."""
@@ -212,7 +233,7 @@ class Batch:
     # -- sending --------------------------------------------------------------------------
 
     def _send(self, plans: list[Plan]) -> tuple[list[Any], dict[int, int]]:
-        return redis_wire.send(self.engine, [plan.command for plan in plans])
+        return self.connections.send([plan.command for plan in plans])
 
     def _feed(self, fed: list[tuple[str, int, int]]) -> None:
         """Add committed writes to the change feed (Redis Cluster: after the commit).
@@ -220,14 +241,15 @@ class Batch:
         Args:
             fed: per write, the conversation, its version and the lowest version to feed.
         """
-        engine = self.engine
+        keys = self.writer.keys
         try:
-            pipe = engine.pipeline()
+            pipe = self.connections.pipeline()
             for cid, version, low in fed:
                 hexid = cid.encode("utf-8").hex()
                 pipe.execute_command(
-                    "EVAL", lua.FEED, 2, engine.feed_stream, engine.feed_state, hexid, version, low
+                    "EVAL", lua.FEED, 2, keys.feed_stream, keys.feed_state, hexid, version, low
                 )
             pipe.execute()
         except CONNECTION_ERRORS as exc:  # the conversation's next write feeds them
-            log.warning("redis_feed_deferred", url=lua.redact(engine.url), error=repr(exc))
+            url = lua.redact(self.connections.url)
+            log.warning("redis_feed_deferred", url=url, error=repr(exc))

@@ -1,33 +1,71 @@
-"""One batch's write scripts on the wire: one connection per primary, all sent, then read.
+"""A Redis store's connections: the pooled client readers borrow, and the batch writer's own.
+
+`Connections` makes the redis-py client (``Redis`` or ``RedisCluster``) from the
+store's URL on first use and closes it; readers borrow pooled connections through it
+(`Connections.call`, `Connections.pipeline`). The batch writer does not: it has one
+connection per primary of its own (`Writers`), made from that node's pool settings
+but never lent to readers, so a batch skips the pool's checkout (a lock and a
+readiness poll per use).
 
 redis-py's pipelines are general-purpose (a command stack, response callbacks, retries,
 observability hooks), and a Cluster pipeline picks the connection of every command
 itself. A batch of write scripts needs less and one thing more: ``WAIT`` counts the
 replicas that acknowledged the writes *of the connection it is sent on*, so it must
-follow a node's writes on that very connection. So `send` groups a batch's scripts by
-the primary that holds their keys (one group on a single server), ends each group
-with ``WAIT`` when the store waits for replicas, and `exchange` writes every group to
-its connection before reading any reply (the primaries run and ``WAIT`` in parallel),
-then reads every reply, so no connection is left with a reply unread.
+follow a node's writes on that very connection. So `Connections.send` groups a batch's
+scripts by the primary that holds their keys (one group on a single server), ends each
+group with ``WAIT`` when the store waits for replicas, and `exchange` writes every
+group to its connection before reading any reply (the primaries run and ``WAIT`` in
+parallel), then reads every reply, so no connection is left with a reply unread.
 
-The connections are the batch writer's own (`Writers`): one per primary, made from
-that node's pool settings but never lent to readers, so a batch skips the pool's
-checkout (a lock and a readiness poll per use).
+This module is the only one of the Redis backend that reaches into redis-py's
+connection internals (a pool's ``make_connection``, a connection's
+``send_packed_command`` and ``read_response``, a Cluster client's node lookup and
+``nodes_manager``); `SUPPORTED_REDIS_MAJORS` names the redis-py major versions they
+are known to work with, and ``setup.cfg`` pins the same range.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import redis
+import redis.cluster
+import structlog
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
+from memoryd.errors import EngineClosed
 from memoryd.store.redis import scripts as lua
 
-if TYPE_CHECKING:
-    from memoryd.store.redis.engine import RedisEngine
+__all__ = [
+    "CONNECTION_ERRORS",
+    "SUPPORTED_REDIS_MAJORS",
+    "Connections",
+    "Group",
+    "Writers",
+    "detect_cluster",
+    "encode",
+    "exchange",
+    "node_client",
+]
 
-__all__ = ["Group", "Writers", "encode", "exchange", "node_client", "send"]
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+SUPPORTED_REDIS_MAJORS: tuple[int, ...] = (5, 6, 7, 8)
+"""The redis-py major versions whose connection internals this module uses as it does."""
+
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
+)
+"""The errors that mean "Redis is not reachable now", not "the request is wrong"."""
 
 Group = tuple[Any, Sequence[Sequence[Any]]]
 """A connection to one node and the commands to send it, in order."""
@@ -55,6 +93,168 @@ class Writers:
         conns, self._conns = self._conns, {}
         for conn in conns.values():
             conn.disconnect()
+
+
+class Connections:
+    """One store's connections to Redis (a single server or a Cluster).
+
+    Any thread may read through `client`, `call` and `pipeline` (redis-py clients are
+    thread-safe, each call borrows a pooled connection); `send`, `lost` and
+    `refresh_topology` belong to the batch writer's thread.
+
+    Args:
+        url: a ``redis://``, ``rediss://`` or ``unix://`` URL.
+        cluster: talk to a Redis Cluster (redis-py ``RedisCluster``).
+        call_timeout_s: the socket timeout (connecting: at most 2 s).
+        wait_replicas: end each primary's writes with ``WAIT`` for this many replicas.
+    """
+
+    def __init__(
+        self, url: str, *, cluster: bool, call_timeout_s: float, wait_replicas: int = 0
+    ) -> None:
+        self.url = url
+        self.cluster = cluster
+        self.call_timeout_s = call_timeout_s
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, int(call_timeout_s * 500))
+        """How long ``WAIT`` waits for the replicas: half the call timeout."""
+        self.closed = False
+        self.reconnects = 0
+        """How often the batch writer found Redis unreachable and tried again."""
+        self._writers = Writers()
+        self._loaded: set[str] = set()
+        """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    # -- the pooled client (any thread) ---------------------------------------------------
+
+    def client(self) -> Any:
+        """The redis-py client, created on first use (so a restart needs no connection).
+
+        Raises:
+            EngineClosed: the connections were closed.
+        """
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self.closed:
+                raise EngineClosed(self.url)
+            if self._client is None:
+                options: dict[str, Any] = {
+                    "socket_timeout": self.call_timeout_s,
+                    "socket_connect_timeout": min(self.call_timeout_s, 2.0),
+                }
+                if self.cluster:
+                    self._client = redis.cluster.RedisCluster.from_url(self.url, **options)
+                else:
+                    self._client = redis.Redis.from_url(
+                        self.url, retry=Retry(NoBackoff(), 0), **options
+                    )
+            return self._client
+
+    def call(self, fn: Callable[[Any], T]) -> T:
+        """``fn(client)``, unless the connections are closed.
+
+        Raises:
+            EngineClosed: the connections were closed.
+        """
+        if self.closed:
+            raise EngineClosed(self.url)
+        return fn(self.client())
+
+    def pipeline(self) -> Any:
+        """A non-transactional pipeline on the pooled client."""
+        return self.client().pipeline(transaction=False)
+
+    def close(self) -> None:
+        """Close the pool and the writer's connections; later calls raise `EngineClosed`."""
+        with self._lock:
+            self.closed = True
+            client, self._client = self._client, None
+        self._writers.close()
+        if client is not None:
+            try:
+                client.close()
+            except Exception as exc:  # closing a dead connection is not an error
+                log.debug("redis_close_failed", error=repr(exc))
+
+    # -- lost connections (the batch writer's thread) -------------------------------------
+
+    def lost(self, exc: Exception) -> None:
+        """Count and log a lost connection (one of `CONNECTION_ERRORS`) before a resend."""
+        self.reconnects += 1
+        log.warning("redis_unreachable", url=lua.redact(self.url), error=repr(exc))
+
+    def refresh_topology(self) -> None:
+        """Ask a Cluster where its slots are now (after a lost node or a failover)."""
+        if not self.cluster or self._client is None:
+            return
+        try:
+            self._client.nodes_manager.initialize()
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+            log.debug("redis_topology_refresh_failed", error=repr(exc))
+
+    # -- a batch's scripts on the wire (the batch writer's thread) ------------------------
+
+    def send(self, commands: Sequence[tuple[Any, ...]]) -> tuple[list[Any], dict[int, int]]:
+        """Send a batch's write scripts, grouped by primary, each group followed by
+        ``WAIT`` when the store waits for replicas.
+
+        Args:
+            commands: one ``EVALSHA`` of `scripts.WRITE` (or ``EVAL`` of ``IMPORT``)
+                per write; its first key (the 4th word) tells the primary.
+
+        Returns:
+            The reply to each command (an error reply as its exception), and for each
+            command whose primary's replicas came short, how many acknowledged.
+
+        Raises:
+            EngineClosed: the connections were closed.
+            redis.ConnectionError: see `exchange`.
+            redis.ResponseError: a node refused ``WAIT``.
+        """
+        client = self.client()
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        if self.cluster:
+            for i, command in enumerate(commands):
+                name, node = node_client(client, command[3])
+                groups.setdefault(name, (node, []))[1].append(i)
+        else:
+            groups[""] = (client, list(range(len(commands))))
+        wire: list[Group] = []
+        for name, (node, members) in groups.items():
+            if name not in self._loaded:  # first use of the node: no NOSCRIPT round
+                node.script_load(lua.WRITE)
+                self._loaded.add(name)
+            group = [commands[i] for i in members]
+            if self.wait_replicas:
+                group.append(("WAIT", self.wait_replicas, self.wait_timeout_ms))
+            wire.append((self._writers.get(name, node), group))
+        replies: list[Any] = [None] * len(commands)
+        short: dict[int, int] = {}
+        for (node, members), got in zip(groups.values(), exchange(wire), strict=True):
+            if self.wait_replicas:
+                acked = got.pop()
+                if isinstance(acked, Exception):
+                    raise acked
+                if int(acked) < self.wait_replicas:
+                    short.update((i, int(acked)) for i in members)
+            refused = False
+            for i, reply in zip(members, got, strict=True):
+                replies[i] = reply
+                refused = refused or isinstance(reply, Exception)
+            if refused:
+                self._prepare_resend(node, got)
+        return replies, short
+
+    def _prepare_resend(self, node: Any, replies: list[Any]) -> None:
+        """Make a node's refused scripts sendable again (the batch writer resends them)."""
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
+            node.script_load(lua.WRITE)  # a restarted or flushed node: load, send again
+        if any(isinstance(r, redis.exceptions.MovedError) for r in replies):
+            self.refresh_topology()  # the slot moved: learn where to
 
 
 def encode(commands: Sequence[Sequence[Any]]) -> bytes:
@@ -128,63 +328,20 @@ def node_client(client: Any, key: str) -> tuple[str, Any]:
     return str(node.name), client.get_redis_connection(node)
 
 
-def send(
-    engine: RedisEngine, commands: Sequence[tuple[Any, ...]]
-) -> tuple[list[Any], dict[int, int]]:
-    """Send a batch's write scripts, grouped by primary, each group followed by ``WAIT``
-    when the engine waits for replicas. Runs in the engine owner's thread.
-
-    Args:
-        engine: the store's engine (its client, own connections and ``wait_replicas``).
-        commands: one ``EVALSHA`` of `redis_scripts.WRITE` (or ``EVAL`` of
-            ``IMPORT``) per write; its first key (the 4th word) tells the primary.
-
-    Returns:
-        The reply to each command (an error reply as its exception), and for each
-        command whose primary's replicas came short, how many acknowledged.
+def detect_cluster(url: str, timeout_s: float) -> bool:
+    """True if the server at ``url`` runs in cluster mode (``INFO cluster``).
 
     Raises:
-        redis.ConnectionError: see `exchange`.
-        redis.ResponseError: a node refused ``WAIT``.
+        redis.RedisError: the server cannot be reached or refused the command.
     """
-    client = engine.client()
-    groups: dict[str, tuple[Any, list[int]]] = {}
-    if engine.cluster:
-        for i, command in enumerate(commands):
-            name, node = node_client(client, command[3])
-            groups.setdefault(name, (node, []))[1].append(i)
-    else:
-        groups[""] = (client, list(range(len(commands))))
-    wire: list[Group] = []
-    for name, (node, members) in groups.items():
-        if name not in engine.loaded:  # first use of the node: no NOSCRIPT round
-            node.script_load(lua.WRITE)
-            engine.loaded.add(name)
-        group = [commands[i] for i in members]
-        if engine.wait_replicas:
-            group.append(("WAIT", engine.wait_replicas, engine.wait_timeout_ms))
-        wire.append((engine.writers.get(name, node), group))
-    replies: list[Any] = [None] * len(commands)
-    short: dict[int, int] = {}
-    for (node, members), got in zip(groups.values(), exchange(wire), strict=True):
-        if engine.wait_replicas:
-            acked = got.pop()
-            if isinstance(acked, Exception):
-                raise acked
-            if int(acked) < engine.wait_replicas:
-                short.update((i, int(acked)) for i in members)
-        refused = False
-        for i, reply in zip(members, got, strict=True):
-            replies[i] = reply
-            refused = refused or isinstance(reply, Exception)
-        if refused:
-            _prepare_resend(engine, node, got)
-    return replies, short
-
-
-def _prepare_resend(engine: RedisEngine, node: Any, replies: list[Any]) -> None:
-    """Make a node's refused scripts sendable again (the batch writer resends them)."""
-    if any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
-        node.script_load(lua.WRITE)  # a restarted or flushed node: load, send again
-    if any(isinstance(r, redis.exceptions.MovedError) for r in replies):
-        engine.refresh_topology()  # the slot moved: learn where to
+    client = redis.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=min(timeout_s, 2.0),
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        info = client.info("cluster")
+    finally:
+        client.close()
+    return bool(int(info.get("cluster_enabled", 0)))

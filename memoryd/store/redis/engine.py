@@ -1,73 +1,76 @@
-"""RedisEngine: one store's redis-py client, its reads, and its batch writer.
+"""RedisEngine: one store on Redis, its reads and its batch writer, over its connections.
 
 The engine is created and closed by its store actor; any thread may read through
-it (redis-py clients are thread-safe, each call borrows a pooled connection).
-Writes come from the actor only, as batches (group commit): every write of a
-batch is planned from the actor's view of its conversation and sent as one
-`redis_scripts.WRITE` call (an import: one `redis_scripts.IMPORT`), all in one
-pipeline. A write whose view was out of date (another daemon wrote meanwhile) is
-planned again and resent; nothing it sent was written. Every write carries a fresh
-token the script remembers, so a pipeline resent after a lost connection cannot
-write anything twice (an import is recognised by its events, all stored then).
+it (the reads borrow pooled connections from its `Connections`). Writes come from
+the actor only, as batches (group commit): every write of a batch is planned from
+the actor's view of its conversation (`plan`) and sent as one `scripts.WRITE` call
+(an import: one `scripts.IMPORT`), all in one pipeline (`batch`). A write whose
+view was out of date (another daemon wrote meanwhile) is planned again and resent;
+nothing it sent was written. Every write carries a fresh token the script
+remembers, so a pipeline resent after a lost connection cannot write anything twice
+(an import is recognised by its events, all stored then).
+
+The engine sits on top of the backend's modules: it owns a `Connections`, a
+`WriterState` and the commit `Counters` and hands each batch what it uses; none of
+those modules knows the engine.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-import redis
-import redis.cluster
-import structlog
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from memoryd import codec
-from memoryd._ids import IdSource
 from memoryd.errors import CorruptRecord, EngineClosed
 from memoryd.events import Change, Event, EventKind, walk_back
 from memoryd.store.redis import scripts as lua
-from memoryd.store.redis.batch import Batch
-from memoryd.store.redis.connections import Writers
-from memoryd.store.redis.plan import View
+from memoryd.store.redis.batch import Batch, Counters
+from memoryd.store.redis.connections import Connections
+from memoryd.store.redis.plan import Reads, WriterState
 from memoryd.store.redis.scripts import redact
 from memoryd.store.requests import WriteRequest
 
-__all__ = ["EngineClosed", "RedisEngine", "detect_cluster"]
-
-log = structlog.get_logger(__name__)
+__all__ = ["RedisEngine"]
 
 T = TypeVar("T")
 
-_KEYS_CACHED = 1 << 14
 _POPPED = EventKind.POPPED.value
 
 
 def text(value: Any) -> str:
+    """A Redis reply word as str (bytes are UTF-8)."""
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def decode_event(raw: Any, where: str) -> Event:
+    """The event encoded in ``raw``, read from ``where``.
+
+    Raises:
+        CorruptRecord: ``raw`` is no encoded event.
+    """
     if not isinstance(raw, bytes | bytearray):
         raise CorruptRecord(f"{where} holds no encoded event")
     return codec.unpack_event(raw)
 
 
 def decode_messages(raw: Any, where: str) -> list[dict[str, Any]]:
-    """The messages of an encoded event (all a history read needs of it)."""
+    """The messages of an encoded event (all a history read needs of it).
+
+    Raises:
+        CorruptRecord: ``raw`` is no encoded event.
+    """
     if not isinstance(raw, bytes | bytearray):
         raise CorruptRecord(f"{where} holds no encoded event")
     return codec.unpack_kind_and_messages(raw)[1]
 
 
 class RedisEngine:
-    """A store's connection to Redis (single server or Cluster).
+    """A store's engine on Redis (single server or Cluster).
 
     Args:
         url: a ``redis://``, ``rediss://`` or ``unix://`` URL.
-        prefix: the key prefix (checked by `redis_scripts.check_prefix`).
+        prefix: the key prefix (checked by `scripts.check_prefix`).
         cluster: talk to a Redis Cluster (redis-py ``RedisCluster``).
         call_timeout_s: socket timeout, and how long a batch is retried while
             Redis is unreachable.
@@ -88,97 +91,34 @@ class RedisEngine:
         self.cluster = cluster
         self.call_timeout_s = call_timeout_s
         self.wait_replicas = wait_replicas
-        self.feed_stream, self.feed_state = lua.feed_keys(prefix)
-        self.closed = False
-        self.commits = 0
-        self.writes = 0
+        self.feed_stream, self.feed_state = lua.feed_keys(self.prefix)
+        self.connections = Connections(
+            url, cluster=cluster, call_timeout_s=call_timeout_s, wait_replicas=wait_replicas
+        )
+        """The pooled client readers borrow and the batch writer's own connections."""
+        self.writer = WriterState(self.prefix, cluster=cluster)
+        """The batch writer's views, script keys and tokens (the owner's thread only)."""
+        self.counters = Counters()
         self.held_batches = 0
         """Batches the group-commit policy held back for expected writers (actor's count)."""
-        self.reconnects = 0
-        self.wait_timeout_ms = max(1, int(call_timeout_s * 500))
-        """How long ``WAIT`` waits for the replicas: half the call timeout."""
-        self.writers = Writers()
-        """The batch writer's own connections (the owner's thread only)."""
-        self.loaded: set[str] = set()
-        """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""
-        self._script_keys: dict[str, tuple[tuple[str, ...], str]] = {}
-        self._tokens = IdSource(nonce_bytes=8)
-        self._lock = threading.Lock()
-        self._client: Any = None
-        self.views: dict[str, View] = {}
-        """The writer's view of recently written conversations (see `redis_writes`)."""
+        self._reads = Reads(history=self.history, import_state=self.import_state)
 
-    # -- the client ----------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called: every later call raises `EngineClosed`."""
+        return self.connections.closed
 
     def client(self) -> Any:
-        """The redis-py client, created on first use (so a restart needs no connection).
+        """The redis-py client (see `Connections.client`).
 
         Raises:
             EngineClosed: the engine was closed.
         """
-        client = self._client
-        if client is not None:
-            return client
-        with self._lock:
-            if self.closed:
-                raise EngineClosed(self.url)
-            if self._client is None:
-                options: dict[str, Any] = {
-                    "socket_timeout": self.call_timeout_s,
-                    "socket_connect_timeout": min(self.call_timeout_s, 2.0),
-                }
-                if self.cluster:
-                    self._client = redis.cluster.RedisCluster.from_url(self.url, **options)
-                else:
-                    self._client = redis.Redis.from_url(
-                        self.url, retry=Retry(NoBackoff(), 0), **options
-                    )
-            return self._client
+        return self.connections.client()
 
     def close(self) -> None:
-        """Close the connection pool; later calls raise `EngineClosed`. Owner's thread."""
-        with self._lock:
-            self.closed = True
-            client, self._client = self._client, None
-        self.writers.close()
-        if client is not None:
-            try:
-                client.close()
-            except Exception as exc:  # closing a dead connection is not an error
-                log.debug("redis_close_failed", error=repr(exc))
-
-    def _call(self, fn: Callable[[Any], T]) -> T:
-        if self.closed:
-            raise EngineClosed(self.url)
-        return fn(self.client())
-
-    def pipeline(self) -> Any:
-        return self.client().pipeline(transaction=False)
-
-    def script_keys(self, cid: str) -> tuple[tuple[str, ...], str]:
-        """The write script's keys for ``cid`` and the id in hex (cached: it is per write)."""
-        found = self._script_keys.get(cid)
-        if found is None:
-            keys: tuple[str, ...] = lua.conv_keys(self.prefix, cid)
-            if not self.cluster:
-                keys += (self.feed_stream, self.feed_state)
-            if len(self._script_keys) >= _KEYS_CACHED:
-                self._script_keys.clear()
-            found = self._script_keys[cid] = (keys, cid.encode("utf-8").hex())
-        return found
-
-    def token(self) -> str:
-        """A write token never handed out before: this engine's random nonce and a serial."""
-        return self._tokens.next()
-
-    def refresh_topology(self) -> None:
-        """Ask a Cluster where its slots are now (after a lost node or a failover)."""
-        if not self.cluster or self._client is None:
-            return
-        try:
-            self._client.nodes_manager.initialize()
-        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-            log.debug("redis_topology_refresh_failed", error=repr(exc))
+        """Close the connections; later calls raise `EngineClosed`. Owner's thread."""
+        self.connections.close()
 
     # -- reads (any thread) --------------------------------------------------------------
 
@@ -228,26 +168,29 @@ class RedisEngine:
             stored events from ``low`` up to ``high`` and the version, by version.
         """
         keys = lua.conv_keys(self.prefix, cid)
-        raw = self._call(lambda c: c.eval(lua.IMPORT_STATE, 2, keys.stream, keys.meta, low, high))
+        raw = self.connections.call(
+            lambda c: c.eval(lua.IMPORT_STATE, 2, keys.stream, keys.meta, low, high)
+        )
         stored = (decode_event(record, f"{cid!r}") for record in raw[3:])
         return int(raw[0]), int(raw[1]), int(raw[2]), {e.version: e for e in stored}
 
     def version(self, cid: str) -> int:
         """The conversation's version (0 if never written)."""
         meta = lua.conv_keys(self.prefix, cid).meta
-        raw = self._call(lambda c: c.hget(meta, "v"))
+        raw = self.connections.call(lambda c: c.hget(meta, "v"))
         return 0 if raw is None else int(raw)
 
     def events(self, cid: str, after: int) -> list[Event]:
         """The conversation's stored events above version ``after``, oldest first."""
         stream = lua.conv_keys(self.prefix, cid).stream
-        entries = self._call(lambda c: c.xrange(stream, f"{after + 1}-0", "+"))
+        entries = self.connections.call(lambda c: c.xrange(stream, f"{after + 1}-0", "+"))
         return [decode_event(fields.get(b"e"), f"{cid!r}") for _, fields in entries]
 
     def _meta_keys(self, cid_prefix: str) -> list[str]:
         pattern = lua.scan_pattern(self.prefix, cid_prefix)
         return [
-            text(key) for key in self._call(lambda c: list(c.scan_iter(match=pattern, count=1000)))
+            text(key)
+            for key in self.connections.call(lambda c: list(c.scan_iter(match=pattern, count=1000)))
         ]
 
     def conversations(
@@ -263,7 +206,7 @@ class RedisEngine:
         keys = self._meta_keys(prefix)
         counts: list[Any] = [1] * len(keys)
         if not include_empty:
-            pipe = self.pipeline()
+            pipe = self.connections.pipeline()
             for key in keys:
                 pipe.hget(key, "n")
             counts = pipe.execute()
@@ -299,16 +242,18 @@ class RedisEngine:
             if block_s > 0 and not out:
                 millis = max(1, int(block_s * 1000))
                 streams = {self.feed_stream: f"{seen}-0"}
-                reply = self._call(partial(_xread, streams=streams, count=want, block=millis))
+                reply = self.connections.call(
+                    partial(_xread, streams=streams, count=want, block=millis)
+                )
                 entries = reply[0][1] if reply else []
                 block_s = 0.0
             else:
-                entries = self._call(
+                entries = self.connections.call(
                     partial(_xrange, name=self.feed_stream, low=f"{seen + 1}-0", count=want)
                 )
             if not entries:
                 break
-            pipe = self.pipeline()
+            pipe = self.connections.pipeline()
             refs: list[tuple[int, str, int]] = []
             for entry_id, fields in entries:
                 position = int(text(entry_id).split("-", 1)[0])
@@ -329,13 +274,13 @@ class RedisEngine:
     def stats(self) -> dict[str, Any]:
         """Counts: conversations holding messages, ever written, stored events, last position."""
         keys = self._meta_keys("")
-        pipe = self.pipeline()
+        pipe = self.connections.pipeline()
         for key in keys:
             pipe.hget(key, "n")
             pipe.xlen(key[:-1] + "s")
         values = pipe.execute()
         counts, lengths = values[0::2], values[1::2]
-        last = self._call(lambda c: c.hget(self.feed_state, "#"))
+        last = self.connections.call(lambda c: c.hget(self.feed_state, "#"))
         return {
             "url": redact(self.url),
             "prefix": self.prefix,
@@ -345,10 +290,10 @@ class RedisEngine:
             "conversations_ever": len(keys),
             "events": sum(int(n) for n in lengths),
             "last_position": 0 if last is None else int(last),
-            "commits": self.commits,
+            "commits": self.counters.commits,
             "held_batches": self.held_batches,
-            "appends": self.writes,
-            "reconnects": self.reconnects,
+            "appends": self.counters.writes,
+            "reconnects": self.connections.reconnects,
         }
 
     # -- writes (the owner's thread) -----------------------------------------------------
@@ -356,33 +301,22 @@ class RedisEngine:
     def write_batch(self, requests: Sequence[WriteRequest], now: float) -> list[tuple[bool, Any]]:
         """Commit a batch of writes; returns ``(ok, value or exception)`` per request.
 
-        See `redis_writes.Batch`. Runs in the owning actor's thread.
+        See `batch.Batch`. Runs in the owning actor's thread.
 
         Raises:
             redis.RedisError: anything but a lost connection (the actor crashes).
         """
         if self.closed:
             raise EngineClosed(self.url)
-        return Batch(self, requests, now).commit()
-
-
-def detect_cluster(url: str, timeout_s: float) -> bool:
-    """True if the server at ``url`` runs in cluster mode (``INFO cluster``).
-
-    Raises:
-        redis.RedisError: the server cannot be reached or refused the command.
-    """
-    client = redis.Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=min(timeout_s, 2.0),
-        retry=Retry(NoBackoff(), 0),
-    )
-    try:
-        info = client.info("cluster")
-    finally:
-        client.close()
-    return bool(int(info.get("cluster_enabled", 0)))
+        batch = Batch(
+            requests,
+            now,
+            connections=self.connections,
+            writer=self.writer,
+            reads=self._reads,
+            counters=self.counters,
+        )
+        return batch.commit()
 
 
 def _xread(client: Any, *, streams: dict[str, str], count: int, block: int) -> Any:

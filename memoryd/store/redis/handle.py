@@ -37,8 +37,8 @@ from memoryd.store.actor_handle import ActorStoreHandle
 from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, StoreConfig
 from memoryd.store.redis import scripts as redis_scripts
 from memoryd.store.redis.actor import RedisStoreActor
-from memoryd.store.redis.batch import CONNECTION_ERRORS
-from memoryd.store.redis.engine import RedisEngine, detect_cluster
+from memoryd.store.redis.connections import CONNECTION_ERRORS, detect_cluster
+from memoryd.store.redis.engine import RedisEngine
 from memoryd.store.redis.scripts import redact
 
 __all__ = ["URL_SCHEMES", "RedisStore"]

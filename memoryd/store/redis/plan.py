@@ -2,37 +2,41 @@
 
 The actor plans a write from its view of the conversation (version, first live
 version, message count, last token): it encodes the event with the version it
-will get and builds the `redis_scripts.WRITE` call that appends it only if that
+will get and builds the `scripts.WRITE` call that appends it only if that
 view is still current. Several writes to one conversation in one batch are
 chained, each following the token of the one before. A pop, fork, clear or import
 reads what it needs first (the last message, the source's history, the fresh
 state, the stored events an import overlaps). A write that needs no script (a
 pop of an empty conversation, a refused fork, an import already stored) is
-answered here. `redis_writes.Batch` sends the plans and reads the replies.
+answered here. `batch.Batch` sends the plans and reads the replies.
+
+The planner is given what it uses, never the engine: the store's `Connections`
+(to read views), its `Reads` (history and import state), and the `WriterState`
+(prefix, Cluster flag, the views and script keys it caches, the token source).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from memoryd import codec
+from memoryd._ids import IdSource
 from memoryd.errors import ConflictError, CorruptRecord
-from memoryd.events import EventKind
+from memoryd.events import Event, EventKind
 from memoryd.store import importing
 from memoryd.store.redis import scripts as lua
+from memoryd.store.redis.connections import Connections
+from memoryd.store.redis.scripts import ScriptKeys
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
-if TYPE_CHECKING:
-    from memoryd.store.redis.engine import RedisEngine
-
-__all__ = ["Plan", "Planner", "Result", "View"]
+__all__ = ["Plan", "Planner", "Reads", "Result", "View", "Views", "WriterState"]
 
 _POPPED = EventKind.POPPED.value
 _WRITE_SHA = hashlib.sha1(lua.WRITE.encode("utf-8"), usedforsecurity=False).hexdigest()
-_CACHE_SIZE = 1 << 16
+_VIEWS_CACHED = 1 << 16
 
 Result = tuple[bool, Any]
 
@@ -48,6 +52,82 @@ class View:
     token: str = ""
 
 
+class Views:
+    """The writer's views of recently written conversations, by id.
+
+    Bounded: each planning round first makes room for every view it may add
+    (`make_room`), emptying the cache when it would overfill, so the cache holds at
+    most ``size`` views plus those of one round, and no view a round reads is dropped
+    while it plans. A conversation without a view is read afresh.
+    """
+
+    def __init__(self, size: int = _VIEWS_CACHED) -> None:
+        self._size = size
+        self._views: dict[str, View] = {}
+
+    def __contains__(self, cid: object) -> bool:
+        return cid in self._views
+
+    def __getitem__(self, cid: str) -> View:
+        return self._views[cid]
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def make_room(self, n: int) -> None:
+        """Empty the cache if ``n`` more views would overfill it."""
+        if len(self._views) + n > self._size:
+            self._views.clear()
+
+    def remember(self, cid: str, view: View) -> None:
+        """Keep ``view`` as the writer's view of ``cid``."""
+        self._views[cid] = view
+
+    def forget(self, cid: str) -> None:
+        """Drop the view of ``cid`` (it is out of date, or its write's outcome unknown)."""
+        self._views.pop(cid, None)
+
+    def clear(self) -> None:
+        """Drop every view."""
+        self._views.clear()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reads:
+    """The reads a plan needs before it writes.
+
+    Attributes:
+        history: ``history(cid, limit, at_version) -> (version, messages)``; raises
+            ``ValueError`` for a version past the end or before the last clear.
+        import_state: ``import_state(cid, low, high) -> (version, first, count,
+            events by version)``, read atomically.
+    """
+
+    history: Callable[[str, int | None, int | None], tuple[int, list[dict[str, Any]]]]
+    import_state: Callable[[str, int, int], tuple[int, int, int, dict[int, Event]]]
+
+
+class WriterState:
+    """What the batch writer keeps from batch to batch: its views of the conversations,
+    the script keys it built, and the source of fresh write tokens. The owner's thread only.
+
+    Args:
+        prefix: the store's key prefix.
+        cluster: the store is on a Redis Cluster.
+    """
+
+    def __init__(self, prefix: str, *, cluster: bool) -> None:
+        self.prefix = prefix
+        self.cluster = cluster
+        self.views = Views()
+        self.keys = ScriptKeys(prefix, cluster=cluster)
+        self._tokens = IdSource(nonce_bytes=8)
+
+    def token(self) -> str:
+        """A write token never handed out before: a random nonce and a serial."""
+        return self._tokens.next()
+
+
 @dataclass(slots=True)
 class Plan:
     """One write as it will be sent: the script's keys and arguments."""
@@ -57,7 +137,7 @@ class Plan:
     kind: str
     """The kind of the event written, or ``"import"``."""
     command: tuple[Any, ...]
-    """``EVALSHA`` of `redis_scripts.WRITE` (``EVAL`` of ``IMPORT``) with its keys and arguments."""
+    """``EVALSHA`` of `scripts.WRITE` (``EVAL`` of ``IMPORT``) with its keys and arguments."""
     after: View
     popped: dict[str, Any] | None = None
     feed_from: int = 1
@@ -80,40 +160,42 @@ class Planner:
     """Plans the writes of one batch. Runs in the actor's thread.
 
     Args:
-        engine: the store's engine (its views of the conversations).
         requests: the batch's writes.
         tokens: each write's fresh token.
         results: each write's answer, filled in here for writes that need no script.
         now: the commit timestamp of every event of the batch.
+        connections: the store's connections (the writer's views are read through them).
+        writer: the writer's state (views, script keys).
+        reads: the history and import-state reads.
     """
 
     def __init__(
         self,
-        engine: RedisEngine,
         requests: Sequence[WriteRequest],
         tokens: list[str],
         results: list[Result | None],
         now: float,
+        *,
+        connections: Connections,
+        writer: WriterState,
+        reads: Reads,
     ) -> None:
-        self.engine = engine
+        self.connections = connections
+        self.writer = writer
+        self.reads = reads
         self.requests = requests
         self.tokens = tokens
         self.results = results
         self.now = now
 
-    def remember(self, cid: str, view: View) -> None:
-        """Keep ``view`` as the writer's view of ``cid`` (the cache is bounded)."""
-        views = self.engine.views
-        if len(views) > _CACHE_SIZE:
-            views.clear()
-        views[cid] = view
-
     def _fresh_views(self, cids: list[str]) -> None:
-        pipe = self.engine.pipeline()
+        prefix = self.writer.prefix
+        views = self.writer.views
+        pipe = self.connections.pipeline()
         for cid in cids:
-            pipe.hmget(lua.conv_keys(self.engine.prefix, cid).meta, "v", "f", "n", "t")
+            pipe.hmget(lua.conv_keys(prefix, cid).meta, "v", "f", "n", "t")
         for cid, (v, f, n, t) in zip(cids, pipe.execute(), strict=True):
-            self.remember(
+            views.remember(
                 cid,
                 View(
                     0 if v is None else int(v),
@@ -125,7 +207,8 @@ class Planner:
 
     def plan(self, todo: list[int]) -> list[Plan]:
         """Build the script calls for ``todo``; answer at once what needs no write."""
-        views = self.engine.views
+        views = self.writer.views
+        views.make_room(len(todo))  # a round adds at most one view per write
         missing = {
             request.cid
             for request in (self.requests[i] for i in todo)
@@ -139,14 +222,14 @@ class Planner:
             plan = self._plan_one(index, chained)
             if plan is not None:
                 chained[plan.cid] = self.tokens[index]
-                views[plan.cid] = plan.after
+                views.remember(plan.cid, plan.after)
                 plans.append(plan)
         return plans
 
     def _plan_one(self, index: int, chained: dict[str, str]) -> Plan | None:
         request = self.requests[index]
         if isinstance(request, Add):
-            view = self.engine.views[request.cid]
+            view = self.writer.views[request.cid]
             event = _Event(
                 EventKind.APPENDED.value,
                 request.messages,
@@ -156,7 +239,7 @@ class Planner:
             )
             return self._make(index, request.cid, view, chained, event)
         if isinstance(request, Record):
-            view = self.engine.views[request.cid]
+            view = self.writer.views[request.cid]
             event = _Event(
                 request.kind,
                 request.messages,
@@ -178,14 +261,14 @@ class Planner:
         self, index: int, request: Clear | Pop, chained: dict[str, str]
     ) -> Plan | None:
         self._fresh_views([request.cid])
-        view = self.engine.views[request.cid]
+        view = self.writer.views[request.cid]
         if view.count == 0:
             self.results[index] = (True, None)
             return None
         if isinstance(request, Clear):
             event = _Event(EventKind.CLEARED.value, (), 0, clear=True)
             return self._make(index, request.cid, view, chained, event)
-        _, last = self.engine.history(request.cid, 1, view.version)
+        _, last = self.reads.history(request.cid, 1, view.version)
         if not last:
             raise CorruptRecord(f"{request.cid!r} counts {view.count} messages but has none")
         event = _Event(_POPPED, last, view.count - 1)
@@ -195,14 +278,14 @@ class Planner:
 
     def _plan_fork(self, index: int, request: Fork, chained: dict[str, str]) -> Plan | None:
         try:
-            source_version, copied = self.engine.history(request.source, None, request.at_version)
+            source_version, copied = self.reads.history(request.source, None, request.at_version)
         except ValueError as exc:
             self.results[index] = (False, exc)
             return None
         if request.at_version is not None:
             source_version = request.at_version
         self._fresh_views([request.target])
-        view = self.engine.views[request.target]
+        view = self.writer.views[request.target]
         if view.count > 0:
             error = ConflictError(
                 f"fork target {request.target!r} already holds {view.count} messages "
@@ -217,14 +300,14 @@ class Planner:
         return self._make(index, request.target, view, chained, event)
 
     def _plan_import(self, index: int, request: Import) -> Plan | None:
-        """One `redis_scripts.IMPORT` of the events not stored yet, after checking them all
+        """One `scripts.IMPORT` of the events not stored yet, after checking them all
         against one atomic read (`importing.to_write`); nothing to write: answered now."""
-        engine = self.engine
+        writer = self.writer
         cid, events = request.cid, request.events
-        current, first, count, stored = engine.import_state(
+        current, first, count, stored = self.reads.import_state(
             cid, events[0].version, events[-1].version
         )
-        engine.views.pop(cid, None)
+        writer.views.forget(cid)
         try:
             new = importing.to_write(
                 cid,
@@ -246,7 +329,7 @@ class Planner:
         for event, record in zip(new, records, strict=True):
             kind = str(event.kind)
             words += (event.version, kind, len(event.messages), record, event.idempotency_key or "")
-        keys = lua.import_keys(engine.prefix, cid, cluster=engine.cluster)
+        keys = lua.import_keys(writer.prefix, cid, cluster=writer.cluster)
         token = self.tokens[index]
         command = (
             "EVAL",
@@ -257,7 +340,7 @@ class Planner:
             current,
             first,
             count,
-            "0" if engine.cluster else "1",
+            "0" if writer.cluster else "1",
             cid.encode("utf-8").hex(),
             *words,
         )
@@ -269,7 +352,7 @@ class Planner:
     def _make(
         self, index: int, cid: str, view: View, chained: dict[str, str], event: _Event
     ) -> Plan:
-        engine = self.engine
+        writer = self.writer
         token = self.tokens[index]
         payload = codec.pack_event_fields(
             version=view.version + 1,
@@ -280,7 +363,7 @@ class Planner:
             data=event.data,
             trusted=True,
         )
-        keys, hexid = engine.script_keys(cid)
+        keys, hexid = writer.keys(cid)
         command = (
             "EVALSHA",
             _WRITE_SHA,
@@ -296,7 +379,7 @@ class Planner:
             event.kind,
             len(event.messages),
             payload,
-            "0" if engine.cluster else "1",
+            "0" if writer.cluster else "1",
             hexid,
             lua.MAX_TOKENS,
         )

@@ -38,6 +38,7 @@ __all__ = [
     "PREFIX_PATTERN",
     "WRITE",
     "ConvKeys",
+    "ScriptKeys",
     "check_prefix",
     "cid_of_hex",
     "conv_keys",
@@ -103,6 +104,35 @@ def import_keys(prefix: str, cid: str, *, cluster: bool) -> tuple[str, ...]:
 def feed_keys(prefix: str) -> tuple[str, str]:
     """The change feed's stream and state hash (one slot of their own)."""
     return f"{{{prefix}}}:feed", f"{{{prefix}}}:fed"
+
+
+class ScriptKeys:
+    """The `WRITE` script's keys per conversation and the id in hex, cached (they are
+    built for every write; the cache is emptied when it holds ``size``).
+
+    Args:
+        prefix: the store's key prefix.
+        cluster: on a Cluster the change feed's keys are not the script's (they live
+            in another slot and are written after the commit).
+    """
+
+    def __init__(self, prefix: str, *, cluster: bool, size: int = 1 << 14) -> None:
+        self.feed_stream, self.feed_state = feed_keys(prefix)
+        self._prefix = prefix
+        self._cluster = cluster
+        self._size = size
+        self._cache: dict[str, tuple[tuple[str, ...], str]] = {}
+
+    def __call__(self, cid: str) -> tuple[tuple[str, ...], str]:
+        found = self._cache.get(cid)
+        if found is None:
+            keys: tuple[str, ...] = conv_keys(self._prefix, cid)
+            if not self._cluster:
+                keys += (self.feed_stream, self.feed_state)
+            if len(self._cache) >= self._size:
+                self._cache.clear()
+            found = self._cache[cid] = (keys, cid.encode("utf-8").hex())
+        return found
 
 
 def scan_pattern(prefix: str, cid_prefix: str) -> str:

@@ -26,7 +26,8 @@ import memoryd
 from memoryd import codec
 from memoryd.events import Event, replay
 from memoryd.store.redis import scripts as redis_scripts
-from memoryd.store.redis.batch import Batch, Plan
+from memoryd.store.redis.batch import Batch
+from memoryd.store.redis.plan import Plan
 from tests.redis_servers import RedisCluster, RedisServer
 from tests.server.daemon import Daemon
 

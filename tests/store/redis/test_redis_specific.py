@@ -20,6 +20,7 @@ from memoryd import codec
 from memoryd.events import Event, replay, walk_back
 from memoryd.store.redis import scripts as redis_scripts
 from memoryd.store.redis.engine import RedisEngine
+from memoryd.store.redis.plan import View, Views
 from memoryd.store.requests import Add, Pop
 from tests.helpers import Worker, wait_until
 from tests.redis_servers import RedisServer
@@ -173,6 +174,25 @@ def test_stale_view_is_planned_again(server: RedisServer) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_a_full_view_cache_drops_no_view_a_round_plans_with(server: RedisServer) -> None:
+    """A batch of more new conversations than the writer's view cache holds: the cache is
+    emptied before the round reads their views, not while it plans, so every write lands."""
+    engine = RedisEngine(server.url, prefix="full", cluster=False, call_timeout_s=5.0)
+    try:
+        engine.writer.views = Views(size=2)
+        engine.writer.views.remember("old-1", View(1, 1, 1))
+        engine.writer.views.remember("old-2", View(1, 1, 1))
+        cids = ["a", "b", "c"]
+        batch = [Add(cid=cid, messages=(user(cid),)) for cid in cids]
+        assert engine.write_batch(batch, 1.0) == [(True, 1)] * 3
+        assert "old-1" not in engine.writer.views
+        assert len(engine.writer.views) == 3
+        assert engine.write_batch(batch, 1.0) == [(True, 2)] * 3
+        assert [engine.version(cid) for cid in cids] == [2, 2, 2]
+    finally:
+        engine.close()
 
 
 def test_wait_replicas_with_a_replica_acknowledges(server: RedisServer, tmp_path: Path) -> None:
