@@ -11,6 +11,10 @@ Messages are plain dicts, so they go straight to any OpenAI-compatible client::
 `validate` returns a normalised deep copy (tuples become lists, str/int/float subclasses
 become plain values, ``tool_calls: None`` or ``[]`` is dropped, an assistant with tool_calls
 and no content gets ``content: None``) or raises `InvalidMessage` naming the problem.
+`check` does the same for a batch and returns a `CheckedMessages`: a tuple that carries
+the fact that its messages were checked, with their encoded sizes, so a store, a
+provider or an agent handed one takes it as it is instead of copying and checking again.
+Every check of a message, whichever function is called, runs once per message here.
 The builders return messages that already passed `validate` (without a size limit: the
 size limit belongs to the store that receives them). The checks of a message's role,
 content and tool fields are in the private `memoryd._message_checks`; the deep copy and
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, final
 
 from memoryd._json_values import (
     COMPACT,
@@ -40,9 +44,11 @@ __all__ = [
     "MAX_NESTING_DEPTH",
     "ROLES",
     "SYSTEM_ROLES",
+    "CheckedMessages",
     "Content",
     "Message",
     "assistant",
+    "check",
     "developer",
     "encoded_size",
     "is_system",
@@ -92,6 +98,31 @@ def encoded_size(message: Mapping[str, Any]) -> int:
 # --------------------------------------------------------------------------- validation
 
 
+def _checked(message: Any, max_bytes: int | None) -> tuple[Message, int]:
+    """Check one message: its normalised deep copy and its compact-JSON size in bytes.
+
+    The one place a message is checked: `validate`, `validate_many`, `check` and the
+    builders all come here, once per message.
+    """
+    if not isinstance(message, Mapping):
+        raise InvalidMessage(
+            f"a message must be a dict with 'role' and 'content', got {type_name(message)}"
+        )
+    copy: Message = copy_json_or_raise(message, "message")
+    check_structure(copy)
+    size = len(compact_json_bytes(copy))
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidMessage(_too_large(size, max_bytes))
+    return copy, size
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    return (
+        f"message is {size} bytes as compact JSON; the limit is {max_bytes}. "
+        "Split it, or raise the store's max_message_bytes"
+    )
+
+
 def validate(
     message: Mapping[str, Any], *, max_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
 ) -> Message:
@@ -110,19 +141,7 @@ def validate(
             tool_calls, holds a value that is not JSON-compatible, nests too deeply, or is
             larger than ``max_bytes``.
     """
-    if not isinstance(message, Mapping):
-        raise InvalidMessage(
-            f"a message must be a dict with 'role' and 'content', got {type_name(message)}"
-        )
-    copy: Message = copy_json_or_raise(message, "message")
-    check_structure(copy)
-    encoded = compact_json_bytes(copy)
-    if max_bytes is not None and len(encoded) > max_bytes:
-        raise InvalidMessage(
-            f"message is {len(encoded)} bytes as compact JSON; the limit is {max_bytes}. "
-            "Split it, or raise the store's max_message_bytes"
-        )
-    return copy
+    return _checked(message, max_bytes)[0]
 
 
 def validate_many(
@@ -135,25 +154,126 @@ def validate_many(
         max_bytes: The per-message size limit passed to `validate`.
 
     Returns:
-        Normalised deep copies, in order.
+        Normalised deep copies, in order (fresh copies even of a `CheckedMessages`).
 
     Raises:
         InvalidMessage: ``messages`` is not a non-empty list or tuple, or one message is
             invalid (the error names its index).
     """
+    _check_batch_type(messages)
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        try:
+            out.append(_checked(message, max_bytes)[0])
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"messages[{index}]: {exc}") from exc
+    return out
+
+
+def _check_batch_type(messages: Any) -> None:
     if not isinstance(messages, list | tuple):
         raise InvalidMessage(
             f"messages must be a list or tuple of message dicts, got {type_name(messages)}"
         )
     if not messages:
         raise InvalidMessage("messages is empty; give at least one message")
-    out: list[Message] = []
+
+
+_MINT = object()  # only `check` (and `CheckedMessages.join`) make CheckedMessages
+
+
+@final
+class CheckedMessages(tuple[Message, ...]):
+    """A non-empty batch of messages `check` normalised: the proof they need no more checks.
+
+    A tuple of message dicts (it goes wherever a list of messages goes, and is
+    accepted by every store method, provider and agent that takes messages), made
+    only by `check`. Whoever receives one takes its messages as they are: no copy and
+    no second check, only its size limit compared with `sizes`. Its messages belong
+    to it: do not mutate them (a plain list is what a caller who mutates passes).
+
+    Attributes:
+        sizes: Each message's compact-JSON size in UTF-8 bytes, in order.
+    """
+
+    sizes: tuple[int, ...]
+
+    def __new__(
+        cls, messages: Sequence[Message], sizes: Sequence[int], mint: object = None
+    ) -> CheckedMessages:
+        if mint is not _MINT:
+            raise TypeError("CheckedMessages are made by memoryd.messages.check(messages)")
+        made = super().__new__(cls, messages)
+        object.__setattr__(made, "sizes", tuple(sizes))
+        return made
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"CheckedMessages is immutable; cannot set {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (tuple(self), self.sizes))
+
+    def join(self, other: CheckedMessages) -> CheckedMessages:
+        """This batch followed by ``other``, still checked (nothing is checked again).
+
+        Args:
+            other: Another checked batch.
+
+        Returns:
+            The joined batch.
+
+        Raises:
+            TypeError: ``other`` is not a `CheckedMessages`.
+        """
+        if not isinstance(other, CheckedMessages):
+            raise TypeError(f"join takes CheckedMessages, not {type(other).__name__}")
+        return CheckedMessages((*self, *other), (*self.sizes, *other.sizes), _MINT)
+
+    def __repr__(self) -> str:
+        return f"CheckedMessages({list(self)!r})"
+
+
+def _rebuild(messages: tuple[Message, ...], sizes: tuple[int, ...]) -> CheckedMessages:
+    return CheckedMessages(messages, sizes, _MINT)
+
+
+def check(
+    messages: Sequence[Mapping[str, Any]], *, max_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
+) -> CheckedMessages:
+    """Check a non-empty batch once and return it as a `CheckedMessages`.
+
+    A plain list or tuple is fully checked, as `validate_many` does: normalised deep
+    copies, so the caller's later changes to it change nothing. A `CheckedMessages`
+    is returned as it is, after only comparing its recorded sizes with ``max_bytes``.
+
+    Args:
+        messages: A list or tuple of messages, or a `CheckedMessages`.
+        max_bytes: The per-message size limit; None for no limit.
+
+    Returns:
+        The checked batch.
+
+    Raises:
+        InvalidMessage: ``messages`` is not a non-empty list or tuple, or one message is
+            invalid or larger than ``max_bytes`` (the error names its index).
+    """
+    if isinstance(messages, CheckedMessages):
+        if max_bytes is not None:
+            for index, size in enumerate(messages.sizes):
+                if size > max_bytes:
+                    raise InvalidMessage(f"messages[{index}]: {_too_large(size, max_bytes)}")
+        return messages
+    _check_batch_type(messages)
+    copies: list[Message] = []
+    sizes: list[int] = []
     for index, message in enumerate(messages):
         try:
-            out.append(validate(message, max_bytes=max_bytes))
+            copy, size = _checked(message, max_bytes)
         except InvalidMessage as exc:
             raise InvalidMessage(f"messages[{index}]: {exc}") from exc
-    return out
+        copies.append(copy)
+        sizes.append(size)
+    return CheckedMessages(copies, sizes, _MINT)
 
 
 def validate_conversation_id(cid: Any) -> str:
