@@ -55,7 +55,7 @@ class AsyncStore:
     async def add(
         self,
         cid: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,

@@ -74,7 +74,7 @@ class StoreHandle(abc.ABC):
     def add(
         self,
         cid: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
@@ -83,7 +83,10 @@ class StoreHandle(abc.ABC):
 
         Args:
             cid: the conversation id.
-            messages: one or more OpenAI-format messages.
+            messages: one or more OpenAI-format messages: a list or tuple is checked
+                and copied (changing it afterwards changes nothing stored); a
+                `memoryd.messages.CheckedMessages` is taken as it is, without a second
+                check (only its sizes are compared with ``max_message_bytes``).
             idempotency_key: makes retries safe: a repeated key (per conversation)
                 returns the original version and writes nothing.
             expected_version: optimistic concurrency: refuse unless the conversation
