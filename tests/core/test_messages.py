@@ -384,7 +384,7 @@ def test_check_refuses_what_validate_many_refuses(bad: Any) -> None:
 
 def test_checked_messages_are_made_only_by_check() -> None:
     """A CheckedMessages cannot be built around unchecked messages, nor changed."""
-    with pytest.raises(TypeError, match="made by memoryd.messages.check"):
+    with pytest.raises(TypeError, match=r"made by memoryd\.messages\.check"):
         messages.CheckedMessages([{"role": "robot"}], [1])
     checked = messages.check([messages.user("hi")])
     with pytest.raises(AttributeError, match="immutable"):

@@ -87,6 +87,20 @@ def test_bad_input_is_refused_before_anything_is_sent(store: StoreHandle) -> Non
     assert store.version("c") == 0
 
 
+def test_a_checked_batch_is_sent_as_it_is_within_the_store_limit(store: StoreHandle) -> None:
+    """requests.add sends a CheckedMessages itself, and still applies the store's size limit."""
+    checked = msgs.check([msgs.user("small")], max_bytes=None)
+    request = requests.add(
+        "c", checked, idempotency_key=None, expected_version=None, max_bytes=1000
+    )
+    assert request.messages is checked
+    assert asyncio.run(store.submit(request)) == 1
+    big = msgs.check([msgs.user("x" * 2000)], max_bytes=None)
+    with pytest.raises(InvalidMessage, match="the limit is 1000"):
+        requests.add("c", big, idempotency_key=None, expected_version=None, max_bytes=1000)
+    assert store.get("c") == [msgs.user("small")]
+
+
 def test_concurrent_submits_of_one_loop_share_commits(store: StoreHandle) -> None:
     """Requests of one loop thread are separate writers: they land once each, batched."""
     before = store.stats()
