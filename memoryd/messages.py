@@ -203,9 +203,7 @@ class CheckedMessages(tuple[Message, ...]):
     ) -> CheckedMessages:
         if mint is not _MINT:
             raise TypeError("CheckedMessages are made by memoryd.messages.check(messages)")
-        made = super().__new__(cls, messages)
-        object.__setattr__(made, "sizes", tuple(sizes))
-        return made
+        return _make(tuple(messages), tuple(sizes))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"CheckedMessages is immutable; cannot set {name!r}")
@@ -227,14 +225,20 @@ class CheckedMessages(tuple[Message, ...]):
         """
         if not isinstance(other, CheckedMessages):
             raise TypeError(f"join takes CheckedMessages, not {type(other).__name__}")
-        return CheckedMessages((*self, *other), (*self.sizes, *other.sizes), _MINT)
+        return _make((*self, *other), (*self.sizes, *other.sizes))
 
     def __repr__(self) -> str:
         return f"CheckedMessages({list(self)!r})"
 
 
+def _make(messages: Sequence[Message], sizes: tuple[int, ...]) -> CheckedMessages:
+    made = tuple.__new__(CheckedMessages, messages)
+    made.__dict__["sizes"] = sizes  # past the __setattr__ that keeps it immutable
+    return made
+
+
 def _rebuild(messages: tuple[Message, ...], sizes: tuple[int, ...]) -> CheckedMessages:
-    return CheckedMessages(messages, sizes, _MINT)
+    return _make(messages, tuple(sizes))
 
 
 def check(
@@ -266,14 +270,15 @@ def check(
     _check_batch_type(messages)
     copies: list[Message] = []
     sizes: list[int] = []
-    for index, message in enumerate(messages):
-        try:
+    index = 0
+    try:
+        for index, message in enumerate(messages):  # noqa: B007 (named in the error)
             copy, size = _checked(message, max_bytes)
-        except InvalidMessage as exc:
-            raise InvalidMessage(f"messages[{index}]: {exc}") from exc
-        copies.append(copy)
-        sizes.append(size)
-    return CheckedMessages(copies, sizes, _MINT)
+            copies.append(copy)
+            sizes.append(size)
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"messages[{index}]: {exc}") from exc
+    return _make(copies, tuple(sizes))
 
 
 def validate_conversation_id(cid: Any) -> str:
