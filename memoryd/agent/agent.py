@@ -25,6 +25,7 @@ whose results were recorded. Runs on one conversation in one process take turns.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool
 from memoryd.llm.base import ChatModel
 from memoryd.messages import CheckedMessages
+from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
 from memoryd.store.handle import StoreHandle
@@ -364,6 +366,19 @@ class Agent:
             self._journal.step(run_id, len(turn), message)
         return turn.join(message)
 
+    def _shown(self, turn: CheckedMessages) -> Sequence[Message]:
+        """The turn as the provider and the kernel's filters see it.
+
+        The turn's messages are committed without another check, so code that could
+        change them in place (a user's filters, a provider other than `DefaultProvider`,
+        which copies for foreign preprocessors itself) sees copies.
+        """
+        if self.kernel.filters or (
+            self.provider is not None and type(self.provider) is not DefaultProvider
+        ):
+            return copy.deepcopy(list(turn))
+        return turn
+
     def _loop(
         self, run_id: str, cid: str, history: list[Message], turn: CheckedMessages, inputs: int
     ) -> CheckedMessages:
@@ -396,9 +411,10 @@ class Agent:
                     f"run {run_id} made {self.max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
-            sent = [*history, *turn]
+            shown = self._shown(turn)
+            sent = [*history, *shown]
             if self.provider is not None:
-                sent = keep_turn(self.provider.prepare(cid, sent), turn)
+                sent = keep_turn(self.provider.prepare(cid, sent), shown)
             reply = self.kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
             turn = self._append(run_id, turn, reply)
             step += 1

@@ -202,6 +202,8 @@ class DefaultProvider:
         store = self.store
         if not batch:
             return store.version(cid)
+        if not isinstance(store, StoreHandle):  # a user's store gets the list it expects
+            batch = list(batch)
         return store.add(cid, batch, idempotency_key=idempotency_key)
 
     def to_store(self, messages: Sequence[Message]) -> Sequence[Message]:

@@ -116,3 +116,22 @@ def test_a_caller_changing_its_list_after_add_changes_nothing_stored(
     store.add("c", checked)
     assert checks == Counter()
     assert store.get("c")[-1] == {"role": "user", "content": "checked"}
+
+
+def test_a_filter_changing_the_sent_turn_in_place_changes_nothing_stored(
+    store: memoryd.StoreHandle,
+) -> None:
+    """The committed turn is not checked again, so filters only ever see copies of it."""
+
+    class Scribble(memoryd.Filter):
+        def around_chat(self, request: Any, next: Any) -> dict[str, Any]:
+            for message in request.messages:
+                message["content"] = {"not": {"a", "str"}}
+            return next(request)
+
+    agent = memoryd.Agent(llm=ScriptedModel(["fine"]), memory=store, filters=[Scribble()])
+    agent.run("kept", conversation_id="c")
+    assert store.get("c") == [
+        {"role": "user", "content": "kept"},
+        {"role": "assistant", "content": "fine"},
+    ]
