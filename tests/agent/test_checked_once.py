@@ -1,8 +1,9 @@
 """Each message of a run is checked once on its way from `Agent.run` to the store.
 
-The one function that checks a message, `memoryd.messages._checked`, is wrapped with a
-counter; a run goes through a real `LmdbStore` with its run journal, and the stored
-history shows the messages arrived.
+The one function that checks a message, `memoryd._message_batch.check_message` (behind
+`messages.validate`, `messages.check` and the builders), is wrapped with a counter; a
+run goes through a real `LmdbStore` with its run journal, and the stored history shows
+the messages arrived.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 import memoryd
-from memoryd import messages
+from memoryd import _message_batch, messages
 from memoryd.llm import ScriptedModel
 
 
@@ -31,14 +32,14 @@ def store(tmp_path: Path) -> Iterator[memoryd.StoreHandle]:
 def checks(monkeypatch: pytest.MonkeyPatch) -> Counter[Any]:
     """How often each message content went through the one checking function."""
     seen: Counter[Any] = Counter()
-    real = messages._checked
+    real = _message_batch.check_message
 
     def counting(message: Any, max_bytes: int | None) -> tuple[dict[str, Any], int]:
         content = message.get("content") if isinstance(message, dict) else None
         seen[content if isinstance(content, str) else repr(content)] += 1
         return real(message, max_bytes)
 
-    monkeypatch.setattr(messages, "_checked", counting)
+    monkeypatch.setattr(_message_batch, "check_message", counting)
     return seen
 
 
