@@ -1,10 +1,13 @@
-"""JSON values in messages: deep copies that check them, and their compact encoding.
+"""What a JSON-compatible value is: the one rule set, its checked deep copy and encoding.
 
-`copy_json` copies a value into plain dicts, lists and scalars, refusing what JSON
-cannot carry (NaN, integers outside 64 bits, nesting past `MAX_NESTING_DEPTH`, other
-types); `compact_json_bytes` encodes a message as compact UTF-8 JSON, naming any str
-that cannot be encoded. Problems name their path (``message.content[2].text``).
-Pure functions; `memoryd.messages` builds its validation on them.
+Every JSON value memoryd stores goes through these rules: a message's keys and content
+(`memoryd.messages`), an event's ``data`` written by ``record`` or imported, and the
+events of an import. `copy_json` copies a value into plain dicts, lists and scalars,
+refusing what JSON cannot carry: keys that are not str, NaN and infinities, integers
+outside 64 bits, nesting past `MAX_NESTING_DEPTH`, any other type.
+`compact_json_bytes` encodes a copied value as compact UTF-8 JSON, naming any str that
+cannot be encoded. Problems name their path (``message.content[2].text``,
+``data.when``). Pure functions.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ __all__ = [
 ]
 
 MAX_NESTING_DEPTH = 64
-"""How deeply dicts and lists may nest in a message; the message itself is level 1."""
+"""How deeply dicts and lists may nest in a value; the value itself (a message, an
+event's data) is level 1."""
 
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
@@ -113,18 +117,33 @@ def copy_json(value: Any, depth: int) -> Any:
         return copy_json(int(value), depth)
     if isinstance(value, float):
         return copy_json(float(value), depth)
-    raise JsonProblem(
-        f"is of type {kind.__name__}; a message may hold only JSON values ({_JSON_TYPES})"
-    )
+    raise JsonProblem(f"is of type {kind.__name__}; only JSON values ({_JSON_TYPES}) can be stored")
 
 
-def copy_json_or_raise(value: Any, root: str, depth: int = 1) -> Any:
-    """`copy_json`, turning a problem into `InvalidMessage` with the path named."""
+def copy_json_or_raise(
+    value: Any, root: str, depth: int = 1, *, error: type[ValueError] = InvalidMessage
+) -> Any:
+    """`copy_json`, turning a problem into ``error`` with the path named.
+
+    Args:
+        value: The value to copy.
+        root: The name of ``value`` in error messages (``message``, ``data``).
+        depth: The nesting level of ``value`` (1 for a message or an event's data).
+        error: The exception to raise: `InvalidMessage` for messages, ValueError for
+            an event's data.
+
+    Returns:
+        The plain copy.
+
+    Raises:
+        ValueError: ``error``, naming the path of the first value that is not
+            JSON-compatible.
+    """
     try:
         return copy_json(value, depth)
     except JsonProblem as problem:
         path = format_path(root, problem.parts[::-1])
-        raise InvalidMessage(f"{path} {problem.reason}") from None
+        raise error(f"{path} {problem.reason}") from None
 
 
 def find_unencodable(value: Any, parts: list[str | int]) -> bool:
@@ -147,6 +166,7 @@ def find_unencodable(value: Any, parts: list[str | int]) -> bool:
 
 
 def utf8_ok(text: str) -> bool:
+    """Tell whether ``text`` can be encoded as UTF-8 (it holds no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -158,16 +178,30 @@ def utf8_ok(text: str) -> bool:
 COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def compact_json_bytes(message: dict[str, Any]) -> bytes:
-    """Encode a copied message as compact UTF-8 JSON, naming any unencodable str."""
-    text = COMPACT.encode(message)
+def compact_json_bytes(
+    value: Any, root: str = "message", *, error: type[ValueError] = InvalidMessage
+) -> bytes:
+    """Encode a copied value as compact UTF-8 JSON, naming any unencodable str.
+
+    Args:
+        value: A value copied by `copy_json`.
+        root: Its name in error messages.
+        error: The exception to raise, as in `copy_json_or_raise`.
+
+    Returns:
+        The encoding; its length is the size limits compare.
+
+    Raises:
+        ValueError: ``error``: a str (key or value) holds a lone surrogate.
+    """
+    text = COMPACT.encode(value)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         parts: list[str | int] = []
-        find_unencodable(message, parts)
-        path = format_path("message", parts)
-        raise InvalidMessage(
+        find_unencodable(value, parts)
+        path = format_path(root, parts)
+        raise error(
             f"{path} contains a lone surrogate that cannot be encoded as UTF-8; "
             "fix the text's encoding"
         ) from None

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.events import Change, Event
-from memoryd.store import build
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["AsyncStore"]
@@ -55,14 +55,14 @@ class AsyncStore:
     async def add(
         self,
         cid: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
     ) -> int:
         """`StoreHandle.add`, awaited; returns the new version."""
         return await self.handle.submit(
-            build.add(
+            requests.add(
                 cid,
                 messages,
                 idempotency_key=idempotency_key,
@@ -83,7 +83,7 @@ class AsyncStore:
     ) -> int:
         """`StoreHandle.record`, awaited; returns the new version."""
         return await self.handle.submit(
-            build.record(
+            requests.record(
                 cid,
                 kind,
                 messages=messages,
@@ -97,20 +97,20 @@ class AsyncStore:
     async def import_events(self, cid: str, events: Sequence[Event]) -> int:
         """`StoreHandle.import_events`, awaited; returns the conversation's version."""
         return await self.handle.submit(
-            build.import_events(cid, events, max_bytes=self.handle.max_message_bytes)
+            requests.import_events(cid, events, max_bytes=self.handle.max_message_bytes)
         )
 
     async def clear(self, cid: str) -> None:
         """`StoreHandle.clear`, awaited."""
-        await self.handle.submit(build.clear(cid))
+        await self.handle.submit(requests.clear(cid))
 
     async def pop(self, cid: str) -> dict[str, Any] | None:
         """`StoreHandle.pop`, awaited: the removed last message, or None."""
-        return await self.handle.submit(build.pop(cid))
+        return await self.handle.submit(requests.pop(cid))
 
     async def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
         """`StoreHandle.fork`, awaited; returns ``target``'s new version."""
-        return await self.handle.submit(build.fork(source, target, at_version=at_version))
+        return await self.handle.submit(requests.fork(source, target, at_version=at_version))
 
     async def get(
         self, cid: str, *, limit: int | None = None, at_version: int | None = None

@@ -11,10 +11,15 @@ Messages are plain dicts, so they go straight to any OpenAI-compatible client::
 `validate` returns a normalised deep copy (tuples become lists, str/int/float subclasses
 become plain values, ``tool_calls: None`` or ``[]`` is dropped, an assistant with tool_calls
 and no content gets ``content: None``) or raises `InvalidMessage` naming the problem.
+`check` does the same for a batch and returns a `CheckedMessages`: a tuple that carries
+the fact that its messages were checked, with their encoded sizes, so a store, a
+provider or an agent handed one takes it as it is instead of copying and checking again.
+Every check of a message, whichever function is called, runs once per message here.
 The builders return messages that already passed `validate` (without a size limit: the
 size limit belongs to the store that receives them). The checks of a message's role,
 content and tool fields are in the private `memoryd._message_checks`; the deep copy and
-the compact encoding in `memoryd._json_values`.
+the compact encoding in `memoryd._json_values`; the one function that checks a message,
+`check` and `CheckedMessages` in `memoryd._message_batch`.
 
 Everything here is pure: no I/O, no clocks, inputs are never mutated.
 """
@@ -25,13 +30,15 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
+from memoryd import _message_batch as _batch
 from memoryd._json_values import (
     COMPACT,
     MAX_NESTING_DEPTH,
     compact_json_bytes,
     copy_json_or_raise,
 )
-from memoryd._message_checks import ROLES, check_structure, check_tool_call, type_name
+from memoryd._message_batch import DEFAULT_MAX_MESSAGE_BYTES, CheckedMessages, check
+from memoryd._message_checks import ROLES, check_tool_call, type_name
 from memoryd.errors import InvalidConversationId, InvalidMessage
 
 __all__ = [
@@ -40,9 +47,11 @@ __all__ = [
     "MAX_NESTING_DEPTH",
     "ROLES",
     "SYSTEM_ROLES",
+    "CheckedMessages",
     "Content",
     "Message",
     "assistant",
+    "check",
     "developer",
     "encoded_size",
     "is_system",
@@ -61,9 +70,6 @@ Message: TypeAlias = dict[str, Any]
 
 Content: TypeAlias = str | Sequence[Mapping[str, Any]]
 """Message content: a str, or a list of content-part dicts each with a str ``type``."""
-
-DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
-"""Default limit on one message's compact-JSON size in UTF-8 bytes (1 MiB)."""
 
 MAX_CONVERSATION_ID_BYTES = 256
 """The longest conversation id, in UTF-8 bytes."""
@@ -110,19 +116,7 @@ def validate(
             tool_calls, holds a value that is not JSON-compatible, nests too deeply, or is
             larger than ``max_bytes``.
     """
-    if not isinstance(message, Mapping):
-        raise InvalidMessage(
-            f"a message must be a dict with 'role' and 'content', got {type_name(message)}"
-        )
-    copy: Message = copy_json_or_raise(message, "message")
-    check_structure(copy)
-    encoded = compact_json_bytes(copy)
-    if max_bytes is not None and len(encoded) > max_bytes:
-        raise InvalidMessage(
-            f"message is {len(encoded)} bytes as compact JSON; the limit is {max_bytes}. "
-            "Split it, or raise the store's max_message_bytes"
-        )
-    return copy
+    return _batch.check_message(message, max_bytes)[0]
 
 
 def validate_many(
@@ -135,22 +129,17 @@ def validate_many(
         max_bytes: The per-message size limit passed to `validate`.
 
     Returns:
-        Normalised deep copies, in order.
+        Normalised deep copies, in order (fresh copies even of a `CheckedMessages`).
 
     Raises:
         InvalidMessage: ``messages`` is not a non-empty list or tuple, or one message is
             invalid (the error names its index).
     """
-    if not isinstance(messages, list | tuple):
-        raise InvalidMessage(
-            f"messages must be a list or tuple of message dicts, got {type_name(messages)}"
-        )
-    if not messages:
-        raise InvalidMessage("messages is empty; give at least one message")
+    _batch.check_batch_type(messages)
     out: list[Message] = []
     for index, message in enumerate(messages):
         try:
-            out.append(validate(message, max_bytes=max_bytes))
+            out.append(_batch.check_message(message, max_bytes)[0])
         except InvalidMessage as exc:
             raise InvalidMessage(f"messages[{index}]: {exc}") from exc
     return out

@@ -25,6 +25,7 @@ whose results were recorded. Runs on one conversation in one process take turns.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool
 from memoryd.llm.base import ChatModel
+from memoryd.messages import CheckedMessages
+from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
 from memoryd.store.handle import StoreHandle
@@ -91,13 +94,17 @@ class PendingRun:
     messages: tuple[Message, ...]
 
 
-def _input_messages(value: Any) -> list[Message]:
+def _input_messages(value: Any) -> CheckedMessages:
+    """The run's input, checked once: the only check it gets on its way to the store."""
     if isinstance(value, str):
-        return [msgs.user(value)]
+        return msgs.check([{"role": "user", "content": value}], max_bytes=None)
     if isinstance(value, dict):
-        return [msgs.validate(value, max_bytes=None)]
+        try:
+            return msgs.check([value], max_bytes=None)
+        except InvalidMessage as exc:
+            raise InvalidMessage(str(exc.__cause__ or exc)) from None
     if isinstance(value, list | tuple):
-        return msgs.validate_many(value, max_bytes=None)
+        return msgs.check(value, max_bytes=None)
     raise InvalidMessage(
         f"run input must be a str, a message dict or a list of them, got {type(value).__name__}"
     )
@@ -280,17 +287,16 @@ class Agent:
             cid = record.conversation_id
             with self._lock(cid):
                 if record.status == "committed":
-                    return self._result(run_id, cid, list(record.messages), record.version)
+                    return self._result(run_id, cid, record.messages, record.version)
                 store = store_of(self.provider)
                 if store is not None:
                     for event in store.events(cid, after=record.base_version):
                         if event.idempotency_key == run_id:  # crashed after its commit
-                            turn = list(record.messages)
                             journal.finish(run_id, cid, status="committed", version=event.version)
-                            return self._result(run_id, cid, turn, event.version)
+                            return self._result(run_id, cid, record.messages, event.version)
                 base, history = self._load(cid)
                 log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
-                turn = list(record.messages)
+                turn = msgs.check(record.messages, max_bytes=None)  # read back from the store
                 return self._drive(run_id, cid, base, history, turn, inputs=record.inputs)
 
     # -- internals -------------------------------------------------------------------------
@@ -315,7 +321,7 @@ class Agent:
         base = store.version(cid) if store is not None else 0
         return base, self.provider.history(cid)
 
-    def _result(self, run_id: str, cid: str, turn: list[Message], version: Any) -> RunResult:
+    def _result(self, run_id: str, cid: str, turn: Sequence[Message], version: Any) -> RunResult:
         return RunResult(
             message=turn[-1],
             messages=tuple(turn),
@@ -330,12 +336,12 @@ class Agent:
         cid: str,
         base: int,
         history: list[Message],
-        turn: list[Message],
+        turn: CheckedMessages,
         *,
         inputs: int,
     ) -> RunResult:
         try:
-            self._loop(run_id, cid, history, turn, inputs)
+            turn = self._loop(run_id, cid, history, turn, inputs)
             version = None
             if self.provider is not None:
                 version = commit_turn(self.provider, cid, turn, run_id=run_id, base_version=base)
@@ -352,15 +358,35 @@ class Agent:
             self._journal.finish(run_id, cid, status="committed", version=version)
         return self._result(run_id, cid, turn, version)
 
-    def _append(self, run_id: str, turn: list[Message], message: Message) -> None:
-        turn.append(message)
+    def _append(
+        self, run_id: str, turn: CheckedMessages, message: CheckedMessages
+    ) -> CheckedMessages:
         if self._journal is not None:
-            self._journal.step(run_id, len(turn) - 1, message)
+            self._journal.step(run_id, len(turn), message)
+        return turn.join(message)
+
+    def _shown(self, turn: CheckedMessages) -> Sequence[Message]:
+        """The turn as the provider and the kernel's filters see it.
+
+        The turn's messages are committed without another check, so code that could
+        change them in place (a user's filters, a provider other than `DefaultProvider`,
+        which copies for foreign preprocessors itself) sees copies.
+        """
+        if self.kernel.filters or (
+            self.provider is not None and type(self.provider) is not DefaultProvider
+        ):
+            return copy.deepcopy(list(turn))
+        return turn
 
     def _loop(
-        self, run_id: str, cid: str, history: list[Message], turn: list[Message], inputs: int
-    ) -> None:
-        """Continue a turn from wherever it is: the input, a tool call, or its results."""
+        self, run_id: str, cid: str, history: list[Message], turn: CheckedMessages, inputs: int
+    ) -> CheckedMessages:
+        """Continue a turn from wherever it is: the input, a tool call, or its results.
+
+        Every message joins the turn checked once where it was made (the input in
+        `run`, a reply by the kernel, a tool result here), so the turn is committed
+        without another check.
+        """
         context = Context(conversation_id=cid, metadata={"run_id": run_id})
         step = sum(1 for m in turn[inputs:] if m.get("role") == "assistant")
         while True:
@@ -368,22 +394,28 @@ class Agent:
             if asked:
                 calls = turn[asked[-1]].get("tool_calls") or []
                 if not calls:
-                    return
+                    return turn
                 answered = {m.get("tool_call_id") for m in turn[asked[-1] + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
                         result = self.kernel.call_tool(call, context=context)
-                        self._append(run_id, turn, result.message)
+                        answer = {
+                            "role": "tool",
+                            "tool_call_id": result.call_id,
+                            "content": result.content,
+                        }
+                        turn = self._append(run_id, turn, msgs.check([answer], max_bytes=None))
             if step >= self.max_steps:
                 raise StepLimitExceeded(
                     f"run {run_id} made {self.max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
-            sent = history + turn
+            shown = self._shown(turn)
+            sent = [*history, *shown]
             if self.provider is not None:
-                sent = keep_turn(self.provider.prepare(cid, sent), turn)
-            reply = self.kernel.chat(sent, context=context, step=step, invoke_id=run_id)
-            self._append(run_id, turn, reply)
+                sent = keep_turn(self.provider.prepare(cid, sent), shown)
+            reply = self.kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
+            turn = self._append(run_id, turn, reply)
             step += 1
 
     def __repr__(self) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.errors import ConflictError, UnknownRun
+from memoryd.messages import CheckedMessages
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["RunJournal", "RunRecord", "index_id", "journal_id"]
@@ -111,26 +112,29 @@ class RunJournal:
             run_id: The run id.
             cid: The conversation.
             base_version: The conversation's version when the run started.
-            messages: The input messages.
+            messages: The input messages (a `CheckedMessages` is recorded as it is,
+                without a second check).
         """
         data = {"type": "start", "conversation_id": cid, "base_version": base_version}
+        batch = messages if isinstance(messages, CheckedMessages) else list(messages)
         self.store.record(
-            journal_id(run_id), "memo", messages=list(messages), data=data, idempotency_key="start"
+            journal_id(run_id), "memo", messages=batch, data=data, idempotency_key="start"
         )
         self._update_index(cid, add=run_id)
 
-    def step(self, run_id: str, index: int, message: Message) -> None:
+    def step(self, run_id: str, index: int, message: Message | CheckedMessages) -> None:
         """Record one message the run produced.
 
         Args:
             run_id: The run id.
             index: The message's position in the turn (part of the idempotency key).
-            message: The assistant message or tool result.
+            message: The assistant message or tool result, or a `CheckedMessages`
+                holding just it (recorded as it is, without a second check).
         """
         self.store.record(
             journal_id(run_id),
             "memo",
-            messages=[message],
+            messages=message if isinstance(message, CheckedMessages) else [message],
             data={"type": "step", "index": index},
             idempotency_key=f"step/{index}",
         )

@@ -7,7 +7,6 @@ from typing import Any
 
 from memoryd import messages as msgs
 from memoryd.errors import ConflictError
-from memoryd.provider import preprocessors as pre
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.store.handle import StoreHandle
@@ -99,7 +98,7 @@ def _already_committed(store: StoreHandle, cid: str, run_id: str, after: int) ->
 
 
 def commit_turn(
-    provider: MemoryProvider, cid: str, turn: list[Message], *, run_id: str, base_version: int
+    provider: MemoryProvider, cid: str, turn: Sequence[Message], *, run_id: str, base_version: int
 ) -> int:
     """Append the whole turn as ONE write keyed by the run id, if the conversation is unchanged.
 
@@ -113,7 +112,8 @@ def commit_turn(
     Args:
         provider: The memory provider.
         cid: The conversation.
-        turn: The run's messages.
+        turn: The run's messages; a `CheckedMessages` reaches the store without another
+            check (unless store preprocessors rewrite it).
         run_id: The run id (the idempotency key).
         base_version: The conversation's version the run started from.
 
@@ -126,7 +126,7 @@ def commit_turn(
     store = store_of(provider)
     try:
         if store is not None and type(provider) is DefaultProvider:
-            batch = pre.run(provider.store_preprocessors, msgs.validate_many(turn, max_bytes=None))
+            batch = provider.to_store(turn)
             if not batch:
                 return store.version(cid)
             return store.add(cid, batch, idempotency_key=run_id, expected_version=base_version)
@@ -137,7 +137,7 @@ def commit_turn(
             current = store.version(cid)
             if current != base_version:
                 raise ConflictError(expected=base_version, actual=current)
-        return int(provider.append(cid, turn, idempotency_key=run_id))
+        return int(provider.append(cid, list(turn), idempotency_key=run_id))
     except ConflictError as exc:
         done = _already_committed(store, cid, run_id, base_version) if store is not None else None
         if done is not None:

@@ -38,7 +38,7 @@ from agents.memory.session_settings import (
 )
 
 from memoryd import messages as msgs
-from memoryd.store import build
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
 __all__ = ["ITEM_KEY", "MemorydSession", "decode_items", "encode_item", "without_orphan_outputs"]
@@ -249,7 +249,7 @@ class MemorydSession:
         if not items:
             return
         encoded = [encode_item(cast(Mapping[str, Any], item)) for item in items]
-        request = build.add(
+        request = requests.add(
             self.session_id,
             encoded,
             idempotency_key=None,
@@ -266,7 +266,7 @@ class MemorydSession:
         `decode_items`) goes whole, and its last item is returned.
         """
         message: dict[str, Any] | None = await _outlast_cancellation(
-            self.store.submit(build.pop(self.session_id))
+            self.store.submit(requests.pop(self.session_id))
         )
         if message is None:
             return None
@@ -275,7 +275,7 @@ class MemorydSession:
 
     async def clear_session(self) -> None:
         """Remove every item of the session (the store's log keeps a ``cleared`` marker)."""
-        await _outlast_cancellation(self.store.submit(build.clear(self.session_id)))
+        await _outlast_cancellation(self.store.submit(requests.clear(self.session_id)))
 
     def __repr__(self) -> str:
         return f"<MemorydSession {self.session_id!r} on {self.store!r}>"

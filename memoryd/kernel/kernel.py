@@ -164,6 +164,7 @@ class Kernel:
         self.system_prompt = system_prompt
         self.max_steps = check_max_steps(max_steps)
         inner = [SystemPromptFilter(system_prompt)] if system_prompt is not None else []
+        self._inner = tuple(inner)
         layers = (*self.filters, *inner)
         self._chat = chat_chain(layers, self._call_llm)
         self._tool = tool_chain(layers, self._run_tool)
@@ -177,13 +178,18 @@ class Kernel:
     # -- terminals ----------------------------------------------------------------------
 
     def _call_llm(self, request: ChatRequest) -> Message:
+        return self._checked_reply(request)[0]
+
+    def _checked_reply(self, request: ChatRequest) -> msgs.CheckedMessages:
+        """Call the model; its reply checked once, where it arrives."""
         reply = self.llm.complete(list(request.messages), tools=list(request.tools) or None)
         if not isinstance(reply, dict) or reply.get("role") != "assistant":
             raise LLMError(f"the model returned {reply!r:.80}, not an assistant message dict")
         try:
-            return msgs.validate(reply, max_bytes=None)
+            return msgs.check([reply], max_bytes=None)
         except InvalidMessage as exc:
-            raise LLMError(f"the model returned an invalid assistant message: {exc}") from exc
+            problem = exc.__cause__ or exc
+            raise LLMError(f"the model returned an invalid assistant message: {problem}") from exc
 
     def _run_tool(self, call: ToolCall) -> ToolResult:
         found = self.tools.get(call.name)
@@ -231,14 +237,56 @@ class Kernel:
         Raises:
             LLMError: The model failed or answered with something invalid.
         """
-        request = ChatRequest(
+        return self._chat(self._request(messages, context, step, invoke_id))
+
+    def chat_checked(
+        self,
+        messages: Sequence[Message],
+        *,
+        context: Context | None = None,
+        step: int = 0,
+        invoke_id: str = "",
+    ) -> msgs.CheckedMessages:
+        """`chat`, answering the reply as a checked batch of one (`messages.check`).
+
+        Without filters, the reply checked where it left the model is answered as it
+        is; with filters, which may have changed it, the chain's answer is checked.
+
+        Args:
+            messages: As for `chat`.
+            context: As for `chat`.
+            step: As for `chat`.
+            invoke_id: As for `chat`.
+
+        Returns:
+            The assistant message, in a `CheckedMessages` of one.
+
+        Raises:
+            LLMError: The model failed or answered with something invalid.
+            InvalidMessage: A filter answered with an invalid message.
+        """
+        request = self._request(messages, context, step, invoke_id)
+        if self.filters:
+            return msgs.check([self._chat(request)], max_bytes=None)
+        replies: list[msgs.CheckedMessages] = []
+
+        def terminal(inner: ChatRequest) -> Message:
+            replies.append(self._checked_reply(inner))
+            return replies[-1][0]
+
+        chat_chain(self._inner, terminal)(request)
+        return replies[-1]
+
+    def _request(
+        self, messages: Sequence[Message], context: Context | None, step: int, invoke_id: str
+    ) -> ChatRequest:
+        return ChatRequest(
             messages=tuple(messages),
             tools=tuple(self.tool_specs),
             context=context or Context(),
             step=step,
             invoke_id=invoke_id,
         )
-        return self._chat(request)
 
     def call_tool(self, call: Message | ToolCall, *, context: Context | None = None) -> ToolResult:
         """Run one tool call through the ``around_tool`` layers.

@@ -177,13 +177,14 @@ class DefaultProvider:
             limit *= 2
 
     def append(
-        self, cid: str, messages: list[Message], *, idempotency_key: str | None = None
+        self, cid: str, messages: Sequence[Message], *, idempotency_key: str | None = None
     ) -> int:
         """Store ``messages`` (after the store preprocessors) as one event.
 
         Args:
             cid: The conversation id.
-            messages: The messages to add (at least one).
+            messages: The messages to add (at least one); a `CheckedMessages` is
+                stored without a second check.
             idempotency_key: A repeated key writes nothing and returns the first version.
 
         Returns:
@@ -197,12 +198,37 @@ class DefaultProvider:
             ConflictError, WriteTimeout, StoreUnavailable: As for the store's ``add``.
         """
         cid = msgs.validate_conversation_id(cid)
-        batch = msgs.validate_many(messages, max_bytes=None)
-        batch = pre.run(self._store_preprocessors, batch)
+        batch = self.to_store(messages)
         store = self.store
         if not batch:
             return store.version(cid)
+        if not isinstance(store, StoreHandle):  # a user's store gets the list it expects
+            batch = list(batch)
         return store.add(cid, batch, idempotency_key=idempotency_key)
+
+    def to_store(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """What `append` stores of ``messages``: checked once, then the store preprocessors.
+
+        Without store preprocessors the answer is the checked batch itself, which the
+        store takes without checking it again (a `CheckedMessages` passes through
+        untouched). The preprocessors get a fresh list of copies they may change; the
+        store checks what they return.
+
+        Args:
+            messages: The messages to add (at least one); a list, or a `CheckedMessages`.
+
+        Returns:
+            The messages to store (empty when the preprocessors left nothing).
+
+        Raises:
+            InvalidMessage: A bad message.
+            TypeError: A store preprocessor returned something other than a list.
+        """
+        batch = msgs.check(messages, max_bytes=None)
+        if not self._store_preprocessors:
+            return batch
+        fresh = copy.deepcopy(list(batch)) if batch is messages else list(batch)
+        return pre.run(self._store_preprocessors, fresh)
 
     def prepare(self, cid: str, messages: list[Message]) -> list[Message]:
         """Apply the window, then the preprocessors in order. Pure.

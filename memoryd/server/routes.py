@@ -37,7 +37,7 @@ from memoryd.server.calls import (
 )
 from memoryd.server.http import HttpError, encode, error_response, wants_msgpack
 from memoryd.server.metrics import CONTENT_TYPE
-from memoryd.store import build
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 from supervisors import kill
 
@@ -117,7 +117,7 @@ async def add_messages(request: Request) -> Response:
     return await submit(
         request,
         "add",
-        lambda s: build.add(cid, messages, **_conditions(body), max_bytes=s.max_message_bytes),
+        lambda s: requests.add(cid, messages, **_conditions(body), max_bytes=s.max_message_bytes),
         version_answer,
     )
 
@@ -125,13 +125,15 @@ async def add_messages(request: Request) -> Response:
 async def clear_messages(request: Request) -> Response:
     """Delete the conversation's messages (a ``cleared`` marker stays in the log)."""
     cid = request.path_params["cid"]
-    return await submit(request, "clear", lambda _: build.clear(cid), lambda _: {"cleared": True})
+    return await submit(
+        request, "clear", lambda _: requests.clear(cid), lambda _: {"cleared": True}
+    )
 
 
 async def pop_message(request: Request) -> Response:
     """Remove and return the last message (``null`` when there is none)."""
     cid = request.path_params["cid"]
-    return await submit(request, "pop", lambda _: build.pop(cid), lambda m: {"message": m})
+    return await submit(request, "pop", lambda _: requests.pop(cid), lambda m: {"message": m})
 
 
 async def fork(request: Request) -> Response:
@@ -141,7 +143,7 @@ async def fork(request: Request) -> Response:
     return await submit(
         request,
         "fork",
-        lambda _: build.fork(source, body["target"], at_version=body.get("at_version")),
+        lambda _: requests.fork(source, body["target"], at_version=body.get("at_version")),
         version_answer,
     )
 
@@ -155,7 +157,7 @@ async def record_event(request: Request) -> Response:
     return await submit(
         request,
         "record",
-        lambda s: build.record(
+        lambda s: requests.record(
             cid,
             body["kind"],
             messages=body.get("messages") or (),
@@ -181,7 +183,7 @@ async def import_events(request: Request) -> Response:
     return await submit(
         request,
         "import",
-        lambda s: build.import_events(cid, events, max_bytes=s.max_message_bytes),
+        lambda s: requests.import_events(cid, events, max_bytes=s.max_message_bytes),
         version_answer,
     )
 

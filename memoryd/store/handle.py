@@ -16,14 +16,11 @@ from typing import Any, overload
 from memoryd import messages as msgs
 from memoryd.errors import WouldWait
 from memoryd.events import Change, Event
-from memoryd.store import build
-from memoryd.store import validate as check
-from memoryd.store.build import RECORD_KINDS
+from memoryd.store import requests
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 
 __all__ = [
     "INLINE_READ_LIMIT",
-    "RECORD_KINDS",
     "StoreHandle",
     "WouldWait",
     "without_waiting",
@@ -73,7 +70,7 @@ class StoreHandle(abc.ABC):
     def add(
         self,
         cid: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
@@ -82,7 +79,10 @@ class StoreHandle(abc.ABC):
 
         Args:
             cid: the conversation id.
-            messages: one or more OpenAI-format messages.
+            messages: one or more OpenAI-format messages: a list or tuple is checked
+                and copied (changing it afterwards changes nothing stored); a
+                `memoryd.messages.CheckedMessages` is taken as it is, without a second
+                check (only its sizes are compared with ``max_message_bytes``).
             idempotency_key: makes retries safe: a repeated key (per conversation)
                 returns the original version and writes nothing.
             expected_version: optimistic concurrency: refuse unless the conversation
@@ -99,7 +99,7 @@ class StoreHandle(abc.ABC):
             StoreUnavailable: the store is not running.
         """
         return self._send(
-            build.add(
+            requests.add(
                 cid,
                 messages,
                 idempotency_key=idempotency_key,
@@ -145,7 +145,7 @@ class StoreHandle(abc.ABC):
             StoreUnavailable: the store is not running.
         """
         return self._send(
-            build.record(
+            requests.record(
                 cid,
                 kind,
                 messages=messages,
@@ -189,18 +189,18 @@ class StoreHandle(abc.ABC):
             WriteTimeout: no answer in time; importing again is safe.
             StoreUnavailable: the store is not running.
         """
-        return self._send(build.import_events(cid, events, max_bytes=self.max_message_bytes))
+        return self._send(requests.import_events(cid, events, max_bytes=self.max_message_bytes))
 
     def clear(self, cid: str) -> None:
         """Delete the conversation's messages durably; the log keeps a ``cleared`` marker.
 
         A conversation holding no messages is left as it is (no event).
         """
-        self._send(build.clear(cid))
+        self._send(requests.clear(cid))
 
     def pop(self, cid: str) -> dict[str, Any] | None:
         """Remove and return the last message (a ``popped`` event), or None if there is none."""
-        return self._send(build.pop(cid))
+        return self._send(requests.pop(cid))
 
     def fork(self, source: str, target: str, *, at_version: int | None = None) -> int:
         """Start ``target`` as a copy of ``source``'s history (as of ``at_version``).
@@ -212,7 +212,7 @@ class StoreHandle(abc.ABC):
             ValueError: ``source == target``, or ``at_version`` out of range.
             ConflictError: ``target`` holds messages.
         """
-        return self._send(build.fork(source, target, at_version=at_version))
+        return self._send(requests.fork(source, target, at_version=at_version))
 
     @overload
     def _send(self, request: _Versioned) -> int: ...
@@ -222,7 +222,7 @@ class StoreHandle(abc.ABC):
     def _send(self, request: Clear) -> None: ...
     def _send(self, request: WriteRequest) -> Any:
         """The sync write path: send ``request``, answer what `submit` answers."""
-        return build.result(request, self._write(request))
+        return requests.result(request, self._write(request))
 
     @overload
     async def submit(self, request: _Versioned) -> int: ...
@@ -231,7 +231,7 @@ class StoreHandle(abc.ABC):
     @overload
     async def submit(self, request: Clear) -> None: ...
     async def submit(self, request: WriteRequest) -> Any:
-        """Send a write built by `memoryd.store.build` and await its result off the loop.
+        """Send a write built by `memoryd.store.requests` and await its result off the loop.
 
         The awaitable write path (`AsyncStore` and the daemon use it): it returns
         what the matching method (`add`, `clear`, ...) returns and raises what it
@@ -240,7 +240,7 @@ class StoreHandle(abc.ABC):
         thread. Cancelling the awaiting task does not cancel a write already handed
         to the store: it may still commit (retry with its idempotency key).
         """
-        return build.result(request, await self._write_async(request))
+        return requests.result(request, await self._write_async(request))
 
     async def _write_async(self, request: WriteRequest) -> Any:
         return await asyncio.to_thread(self._write, request)
@@ -273,8 +273,8 @@ class StoreHandle(abc.ABC):
         cid = msgs.validate_conversation_id(cid)
         return self._get(
             cid,
-            check.check_optional_count(limit, "limit"),
-            check.check_version_arg(at_version, "at_version"),
+            requests.check_optional_count(limit, "limit"),
+            requests.check_optional_count(at_version, "at_version"),
         )
 
     def version(self, cid: str) -> int:
@@ -283,7 +283,7 @@ class StoreHandle(abc.ABC):
 
     def events(self, cid: str, *, after: int = 0) -> list[Event]:
         """The conversation's event log (versions above ``after``), oldest first."""
-        return self._events(msgs.validate_conversation_id(cid), check.check_after(after))
+        return self._events(msgs.validate_conversation_id(cid), requests.check_after(after))
 
     def conversations(
         self,
@@ -303,12 +303,12 @@ class StoreHandle(abc.ABC):
                 now: cleared ones, and logs of ``memo`` or ``compacted`` events only
                 (long-term memory records live in such logs). Export uses it.
         """
-        prefix = check.check_prefix(prefix, "prefix")
+        prefix = requests.check_prefix(prefix, "prefix")
         if after is not None:
-            after = check.check_prefix(after, "after")
+            after = requests.check_prefix(after, "after")
         if not isinstance(include_empty, bool):
             raise ValueError(f"include_empty must be True or False, not {include_empty!r}")
-        count = check.check_optional_count(limit, "limit")
+        count = requests.check_optional_count(limit, "limit")
         return self._conversations(prefix, after, count, include_empty)
 
     def tail(self, *, after: int = 0, limit: int = 1000, timeout: float = 0.0) -> list[Change]:
@@ -316,9 +316,9 @@ class StoreHandle(abc.ABC):
 
         Blocks up to ``timeout`` seconds while there is nothing new.
         """
-        after = check.check_after(after)
-        count = check.check_optional_count(limit, "limit")
-        return self._tail(after, 1000 if count is None else count, check.check_timeout(timeout))
+        after = requests.check_after(after)
+        count = requests.check_optional_count(limit, "limit")
+        return self._tail(after, 1000 if count is None else count, requests.check_timeout(timeout))
 
     @abc.abstractmethod
     def stats(self) -> dict[str, Any]:

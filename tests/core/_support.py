@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from memoryd import messages
 
-__all__ = ["any_message", "json_values", "packb"]
+__all__ = ["any_message", "json_scalars", "json_values", "packb"]
 
 json_scalars = (
     st.none()

@@ -13,6 +13,7 @@ import memoryd
 from memoryd import (
     _codec_msgpack,
     _json_values,
+    _message_batch,
     _message_checks,
     codec,
     events,
@@ -46,6 +47,7 @@ def test_only_codec_imports_msgpack() -> None:
     [
         "errors",
         "messages",
+        "_message_batch",
         "_message_checks",
         "_json_values",
         "events",
@@ -88,6 +90,7 @@ def test_core_modules_import_nothing_that_does_io(module: str) -> None:
         events,
         keys,
         messages,
+        _message_batch,
         _message_checks,
         _json_values,
     ],

@@ -1,16 +1,24 @@
-"""JSON values in messages: the checked deep copy and its compact encoding
-(memoryd._json_values, through `messages.validate`)."""
+"""JSON values: the checked deep copy and its compact encoding (memoryd._json_values),
+through `messages.validate`, and the one rule set shared by messages, event data and
+imports."""
 
 from __future__ import annotations
 
 import enum
 import math
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memoryd.errors import InvalidMessage
+from memoryd.events import Event
 from memoryd.messages import MAX_NESTING_DEPTH, validate
+from memoryd.store import requests
+
+from ._support import json_scalars, json_values
 
 
 def user_with(**extra: Any) -> dict[str, Any]:
@@ -134,3 +142,130 @@ def test_validate_refuses_text_that_cannot_be_utf8(message: dict[str, Any], need
     """A lone surrogate cannot be stored as UTF-8, so it is refused with its path."""
     with pytest.raises(InvalidMessage, match=needle):
         validate(message)
+
+
+# --------------------------------------------------------------------------- one rule set
+
+
+class _Tag(enum.StrEnum):
+    A = "a"
+
+
+class _Rank(enum.IntEnum):
+    ONE = 1
+
+
+not_json_scalars = st.one_of(
+    st.just(float("nan")),
+    st.just(float("inf")),
+    st.integers(min_value=2**64, max_value=2**80),
+    st.integers(min_value=-(2**80), max_value=-(2**63) - 1),
+    st.binary(max_size=4),
+    st.frozensets(st.integers(), max_size=2),
+    st.builds(complex, st.integers(), st.integers()),
+    st.just("lone \ud800 surrogate"),
+)
+"""Values no JSON-value rule accepts."""
+
+mixed_values = st.recursive(
+    json_scalars | not_json_scalars | st.sampled_from([_Tag.A, _Rank.ONE]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        | st.dictionaries(st.integers(), inner, min_size=1, max_size=2)
+    ),
+    max_leaves=10,
+)
+"""JSON values, values that are not, and values that normalise (tuples, enums)."""
+
+
+def _outcome(check: Any) -> tuple[str, Any]:
+    """``("ok", copy)`` or ``("refused", (path below x, reason))`` for one check."""
+    try:
+        return "ok", check()
+    except ValueError as exc:
+        found = re.search(r"\.x(\S*) (.*)$", str(exc))
+        assert found is not None, f"the error does not name the path: {exc}"
+        return "refused", found.groups()
+
+
+def _as_message_extra(value: Any) -> tuple[str, Any]:
+    return _outcome(lambda: validate(user_with(x=value), max_bytes=None)["x"])
+
+
+def _as_record_data(value: Any) -> tuple[str, Any]:
+    def check() -> Any:
+        record = requests.record(
+            "c",
+            "memo",
+            messages=(),
+            data={"x": value},
+            idempotency_key=None,
+            expected_version=None,
+            max_bytes=1 << 30,
+        )
+        assert record.data is not None
+        return record.data["x"]
+
+    return _outcome(check)
+
+
+def _as_imported_data(value: Any) -> tuple[str, Any]:
+    def check() -> Any:
+        event = Event(version=1, kind="memo", messages=(), timestamp=0.0, data={"x": value})
+        imported = requests.import_events("c", [event], max_bytes=1 << 30).events[0]
+        assert imported.data is not None
+        return imported.data["x"]
+
+    return _outcome(check)
+
+
+def _as_imported_message_extra(value: Any) -> tuple[str, Any]:
+    def check() -> Any:
+        message = user_with(x=value)
+        event = Event(version=1, kind="appended", messages=(message,), timestamp=0.0)
+        return requests.import_events("c", [event], max_bytes=1 << 30).events[0].messages[0]["x"]
+
+    return _outcome(check)
+
+
+@given(mixed_values)
+def test_messages_event_data_and_imports_follow_one_json_rule_set(value: Any) -> None:
+    """The same value is accepted (as the same plain copy) or refused (for the same
+    reason) as a message's extra key, as ``record`` data and as imported data."""
+    outcomes = [
+        _as_message_extra(value),
+        _as_record_data(value),
+        _as_imported_data(value),
+        _as_imported_message_extra(value),
+    ]
+    verdicts = {verdict for verdict, _ in outcomes}
+    assert len(verdicts) == 1, outcomes
+    if verdicts == {"ok"}:
+        assert all(copy == outcomes[0][1] for _, copy in outcomes), outcomes
+        assert all(type(copy) is type(outcomes[0][1]) for _, copy in outcomes)
+    else:  # the same path below x and the same reason, whatever the root is called
+        assert len({reason for _, reason in outcomes}) == 1, outcomes
+
+
+@given(json_values)
+def test_every_json_value_is_accepted_everywhere_unchanged(value: Any) -> None:
+    """A JSON value round-trips unchanged through every check."""
+    for outcome in (_as_message_extra(value), _as_record_data(value), _as_imported_data(value)):
+        assert outcome == ("ok", value)
+
+
+@given(not_json_scalars, st.text(min_size=1, max_size=6).filter(str.isidentifier))
+def test_a_refused_value_is_named_by_its_path_in_event_data(bad: Any, key: str) -> None:
+    """Event data that is not JSON is refused with a ValueError naming the path."""
+    with pytest.raises(ValueError, match=rf"^data\.outer\.{key}\[0\] "):
+        requests.record(
+            "c",
+            "memo",
+            messages=(),
+            data={"outer": {key: [bad]}},
+            idempotency_key=None,
+            expected_version=None,
+            max_bytes=1 << 30,
+        )

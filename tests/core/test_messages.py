@@ -345,3 +345,68 @@ def test_tool_call_ids_lists_ids_in_order() -> None:
     assert messages.tool_call_ids(messages.assistant(tool_calls=calls)) == ["b", "a"]
     assert messages.tool_call_ids(messages.assistant("x")) == []
     assert messages.tool_call_ids(messages.tool("a", "r")) == []
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_check_returns_checked_copies_with_their_sizes() -> None:
+    """A plain list is checked into a CheckedMessages of copies, sizes recorded."""
+    original = [{"role": "user", "content": "hi", "tags": ("a",)}, messages.assistant("yo")]
+    checked = messages.check(original)
+    assert isinstance(checked, messages.CheckedMessages)
+    assert list(checked) == [validate(m) for m in original]
+    assert checked.sizes == tuple(encoded_size(m) for m in checked)
+    original[0]["content"] = "changed"
+    assert checked[0]["content"] == "hi"
+
+
+def test_check_takes_a_checked_batch_as_it_is() -> None:
+    """A CheckedMessages is returned itself: no copy, no second check."""
+    checked = messages.check([messages.user("hi")])
+    assert messages.check(checked) is checked
+    assert messages.check(checked, max_bytes=None) is checked
+
+
+def test_check_applies_the_size_limit_to_a_checked_batch() -> None:
+    """The recorded sizes still meet a stricter limit of a later receiver."""
+    checked = messages.check([messages.user("a"), messages.user("x" * 100)], max_bytes=None)
+    with pytest.raises(InvalidMessage, match=r"messages\[1\]: message is \d+ bytes"):
+        messages.check(checked, max_bytes=50)
+
+
+@pytest.mark.parametrize("bad", [[], (), "text", None, [{"role": "robot", "content": "x"}]])
+def test_check_refuses_what_validate_many_refuses(bad: Any) -> None:
+    """Empty batches, non-lists and bad messages are refused."""
+    with pytest.raises(InvalidMessage):
+        messages.check(bad)
+
+
+def test_checked_messages_are_made_only_by_check() -> None:
+    """A CheckedMessages cannot be built around unchecked messages, nor changed."""
+    with pytest.raises(TypeError, match=r"made by memoryd\.messages\.check"):
+        messages.CheckedMessages([{"role": "robot"}], [1])
+    checked = messages.check([messages.user("hi")])
+    with pytest.raises(AttributeError, match="immutable"):
+        checked.sizes = (0,)  # type: ignore[misc]
+
+
+def test_joined_checked_batches_stay_checked() -> None:
+    """join keeps the messages and sizes of both, in order."""
+    first = messages.check([messages.user("a")])
+    second = messages.check([messages.assistant("b")])
+    joined = first.join(second)
+    assert isinstance(joined, messages.CheckedMessages)
+    assert list(joined) == [*first, *second]
+    assert joined.sizes == first.sizes + second.sizes
+    with pytest.raises(TypeError):
+        first.join([messages.user("c")])  # type: ignore[arg-type]
+
+
+def test_a_copied_checked_batch_is_a_checked_batch_of_copies() -> None:
+    """deepcopy keeps the type and the sizes, with fresh message dicts."""
+    checked = messages.check([messages.user("a")])
+    copied = copy.deepcopy(checked)
+    assert isinstance(copied, messages.CheckedMessages)
+    assert copied == checked and copied.sizes == checked.sizes
+    assert copied[0] is not checked[0]

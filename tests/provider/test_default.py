@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import memoryd
-from memoryd import DefaultProvider, MemoryProvider, preprocessors
+from memoryd import DefaultProvider, MemoryProvider, messages, preprocessors
 from tests.provider.test_safe_window import a, calls, label, r, s, u
 
 
@@ -93,6 +93,30 @@ def test_store_preprocessors_redact_what_is_stored(store: memoryd.StoreHandle) -
     provider.append("c", [u("card 1234-5678 please")])
     assert store.get("c")[0]["content"] == "card [REDACTED] please"
     assert "1234" not in str(store.events("c"))
+
+
+def test_append_stores_a_checked_batch_as_it_is(store: memoryd.StoreHandle) -> None:
+    """Without store preprocessors a CheckedMessages is what the store is handed."""
+    provider = DefaultProvider(store)
+    checked = messages.check([u("1"), a("2")], max_bytes=None)
+    assert provider.to_store(checked) is checked
+    assert provider.append("c", checked) == 1
+    assert store.get("c") == list(checked)
+
+
+def test_store_preprocessors_change_copies_of_a_checked_batch(store: memoryd.StoreHandle) -> None:
+    """A store preprocessor that mutates its input leaves the caller's checked batch whole."""
+
+    def shout(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for message in batch:
+            message["content"] = message["content"].upper()
+        return batch
+
+    provider = DefaultProvider(store, store_preprocessors=[shout])
+    checked = messages.check([u("quiet")], max_bytes=None)
+    provider.append("c", checked)
+    assert checked[0]["content"] == "quiet"
+    assert store.get("c")[0]["content"] == "QUIET"
 
 
 def test_store_preprocessor_leaving_nothing_writes_nothing(store: memoryd.StoreHandle) -> None:

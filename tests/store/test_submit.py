@@ -13,7 +13,7 @@ import memoryd
 from memoryd import messages as msgs
 from memoryd.errors import ConflictError, InvalidMessage, WriteTimeout
 from memoryd.store import actor as store_actor
-from memoryd.store import build
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 from memoryd.store.requests import Add
 from supervisors import kill, whereis
@@ -33,7 +33,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHandl
 def _add(
     store: StoreHandle, cid: str, text: str, *, key: str | None = None, expected: int | None = None
 ) -> Add:
-    return build.add(
+    return requests.add(
         cid,
         [msgs.user(text)],
         idempotency_key=key,
@@ -48,9 +48,9 @@ def test_submitted_writes_return_what_the_methods_return(store: StoreHandle) -> 
     async def main() -> list[object]:
         first = await store.submit(_add(store, "c", "one"))
         second = await store.submit(_add(store, "c", "two"))
-        popped = await store.submit(build.pop("c"))
-        forked = await store.submit(build.fork("c", "d", at_version=None))
-        cleared = await store.submit(build.clear("c"))
+        popped = await store.submit(requests.pop("c"))
+        forked = await store.submit(requests.fork("c", "d", at_version=None))
+        cleared = await store.submit(requests.clear("c"))
         return [first, second, popped, forked, cleared]
 
     assert asyncio.run(main()) == [1, 2, msgs.user("two"), 1, None]
@@ -75,7 +75,7 @@ def test_errors_arrive_at_the_awaiting_task(store: StoreHandle) -> None:
 def test_bad_input_is_refused_before_anything_is_sent(store: StoreHandle) -> None:
     """The builders raise in the caller; nothing reaches the store."""
     with pytest.raises(InvalidMessage):
-        build.add(
+        requests.add(
             "c",
             [{"role": "nobody"}],
             idempotency_key=None,
@@ -83,8 +83,22 @@ def test_bad_input_is_refused_before_anything_is_sent(store: StoreHandle) -> Non
             max_bytes=store.max_message_bytes,
         )
     with pytest.raises(ValueError, match="itself"):
-        build.fork("c", "c", at_version=None)
+        requests.fork("c", "c", at_version=None)
     assert store.version("c") == 0
+
+
+def test_a_checked_batch_is_sent_as_it_is_within_the_store_limit(store: StoreHandle) -> None:
+    """requests.add sends a CheckedMessages itself, and still applies the store's size limit."""
+    checked = msgs.check([msgs.user("small")], max_bytes=None)
+    request = requests.add(
+        "c", checked, idempotency_key=None, expected_version=None, max_bytes=1000
+    )
+    assert request.messages is checked
+    assert asyncio.run(store.submit(request)) == 1
+    big = msgs.check([msgs.user("x" * 2000)], max_bytes=None)
+    with pytest.raises(InvalidMessage, match="the limit is 1000"):
+        requests.add("c", big, idempotency_key=None, expected_version=None, max_bytes=1000)
+    assert store.get("c") == [msgs.user("small")]
 
 
 def test_concurrent_submits_of_one_loop_share_commits(store: StoreHandle) -> None:
