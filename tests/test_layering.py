@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memoryd._ids",
             "memoryd._json_values",
             "memoryd._message_checks",
+            "memoryd._message_batch",
             "memoryd._version",
             "memoryd.codec",
             "memoryd.errors",
