@@ -333,6 +333,8 @@ class HttpTransport:
             with ``uds``.
         uds: the daemon's Unix socket path, or None for TCP.
         headers: sent with every request (a request's own headers override them).
+        body_headers: sent with every request that has a body (a content type, say);
+            encoded once, here.
         max_body_bytes: the largest response body read; a larger one, announced or
             received, fails the call with `TransportFailed`.
 
@@ -347,6 +349,7 @@ class HttpTransport:
         *,
         uds: str | None,
         headers: dict[str, str],
+        body_headers: dict[str, str] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         parts = urlsplit(base_url)
@@ -373,6 +376,8 @@ class HttpTransport:
         }
         self._fixed = _header_lines(self._headers)
         self._extra: dict[tuple[tuple[str, str], ...], bytes] = {}
+        self._body_headers = dict(body_headers or {})
+        self._with_body = self._header_block(self._body_headers) if body_headers else self._fixed
         self._tls: ssl.SSLContext | None = None
         self._local = threading.local()
         self._all: list[_Connection] = []
@@ -460,7 +465,12 @@ class HttpTransport:
             raise ValueError(f"cannot send an HTTP request with method {method!r}")
         if not (target.isascii() and target.isprintable()) or " " in target:
             raise ValueError(f"cannot send to {target!r}: use printable ASCII without spaces")
-        block = self._header_block(headers) if headers else self._fixed
+        if headers:
+            block = self._header_block(
+                headers if content is None else {**self._body_headers, **headers}
+            )
+        else:
+            block = self._fixed if content is None else self._with_body
         if content is not None:
             length = b"content-length: %d\r\n\r\n" % len(content)
         elif method in _METHODS_WITH_BODY and b"\r\ntransfer-encoding:" not in block:

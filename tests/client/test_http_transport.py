@@ -186,6 +186,25 @@ def test_sends_one_well_formed_request(serve: Any) -> None:
     assert body == b"payload"
 
 
+def test_body_headers_go_with_bodies_only(serve: Any) -> None:
+    """``body_headers`` are sent with a request that has a body, not with one that has none;
+    a request's own headers still override them."""
+    server, transport = serve(
+        ok(b"1"), ok(b"2"), ok(b"3"), body_headers={"content-type": "application/msgpack"}
+    )
+    transport.request("POST", "/a", content=b"\x80", timeout=10)
+    transport.request("GET", "/b", timeout=10)
+    transport.request(
+        "POST", "/c", content=b"{}", headers={"Content-Type": "application/json"}, timeout=10
+    )
+    heads = [request.partition(b"\r\n\r\n")[0].split(b"\r\n") for request in server.requests]
+    assert b"content-type: application/msgpack" in heads[0]
+    assert not any(line.startswith(b"content-type") for line in heads[1])
+    assert [line for line in heads[2] if line.startswith(b"content-type")] == [
+        b"content-type: application/json"
+    ]
+
+
 def test_a_post_without_a_body_says_content_length_0(serve: Any) -> None:
     """POST with no content still frames its (empty) body, as http.client did."""
     server, transport = serve(ok(b""))
