@@ -260,7 +260,8 @@ class _Connection:
                 f"the server closed the connection {self._length - self._size} bytes "
                 "before the end of the body"
             )
-        if self._coding is not None and self._coding.lower().endswith(b"chunked"):
+        last_coding = (self._coding or b"").rpartition(b",")[2]
+        if last_coding.strip().lower() == b"chunked":
             raise TransportFailed(
                 "the server closed the connection before the end of the chunked body"
             )

@@ -15,6 +15,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -65,6 +66,22 @@ def test_adds_and_gets_round_trip_through_the_daemon(store: client.RemoteStore) 
     assert [m["content"] for m in store.get(cid)] == ["one", "two", "three"]
     assert [m["content"] for m in store.get(cid, limit=2)] == ["two", "three"]
     assert store.version(cid) == 2
+
+
+def test_the_client_needs_nothing_of_the_server_extra(daemon: Daemon) -> None:
+    """A client process talks to the daemon without importing the server's web stack
+    (what the ``server`` extra installs): ``memoryd.connect`` works on a plain install."""
+    code = (
+        "import sys, memoryd\n"
+        f"store = memoryd.connect({daemon.address!r})\n"
+        "store.add('plain-install', [{'role': 'user', 'content': 'hi'}])\n"
+        "print(store.version('plain-install') >= 1)\n"
+        "print(sorted(m for m in ('starlette', 'uvicorn', 'httpx', 'uvloop') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert out == ["True", "[]"]
 
 
 def test_a_large_history_arrives_whole(store: client.RemoteStore) -> None:
