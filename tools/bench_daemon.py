@@ -13,6 +13,7 @@ for latencies). Without redis-server (or the redis package) the Redis rows read
 "not installed".
 
 Usage: python tools/bench_daemon.py [--adds 400] [--reads 2000]
+(a short run: --adds 100 --reads 300)
 """
 
 from __future__ import annotations
@@ -259,7 +260,8 @@ def _start_daemon(root: Path) -> tuple[subprocess.Popen[str], str, str]:
     return proc, words[2], words[3]
 
 
-def _memoryd_reads(address: str, samples: int) -> float:
+def _memoryd_reads(address: str, samples: int) -> tuple[float, float]:
+    """``(p50 seconds, client CPU µs)`` of one ``get(limit=50)`` through the daemon."""
     import memoryd
 
     store = memoryd.connect(address, token=TOKEN)
@@ -267,12 +269,15 @@ def _memoryd_reads(address: str, samples: int) -> float:
         store.add(
             "reads", [{"role": "user", "content": f"m{i}-{j} " + "y" * 100} for j in range(50)]
         )
+    store.get("reads", limit=50)  # warm: the connection is open
     times = []
+    cpu = time.process_time()
     for _ in range(samples):
         started = time.perf_counter()
         store.get("reads", limit=50)
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    used = time.process_time() - cpu
+    return statistics.median(times), used / samples * 1e6
 
 
 # --------------------------------------------------------------------------- redis
@@ -340,7 +345,7 @@ def main() -> None:
         jobs_unix = [(unix, None, w + CLIENTS, args.adds) for w in range(CLIENTS)]
         over_tcp = _rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid)
         over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
-        get_p50 = _memoryd_reads(http, args.reads)
+        get_p50, get_client_us = _memoryd_reads(http, args.reads)
         empty, empty_url = _start_empty_app(root)
         try:
             floor = _rate(
@@ -410,6 +415,7 @@ def main() -> None:
         cpu_rows.append(("redis-server + redis-py", theirs))
     for label, row in cpu_rows:
         print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f}")
+    print(f"{'CPU per get(limit=50), memoryd, TCP':36} {get_client_us:>10.0f}")
     if redis_rate is not None:
         # The append target as a CPU budget: at Redis's rate the machine's CPUs give each
         # append at most this much CPU in all processes together; the HTTP floor takes

@@ -27,8 +27,7 @@ from memoryd.protocol import ProtocolError, error_from_wire
 __all__ = ["DaemonCaller", "parse_address"]
 
 _MSGPACK = "application/msgpack"
-_MSGPACK_BODY = {"content-type": _MSGPACK}  # never changed: shared by every request
-_JSON_BODY = {"content-type": "application/json"}
+_JSON = "application/json"
 _FIRST_BACKOFF_S = 0.02
 _MAX_BACKOFF_S = 0.5
 
@@ -96,23 +95,26 @@ class DaemonCaller:
     ) -> None:
         self.address = address
         self._msgpack = msgpack
-        headers = {"accept": _MSGPACK if msgpack else "application/json"}
+        kind = _MSGPACK if msgpack else _JSON
+        headers = {"accept": kind}
         if token:
             headers["authorization"] = f"Bearer {token}"
         if not autostart:
             headers["memoryd-autostart"] = "no"
-        self._http = HttpTransport(base_url, uds=uds, headers=headers)
+        self._http = HttpTransport(
+            base_url, uds=uds, headers=headers, body_headers={"content-type": kind}
+        )
 
     def close(self) -> None:
         """Close every connection to the daemon."""
         self._http.close()
 
-    def _encode(self, body: dict[str, Any] | None) -> tuple[bytes | None, dict[str, str] | None]:
+    def _encode(self, body: dict[str, Any] | None) -> bytes | None:
         if body is None:
-            return None, None
+            return None
         if self._msgpack:
-            return codec.pack_wire(body, trusted=True), _MSGPACK_BODY
-        return json.dumps(body, ensure_ascii=False).encode(), _JSON_BODY
+            return codec.pack_wire(body, trusted=True)
+        return json.dumps(body, ensure_ascii=False).encode()
 
     def call(
         self,
@@ -145,7 +147,7 @@ class DaemonCaller:
             ValueError: the daemon reported one, or the request cannot be sent.
         """
         query = {k: v for k, v in params.items() if v is not None} if params else None
-        content, headers = self._encode(body)
+        content = self._encode(body)
         deadline = time.monotonic() + timeout
         backoff = _FIRST_BACKOFF_S
         while True:
@@ -156,7 +158,6 @@ class DaemonCaller:
                     path,
                     params=query,
                     content=content,
-                    headers=headers,
                     timeout=max(remaining, 0.05),
                 )
             except ConnectFailed as exc:

@@ -239,7 +239,7 @@ class RemoteStore(StoreHandle):
         if isinstance(request, Add):
             key = request.idempotency_key or _auto_key()
             body = {
-                "messages": list(request.messages),
+                "messages": request.messages,  # a tuple: sent as an array, not copied
                 "idempotency_key": key,
                 "expected_version": request.expected_version,
             }
@@ -260,7 +260,7 @@ class RemoteStore(StoreHandle):
             key = request.idempotency_key or _auto_key()
             record: dict[str, Any] = {
                 "kind": request.kind,
-                "messages": list(request.messages),
+                "messages": request.messages,  # a tuple: sent as an array, not copied
                 "data": request.data,
                 "idempotency_key": key,
                 "expected_version": request.expected_version,

@@ -15,6 +15,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -65,6 +66,22 @@ def test_adds_and_gets_round_trip_through_the_daemon(store: client.RemoteStore) 
     assert [m["content"] for m in store.get(cid)] == ["one", "two", "three"]
     assert [m["content"] for m in store.get(cid, limit=2)] == ["two", "three"]
     assert store.version(cid) == 2
+
+
+def test_the_client_needs_nothing_of_the_server_extra(daemon: Daemon) -> None:
+    """A client process talks to the daemon without importing the server's web stack
+    (what the ``server`` extra installs): ``memoryd.connect`` works on a plain install."""
+    code = (
+        "import sys, memoryd\n"
+        f"store = memoryd.connect({daemon.address!r})\n"
+        "store.add('plain-install', [{'role': 'user', 'content': 'hi'}])\n"
+        "print(store.version('plain-install') >= 1)\n"
+        "print(sorted(m for m in ('starlette', 'uvicorn', 'httpx', 'uvloop') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert out == ["True", "[]"]
 
 
 def test_a_large_history_arrives_whole(store: client.RemoteStore) -> None:
@@ -142,9 +159,9 @@ def serve() -> Iterator[Any]:
     servers: list[ScriptedServer] = []
     transports: list[HttpTransport] = []
 
-    def start(*answers: Answer) -> tuple[ScriptedServer, HttpTransport]:
+    def start(*answers: Answer, **options: Any) -> tuple[ScriptedServer, HttpTransport]:
         server = ScriptedServer(list(answers))
-        transport = HttpTransport(server.url, uds=None, headers={"accept": "text/plain"})
+        transport = HttpTransport(server.url, uds=None, headers={"accept": "text/plain"}, **options)
         servers.append(server)
         transports.append(transport)
         return server, transport
@@ -184,6 +201,25 @@ def test_sends_one_well_formed_request(serve: Any) -> None:
     assert b"content-type: application/json" in lines
     assert b"content-length: 7" in lines
     assert body == b"payload"
+
+
+def test_body_headers_go_with_bodies_only(serve: Any) -> None:
+    """``body_headers`` are sent with a request that has a body, not with one that has none;
+    a request's own headers still override them."""
+    server, transport = serve(
+        ok(b"1"), ok(b"2"), ok(b"3"), body_headers={"content-type": "application/msgpack"}
+    )
+    transport.request("POST", "/a", content=b"\x80", timeout=10)
+    transport.request("GET", "/b", timeout=10)
+    transport.request(
+        "POST", "/c", content=b"{}", headers={"Content-Type": "application/json"}, timeout=10
+    )
+    heads = [request.partition(b"\r\n\r\n")[0].split(b"\r\n") for request in server.requests]
+    assert b"content-type: application/msgpack" in heads[0]
+    assert not any(line.startswith(b"content-type") for line in heads[1])
+    assert [line for line in heads[2] if line.startswith(b"content-type")] == [
+        b"content-type: application/json"
+    ]
 
 
 def test_a_post_without_a_body_says_content_length_0(serve: Any) -> None:
@@ -233,7 +269,7 @@ def test_reads_a_chunked_body_larger_than_the_buffer(serve: Any) -> None:
 def test_rejects_a_malformed_chunk_size(serve: Any) -> None:
     """A chunk-size line that is not hexadecimal fails the call."""
     _, transport = serve(Answer((HEAD + b"transfer-encoding: chunked\r\n\r\nzz\r\n",)))
-    with pytest.raises(TransportFailed, match="chunk-size"):
+    with pytest.raises(TransportFailed, match=r"malformed HTTP response: .*chunk size"):
         get(transport)
 
 
@@ -282,9 +318,11 @@ def test_a_204_has_no_body_and_keeps_the_connection(serve: Any) -> None:
     assert server.connections == 1
 
 
-def test_reads_headers_case_insensitively_and_tolerates_bare_lf(serve: Any) -> None:
-    """Header names in any case, and lines ending in a bare LF, are understood."""
-    answer = Answer((b"HTTP/1.1 201 Created\nContent-Type: Text/Plain\nCONTENT-LENGTH: 3\n\nabc",))
+def test_reads_headers_case_insensitively(serve: Any) -> None:
+    """Header names in any case are understood; the content type keeps its case."""
+    answer = Answer(
+        (b"HTTP/1.1 201 Created\r\nContent-Type: Text/Plain\r\nCONTENT-LENGTH: 3\r\n\r\nabc",)
+    )
     _, transport = serve(answer)
     reply = get(transport)
     assert (reply.status, reply.content_type, reply.body) == (201, "Text/Plain", b"abc")
@@ -315,19 +353,42 @@ def test_a_response_with_trailing_bytes_is_not_reused(serve: Any) -> None:
 @pytest.mark.parametrize(
     ("response", "problem"),
     [
-        pytest.param(b"HTTX/1.1 200 OK\r\n\r\n", "malformed status line", id="not-http"),
-        pytest.param(b"HTTP/1.1 2x0 OK\r\n\r\n", "malformed status line", id="bad-status"),
-        pytest.param(b"garbage\r\n\r\n", "malformed status line", id="garbage"),
-        pytest.param(b"HTTP/2.0 200 OK\r\n\r\n", "unsupported HTTP version", id="http2"),
+        pytest.param(b"HTTX/1.1 200 OK\r\n\r\n", "Expected HTTP/", id="not-http"),
+        pytest.param(b"HTTP/1.1 2x0 OK\r\n\r\n", "Invalid status code", id="bad-status"),
+        pytest.param(b"HTTP/1.1 099 Low\r\n\r\n", "status code 099", id="status-below-100"),
+        pytest.param(b"garbage\r\n\r\n", "Expected HTTP/", id="garbage"),
+        pytest.param(b"HTTP/2.0 200 OK\r\n\r\n", "unsupported HTTP version 2.0", id="http2"),
         pytest.param(
-            b"HTTP/1.1 200 OK\r\ncontent-length: 12abc\r\n\r\n", "content-length", id="bad-length"
+            b"HTTP/1.1 200 OK\r\ncontent-length: 12abc\r\n\r\n",
+            "Invalid character in Content-Length",
+            id="bad-length",
         ),
         pytest.param(
             b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\nabcd",
-            "content-length",
+            "Duplicate Content-Length",
             id="two-lengths",
         ),
-        pytest.param(b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "header line", id="bad-header"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n",
+            "Content-Length can't be present with Transfer-Encoding",
+            id="framed-twice",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % 10**30,
+            "Content-Length overflow",
+            id="length-overflow",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "Invalid header token", id="bad-header"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nx-a: 1\r\n folded\r\ncontent-length: 0\r\n\r\n",
+            "whitespace after header value",
+            id="obsolete-folding",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\ncontent-length: 0\n\n", "Missing expected CR", id="bare-lf"
+        ),
         pytest.param(
             b"HTTP/1.1 200 OK\r\n" + b"x-big: " + b"h" * 70_000 + b"\r\n\r\n",
             "exceeds",
@@ -338,12 +399,95 @@ def test_a_response_with_trailing_bytes_is_not_reused(serve: Any) -> None:
 def test_a_malformed_response_fails_naming_the_problem(
     serve: Any, response: bytes, problem: str
 ) -> None:
-    """Malformed responses raise TransportFailed saying what was wrong."""
+    """Malformed responses raise TransportFailed saying what was wrong; the next call
+    reconnects."""
     server, transport = serve(Answer((response,)), ok(b"recovered"))
     with pytest.raises(TransportFailed, match=problem):
         get(transport)
     assert get(transport).body == b"recovered"
     assert server.connections == 2
+
+
+def test_a_bad_chunk_ending_fails(serve: Any) -> None:
+    """Chunk data not followed by CRLF fails the call."""
+    bad = Answer((HEAD + b"transfer-encoding: chunked\r\n\r\n5\r\nhelloXX\r\n0\r\n\r\n",))
+    _, transport = serve(bad)
+    with pytest.raises(TransportFailed, match=r"malformed HTTP response: .*after chunk data"):
+        get(transport)
+
+
+def test_a_body_announced_past_the_limit_is_refused_at_its_head(serve: Any) -> None:
+    """A content-length past ``max_body_bytes`` fails before any of the body is read."""
+    server, transport = serve(
+        Answer((HEAD + b"content-length: 101\r\n\r\n",)), ok(b"small"), max_body_bytes=100
+    )
+    with pytest.raises(TransportFailed, match="announces a body of 101 bytes; the limit is 100"):
+        get(transport)
+    assert get(transport).body == b"small"
+    assert server.connections == 2
+
+
+def test_a_body_at_the_limit_is_read(serve: Any) -> None:
+    """A body of exactly ``max_body_bytes`` arrives whole, and its connection is kept."""
+    server, transport = serve(ok(b"x" * 100), ok(b"y"), max_body_bytes=100)
+    assert get(transport).body == b"x" * 100
+    assert get(transport).body == b"y"
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        pytest.param(
+            (
+                HEAD + b"transfer-encoding: chunked\r\n\r\n",
+                b"40\r\n" + b"c" * 64 + b"\r\n",
+                b"40\r\n" + b"c" * 64 + b"\r\n0\r\n\r\n",
+            ),
+            id="chunked",
+        ),
+        pytest.param((HEAD + b"connection: close\r\n\r\n", b"e" * 101), id="until-eof"),
+    ],
+)
+def test_a_received_body_past_the_limit_is_refused(serve: Any, framing: tuple[bytes, ...]) -> None:
+    """A body with no content-length fails once more than ``max_body_bytes`` arrived."""
+    _, transport = serve(Answer(framing, close=True), max_body_bytes=100)
+    with pytest.raises(TransportFailed, match="body exceeds 100 bytes"):
+        get(transport)
+
+
+def test_a_head_request_reads_no_body(serve: Any) -> None:
+    """A HEAD's answer ends at its head, whatever content-length it announces."""
+    _, transport = serve(Answer((HEAD + b"content-length: 5\r\n\r\n",)), ok(b"after"))
+    reply = transport.request("HEAD", "/x", timeout=10)
+    assert (reply.status, reply.body) == (200, b"")
+    assert get(transport).body == b"after"
+
+
+def test_an_http_1_0_keep_alive_answer_keeps_the_connection(serve: Any) -> None:
+    """HTTP/1.0 with ``connection: keep-alive`` and a content-length: the connection is reused."""
+    old = Answer((b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 3\r\n\r\nold",))
+    server, transport = serve(old, ok(b"new"))
+    assert get(transport).body == b"old"
+    assert get(transport).body == b"new"
+    assert server.connections == 1
+
+
+def test_data_after_a_connection_close_answer_is_ignored(serve: Any) -> None:
+    """Bytes after an answer that said ``connection: close``: the answer stands, the
+    connection is dropped."""
+    closing = Answer((HEAD + b"connection: close\r\ncontent-length: 2\r\n\r\nhiEXTRA",), close=True)
+    server, transport = serve(closing, ok(b"fresh"))
+    assert get(transport).body == b"hi"
+    assert get(transport).body == b"fresh"
+    assert server.connections == 2
+
+
+def test_eof_in_the_middle_of_the_head_fails(serve: Any) -> None:
+    """A connection closed before the head ended fails the call."""
+    _, transport = serve(Answer((b"HTTP/1.1 200 OK\r\ncontent-le",), close=True))
+    with pytest.raises(TransportFailed, match="in the middle of the response's head"):
+        get(transport)
 
 
 def test_eof_in_the_middle_of_a_body_fails(serve: Any) -> None:
@@ -354,9 +498,10 @@ def test_eof_in_the_middle_of_a_body_fails(serve: Any) -> None:
 
 
 def test_a_huge_announced_body_cut_short_fails_without_reserving_it(serve: Any) -> None:
-    """A terabyte content-length followed by EOF fails as a transport error, not MemoryError."""
+    """A terabyte content-length within the limit, then EOF: a transport error, not
+    MemoryError (memory grows with what arrives, not with what was announced)."""
     huge = Answer((HEAD + b"content-length: %d\r\n\r\n" % 10**12 + b"x" * 100_000,), close=True)
-    _, transport = serve(huge)
+    _, transport = serve(huge, max_body_bytes=10**13)
     with pytest.raises(TransportFailed, match="before the end of the body"):
         get(transport)
 

@@ -75,6 +75,8 @@ arguments, a schema or a model's JSON reply) is wrong, not memoryd's state."""
 DEFINED_ELSEWHERE = {
     "memoryd._codec_msgpack._RefusedExt": "the msgpack ext hook's private refusal; the "
     "codec turns it into CorruptRecord before it leaves memoryd/codec.py",
+    "memoryd.client._http._Stop": "the response parser's callback stop; the connection "
+    "turns it into TransportFailed naming the problem",
     "memoryd.store.lmdb.engine._MapAtCap": "the LMDB engine's private note that the map "
     "may not grow; the engine refuses the batch with StorageError",
     "memoryd.store.redis.batch._Unreachable": "the Redis batch's private retry signal; "
