@@ -6,7 +6,7 @@ A seeded synthetic set in two slices, English and Chinese, each 40 people x 5 at
 memory records in an EphemeralStore of its own through `LongTermMemory.remember`. Each slice
 has 100 questions, each about one known fact, phrased with other words or word forms
 than the fact where the language allows (``"Where does Mira Okafor live?"`` for
-``"Mira Okafor lives in Lisbon"``, ``"王伟在学习哪种语言？"`` for ``"王伟正在学习韩语。"``).
+``"Mira Okafor lives in Lisbon"``, ``"王伟在学习哪种语言"`` for ``"王伟正在学习韩语。"``).
 Each retrieval mode of `LongTermMemory` runs on the same set in the same run (``bm25``:
 bm25s; ``dense``: all-MiniLM-L6-v2 from the ``dense`` extra; ``hybrid``: both fused by
 reciprocal rank). For each question:
@@ -128,27 +128,27 @@ LAST_ZH = ["王", "李"]
 ATTRIBUTES_ZH: dict[str, tuple[str, str, list[str]]] = {
     "city": (
         "{p}住在{v}。",
-        "{p}住在哪里？",
+        "{p}住在哪里？",  # noqa: RUF001 (Chinese punctuation)
         ["里斯本", "大阪", "内罗毕", "多伦多", "克拉科夫", "基多", "河内", "都柏林"],
     ),
     "pet": (
         "{p}养了一只{v}。",
-        "{p}养的是什么宠物？",
+        "{p}养的是什么宠物？",  # noqa: RUF001 (Chinese punctuation)
         ["鹦鹉", "乌龟", "比格犬", "雪貂", "金鱼", "虎斑猫", "兔子"],
     ),
     "drink": (
         "{p}最喜欢喝{v}。",
-        "{p}喜欢喝什么饮料？",
+        "{p}喜欢喝什么饮料？",  # noqa: RUF001 (Chinese punctuation)
         ["抹茶", "浓缩咖啡", "路易波士茶", "康普茶", "乌龙茶", "冷萃咖啡"],
     ),
     "employer": (
         "{p}在{v}工作。",
-        "{p}在哪家公司工作？",
+        "{p}在哪家公司工作？",  # noqa: RUF001 (Chinese punctuation)
         ["顶点机器人", "蓝港银行", "北光实验室", "阳峰食品"],
     ),
     "language": (
         "{p}正在学习{v}。",
-        "{p}在学习哪种语言？",
+        "{p}在学习哪种语言？",  # noqa: RUF001 (Chinese punctuation)
         ["葡萄牙语", "韩语", "斯瓦希里语", "芬兰语", "他加禄语", "希腊语"],
     ),
 }
@@ -342,8 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 Searcher("dense").warm(records)
                 embed_s = time.perf_counter() - started
                 notes.append(
-                    f"{part.name}: cold embedding of {len(records)} records "
-                    f"{embed_s * 1000:.0f} ms"
+                    f"{part.name}: cold embedding of {len(records)} records {embed_s * 1000:.0f} ms"
                 )
             for method in methods:
                 row = measure(method, store, records, asked, args.k)
