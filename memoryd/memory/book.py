@@ -20,6 +20,7 @@ from memoryd import messages as msgs
 from memoryd.errors import ConflictError
 from memoryd.memory.extract import Fact
 from memoryd.memory.records import (
+    DEFAULT_IMPORTANCE,
     SESSION,
     MemoryRecord,
     dedupe_key,
@@ -83,6 +84,9 @@ class RecordBook:
     ) -> MemoryRecord | None:
         """Store ``fact``: update the record it restates, or add a new one.
 
+        A restatement replaces the record's kind and body, adds its tags and provenance,
+        and keeps the record's importance unless the fact gives one.
+
         Args:
             cid: The conversation the fact came from (its provenance).
             fact: A validated fact.
@@ -116,7 +120,7 @@ class RecordBook:
                     kind=fact.kind,
                     body=fact.body,
                     tags=fact.tags,
-                    importance=fact.importance,
+                    importance=(DEFAULT_IMPORTANCE if fact.importance is None else fact.importance),
                     provenance=merge_provenance((), cid, versions),
                     created_at=now,
                     updated_at=now,
@@ -128,7 +132,7 @@ class RecordBook:
                     kind=fact.kind,
                     body=fact.body,
                     tags=tuple(dict.fromkeys((*old.tags, *fact.tags))),
-                    importance=fact.importance,
+                    importance=old.importance if fact.importance is None else fact.importance,
                     provenance=merge_provenance(old.provenance, cid, versions),
                     updated_at=now,
                 )

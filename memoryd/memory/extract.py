@@ -13,7 +13,7 @@ import structlog
 from memoryd.errors import ExtractionError, SchemaError
 from memoryd.llm.base import ChatModel
 from memoryd.memory.records import SCOPES, MemoryRecord
-from memoryd.memory.schema import validate_body
+from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, validate_body
 
 __all__ = [
     "DEFAULT_EXTRACTION_INSTRUCTION",
@@ -43,13 +43,22 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fact:
-    """One fact the LLM extracted, validated, not yet stored."""
+    """One fact the LLM extracted, validated, not yet stored.
+
+    Attributes:
+        scope: ``"global"`` or ``"session"``.
+        kind: What sort of fact.
+        body: The content, valid against the body schema.
+        tags: Free labels.
+        importance: 0.0 to 1.0, or None when the extraction gave none: a new record then
+            gets `memoryd.memory.records.DEFAULT_IMPORTANCE`, a restated one keeps its own.
+    """
 
     scope: str
     kind: str
     body: dict[str, Any]
     tags: tuple[str, ...] = ()
-    importance: float = 0.5
+    importance: float | None = None
 
 
 def _render(message: Mapping[str, Any]) -> str:
@@ -62,7 +71,11 @@ def _render(message: Mapping[str, Any]) -> str:
 
 
 def extraction_request(
-    instruction: str, messages: Sequence[Mapping[str, Any]], known: Sequence[MemoryRecord]
+    instruction: str,
+    messages: Sequence[Mapping[str, Any]],
+    known: Sequence[MemoryRecord],
+    *,
+    schema: Mapping[str, Any] | None = None,
 ) -> list[Message]:
     """The messages of the extraction call.
 
@@ -70,6 +83,8 @@ def extraction_request(
         instruction: The system instruction.
         messages: The new messages to extract from.
         known: Records already stored (so the LLM can restate rather than invent keys).
+        schema: The body schema, stated to the LLM; None (or the default schema, which
+            the default instruction describes) states none.
 
     Returns:
         A system and a user message.
@@ -78,7 +93,11 @@ def extraction_request(
         json.dumps({"scope": r.scope, "kind": r.kind, "body": r.body}, ensure_ascii=False)
         for r in known
     ]
-    parts = ["Known records:\n" + ("\n".join(lines) if lines else "(none)")]
+    parts = []
+    if schema is not None and schema != DEFAULT_BODY_SCHEMA:
+        stated = json.dumps(schema, ensure_ascii=False, sort_keys=True)
+        parts.append(f"Each fact's body must match this JSON schema:\n{stated}")
+    parts.append("Known records:\n" + ("\n".join(lines) if lines else "(none)"))
     parts.append("New messages:\n" + "\n".join(filter(None, map(_render, messages))))
     return [
         {"role": "system", "content": instruction},
@@ -147,15 +166,17 @@ def _fact(item: Any, where: str, schema: Mapping[str, Any], default_scope: str) 
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ExtractionError(f"{where}.tags must be a list of str, not {tags!r}")
-    importance = item.get("importance", 0.5)
-    if isinstance(importance, bool) or not isinstance(importance, int | float):
+    importance = item.get("importance")
+    if importance is not None and (
+        isinstance(importance, bool) or not isinstance(importance, int | float)
+    ):
         raise ExtractionError(f"{where}.importance must be a number, not {importance!r}")
     return Fact(
         scope=scope,
         kind=kind.strip(),
         body=dict(body),
         tags=tuple(tags),
-        importance=min(1.0, max(0.0, float(importance))),
+        importance=None if importance is None else min(1.0, max(0.0, float(importance))),
     )
 
 
@@ -220,7 +241,7 @@ def ask_facts(
         The valid facts.
     """
     try:
-        reply = llm.complete(extraction_request(instruction, messages, known))
+        reply = llm.complete(extraction_request(instruction, messages, known, schema=schema))
     except Exception as exc:  # any model or transport failure: skip this extraction
         log.warning(
             "memory_extraction_failed",

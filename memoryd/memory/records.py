@@ -24,6 +24,7 @@ from typing import Any, Literal
 from memoryd.events import Event, EventKind
 
 __all__ = [
+    "DEFAULT_IMPORTANCE",
     "GLOBAL",
     "RECORDS_PREFIX",
     "SCOPES",
@@ -41,6 +42,8 @@ GLOBAL = "global"
 SESSION = "session"
 SCOPES = (GLOBAL, SESSION)
 RECORDS_PREFIX = "memoryd.memory/"
+DEFAULT_IMPORTANCE = 0.5
+"""The importance of a record whose extraction gave none."""
 
 Scope = Literal["global", "session"]
 Op = Literal["add", "update", "delete"]
@@ -135,7 +138,7 @@ class MemoryRecord:
     kind: str
     body: dict[str, Any]
     tags: tuple[str, ...] = ()
-    importance: float = 0.5
+    importance: float = DEFAULT_IMPORTANCE
     provenance: tuple[Provenance, ...] = ()
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -196,7 +199,7 @@ class MemoryRecord:
             kind=str(data["kind"]),
             body=dict(data["body"]),
             tags=tuple(str(t) for t in data.get("tags") or ()),
-            importance=float(data.get("importance", 0.5)),
+            importance=float(data.get("importance", DEFAULT_IMPORTANCE)),
             provenance=tuple(
                 Provenance(
                     conversation_id=str(p["conversation_id"]),

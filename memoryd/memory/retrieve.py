@@ -1,5 +1,8 @@
 """Retrieval: BM25 ranking (bm25s, imported on first use), LLM rerank, the memory block.
 
+BM25 matches the terms `memoryd.memory.terms` makes: stemmed English words and
+segmented Chinese ones.
+
 `rank` is deterministic: BM25 score, then importance, then recency, then id. `rerank`
 asks an LLM to order the candidates and falls back, with a diagnostic event each time:
 
@@ -23,6 +26,7 @@ from memoryd.errors import ExtractionError
 from memoryd.llm.base import ChatModel
 from memoryd.memory.extract import loads_json, reply_text
 from memoryd.memory.records import MemoryRecord
+from memoryd.memory.terms import terms
 
 __all__ = [
     "DEFAULT_RERANK_INSTRUCTION",
@@ -63,22 +67,13 @@ class Recall:
     diagnostics: tuple[Diagnostic, ...] = ()
 
 
-def _tokens(texts: Sequence[str]) -> list[list[str]]:
-    import bm25s  # type: ignore[import-untyped]  # noqa: PLC0415 (the `memory` extra)
-
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts), stopwords="en", return_ids=False, show_progress=False
-    )
-    return tokens
-
-
 @functools.lru_cache(maxsize=64)
 def _index(documents: tuple[str, ...]) -> Any:
     """A BM25 index of ``documents``, cached: a snapshot is ranked once per query."""
-    import bm25s  # noqa: PLC0415 (optional extra)
+    import bm25s  # type: ignore[import-untyped]  # noqa: PLC0415 (optional extra)
 
     retriever = bm25s.BM25()
-    retriever.index(_tokens(documents), show_progress=False)
+    retriever.index(terms(documents), show_progress=False)
     return retriever
 
 
@@ -98,7 +93,7 @@ def rank(query: str, records: Sequence[MemoryRecord], *, k: int) -> list[MemoryR
     if not records or k <= 0 or not query.strip():
         return []
     documents = tuple(" ".join([r.kind, r.text, *r.tags]) for r in records)
-    query_tokens = _tokens([query])[0]
+    query_tokens = terms([query])[0]
     if not query_tokens:
         return []
     retriever = _index(documents)
