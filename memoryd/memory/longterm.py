@@ -65,7 +65,8 @@ class LongTermMemory:
             conversation of the store) and/or ``"session"`` (one conversation's own).
         store: Where records live; default the wrapped provider's ``.store``.
         extraction_instruction: The system prompt of the extraction call.
-        body_schema: The JSON schema subset every record body must match.
+        body_schema: The JSON schema subset every record body must match, or Agently's flat
+            form (`{"preference": "string", ...}`), translated by `check_schema`.
         retrieval: ``"bm25"`` (bm25s, the ``memory`` extra), ``"dense"`` (a local
             all-MiniLM-L6-v2, the ``dense`` extra) or ``"hybrid"`` (both, fused).
         min_similarity: Dense and hybrid leave out records below this cosine similarity.

@@ -11,7 +11,8 @@ from structlog.testing import capture_logs
 import memoryd
 from memoryd import messages as m
 from memoryd.llm import LLMError, ScriptedModel
-from memoryd.memory import LongTermMemory, records_conversation
+from memoryd.memory import LongTermMemory, SchemaError, records_conversation
+from memoryd.memory.records import DEFAULT_IMPORTANCE
 from memoryd.memory.retrieve import rank
 
 GLOBAL = records_conversation("global")
@@ -268,3 +269,82 @@ def test_an_empty_rerank_injects_nothing_when_told(store: memoryd.StoreHandle) -
     assert recall.records == ()
     assert [d.event for d in recall.diagnostics] == ["memory_rerank_empty"]
     assert memory_of(memory.prepare("s1", [m.user("Alice tea")])) == []
+
+
+def test_a_restatement_keeps_the_importance_unless_it_gives_one(
+    store: memoryd.StoreHandle,
+) -> None:
+    """Importance 0.9, then restated with none: still 0.9; restated with 0.2: 0.2."""
+    first = {**fact("Alice likes green tea", key="drink"), "importance": 0.9}
+    model = ScriptedModel(
+        [
+            facts(first),
+            facts(fact("Alice likes oolong tea", key="drink")),
+            facts({**fact("Alice likes oolong tea", key="drink"), "importance": 0.2}),
+        ]
+    )
+    memory = LongTermMemory(store, llm=model)
+    memory.append("s1", [m.user("green tea")])
+    memory.append("s2", [m.user("oolong now")])
+    [record] = memory.records("s3")
+    assert (record.text, record.importance) == ("Alice likes oolong tea", 0.9)
+    memory.append("s2", [m.user("oolong, not that important")])
+    [record] = memory.records("s3")
+    assert record.importance == 0.2
+    assert [dict(e.data or {})["importance"] for e in store.events(GLOBAL)] == [0.9, 0.9, 0.2]
+
+
+def test_a_new_record_without_importance_gets_the_default(store: memoryd.StoreHandle) -> None:
+    """An extraction naming no importance stores DEFAULT_IMPORTANCE (0.5)."""
+    memory = LongTermMemory(store, llm=ScriptedModel([facts(fact("The repo uses Python"))]))
+    memory.append("s1", [m.user("python")])
+    [record] = memory.records("s1")
+    assert record.importance == DEFAULT_IMPORTANCE == 0.5
+
+
+AGENTLY_SCHEMA = {"preference": "string", "project": "string", "evidence": "short string"}
+
+
+def test_agentlys_flat_body_schema_is_enforced_and_stated_to_the_model(
+    store: memoryd.StoreHandle,
+) -> None:
+    """body_schema={"preference": "string", ...}: a body with every field as a string is
+    kept; one lacking a field or with a number is refused (memory_extraction_invalid);
+    the extraction prompt states the fields."""
+    good = {"preference": "answers in Chinese", "project": "memoryd", "evidence": "said so"}
+    reply = json.dumps(
+        {
+            "facts": [
+                {"scope": "global", "kind": "preference", "body": good},
+                {"scope": "global", "body": {"preference": "tea"}},
+                {"scope": "global", "body": {**good, "preference": 3}},
+                {"scope": "global", "body": {"text": "free text"}},
+            ]
+        }
+    )
+    model = ScriptedModel([reply])
+    memory = LongTermMemory(store, llm=model, body_schema=AGENTLY_SCHEMA)
+    assert memory.body_schema["required"] == ["preference", "project", "evidence"]
+    with capture_logs() as logs:
+        memory.append("s1", [m.user("please answer in Chinese")])
+    [record] = memory.records("s1")
+    assert record.body == good
+    problems = [x["error"] for x in logs if x["event"] == "memory_extraction_invalid"]
+    assert len(problems) == 3
+    assert "'project'" in problems[0] and "preference" in problems[1]
+    prompt = model.calls[0][-1]["content"]
+    assert '"evidence"' in prompt and "short string" in prompt
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"preference": 3}, {"preference": ["string"]}, {"preference": ""}],
+    ids=["number", "list", "blank"],
+)
+def test_a_flat_body_schema_it_cannot_read_is_refused(
+    store: memoryd.StoreHandle, schema: dict[str, Any]
+) -> None:
+    """A flat form holding something other than type descriptions: SchemaError naming the
+    field, at construction; never accepted and ignored."""
+    with pytest.raises(SchemaError, match=r"body_schema\['preference'\]"):
+        LongTermMemory(store, llm=ScriptedModel([]), body_schema=schema)

@@ -189,3 +189,66 @@ def test_the_recall_filter_needs_only_a_recaller() -> None:
     (messages,) = sent
     assert [m["role"] for m in messages] == ["system", "user"]
     assert "Alice drinks green tea" in messages[0]["content"]
+
+
+def test_the_flat_form_becomes_an_object_of_required_typed_fields() -> None:
+    """Each field's type is the last type word of its description (free text: string);
+    a (type, description) pair and a nested mapping are understood."""
+    schema = check_schema(
+        {
+            "preference": "short string",
+            "score": "int",
+            "ok": "bool",
+            "tags": "list",
+            "where": "用户所在城市",
+            "note": ("str", "why it matters"),
+            "project": {"name": "string"},
+        },
+        "body_schema",
+    )
+    assert schema["type"] == "object"
+    assert schema["required"] == ["preference", "score", "ok", "tags", "where", "note", "project"]
+    types = {k: v["type"] for k, v in schema["properties"].items()}
+    assert types == {
+        "preference": "string",
+        "score": "integer",
+        "ok": "boolean",
+        "tags": "array",
+        "where": "string",
+        "note": "string",
+        "project": "object",
+    }
+    assert schema["properties"]["note"]["description"] == "why it matters"
+    body = {
+        "preference": "tea",
+        "score": 2,
+        "ok": True,
+        "tags": [],
+        "where": "上海",
+        "note": "n",
+        "project": {"name": "memoryd"},
+    }
+    validate_body(body, schema)
+    with pytest.raises(SchemaError, match=r"body\.project\.name"):
+        validate_body({**body, "project": {"name": 1}}, schema)
+
+
+def test_a_json_schema_is_not_read_as_the_flat_form() -> None:
+    """A mapping with a JSON Schema key at its top is checked as JSON Schema."""
+    assert check_schema(DEFAULT_BODY_SCHEMA) == DEFAULT_BODY_SCHEMA
+    assert check_schema({"type": "object"}) == {"type": "object"}
+    assert check_schema({"properties": {"text": {"type": "string"}}})["properties"] == {
+        "text": {"type": "string"}
+    }
+
+
+def test_parse_facts_leaves_importance_unset_when_the_reply_gives_none() -> None:
+    """No importance (or null) is None, so a restatement keeps the record's own; a number
+    is clamped to [0, 1]; anything else is invalid."""
+    text = (
+        '{"facts": [{"body": {"text": "a"}}, {"body": {"text": "b"}, "importance": null},'
+        ' {"body": {"text": "c"}, "importance": 7}, {"body": {"text": "d"}, "importance": "hi"}]}'
+    )
+    facts, problems = parse_facts(text, DEFAULT_BODY_SCHEMA)
+    assert [f.importance for f in facts] == [None, None, 1.0]
+    assert len(problems) == 1 and "importance" in problems[0]
