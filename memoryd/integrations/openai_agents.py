@@ -15,6 +15,13 @@ chat message whose ``role`` and ``content`` summarise it (so memoryd's own tools
 can read the history) and whose ``openai_agents_item`` key holds the item itself,
 so `MemorydSession.get_items` returns exactly what was added.
 
+It behaves as the SDK's ``SQLiteSession`` does: ``get_items(limit=n)`` returns the raw
+last ``n`` items (pass ``drop_orphan_outputs=True`` to leave out tool outputs whose call
+fell outside the window), an item holding a value JSON cannot carry raises a
+``TypeError`` (`InvalidSessionItem`), and `MemorydSession.close` ends the session
+(``async with MemorydSession(...) as session:`` closes it on exit); every later call
+raises ``RuntimeError``. Closing a session never stops its store, which others may share.
+
 The event loop is never blocked by a disk sync or a daemon round trip: writes go
 through `StoreHandle.submit` (a store actor answers the loop directly), and reads
 run in a worker thread (`asyncio.to_thread`), except a limited read of a local
@@ -27,8 +34,10 @@ raises ``CancelledError`` only after its write has ended.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Mapping
-from typing import Any, TypeVar, cast
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
@@ -38,10 +47,18 @@ from agents.memory.session_settings import (
 )
 
 from memoryd import messages as msgs
+from memoryd.errors import InvalidMessage
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
-__all__ = ["ITEM_KEY", "MemorydSession", "decode_items", "encode_item", "without_orphan_outputs"]
+__all__ = [
+    "ITEM_KEY",
+    "InvalidSessionItem",
+    "MemorydSession",
+    "decode_items",
+    "encode_item",
+    "without_orphan_outputs",
+]
 
 ITEM_KEY = "openai_agents_item"
 """The message key under which the SDK item is stored verbatim."""
@@ -49,6 +66,32 @@ ITEM_KEY = "openai_agents_item"
 _PLAIN_ROLES = frozenset({"developer", "system", "user"})
 
 _T = TypeVar("_T")
+
+
+class InvalidSessionItem(InvalidMessage, TypeError):
+    """A session item is not a dict, or holds a value of a type JSON cannot carry.
+
+    An `InvalidMessage` for memoryd, and a ``TypeError`` as the SDK's own sessions raise
+    for such an item. Nothing is written.
+    """
+
+
+def _check_types(items: list[Any]) -> None:
+    """Raise `InvalidSessionItem` for the first item that is not a JSON-typed dict."""
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidSessionItem(
+                f"session item {index} must be a dict, got {type(item).__name__}"
+            )
+        try:
+            json.dumps(item)
+        except TypeError as exc:
+            raise InvalidSessionItem(
+                f"session item {index} holds a value JSON cannot carry ({exc}); "
+                "items must hold only str, int, float, bool, None, lists and dicts"
+            ) from None
+        except ValueError:
+            pass  # a circular reference: memoryd's own validation names it
 
 
 async def _outlast_cancellation(awaitable: Awaitable[_T]) -> _T:
@@ -101,10 +144,10 @@ def encode_item(item: Mapping[str, Any]) -> dict[str, Any]:
         An OpenAI-format message that `memoryd.messages.validate` accepts.
 
     Raises:
-        TypeError: ``item`` is not a mapping.
+        InvalidSessionItem: ``item`` is not a mapping (a ``TypeError``).
     """
     if not isinstance(item, Mapping):
-        raise TypeError(f"a session item must be a dict, got {type(item).__name__}")
+        raise InvalidSessionItem(f"a session item must be a dict, got {type(item).__name__}")
     role = item.get("role")
     is_message = item.get("type", "message") == "message"
     stored_role = role if is_message and role in _PLAIN_ROLES else "assistant"
@@ -179,11 +222,11 @@ class MemorydSession:
         store: any store handle (`LmdbStore`, `EphemeralStore`, `RemoteStore`, ...).
         session_settings: default settings (``limit``) as in the SDK's sessions.
         drop_orphan_outputs: leave out of a limited `get_items` window the tool
-            outputs whose call fell outside it (the default). Pass False to get the raw
-            tail, as ``SQLiteSession`` returns it: the SDK's own write reconciliation
-            on resuming an interrupted run (``resume_pending_session_write``) and its
-            retry rewind compare ``get_items(limit=n)`` with what it wrote, and a
-            shortened window reads to it as changed history.
+            outputs whose call fell outside it. Off by default: like ``SQLiteSession``,
+            ``get_items(limit=n)`` returns the raw last ``n`` items, which the SDK
+            expects (it drops unmatched outputs itself, its write reconciliation on
+            resuming an interrupted run compares ``get_items(limit=n)`` with what it
+            wrote, and a ``session_input_callback`` gets the raw items).
 
     Raises:
         InvalidConversationId: ``session_id`` is not a valid conversation id.
@@ -195,19 +238,56 @@ class MemorydSession:
         store: StoreHandle,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         *,
-        drop_orphan_outputs: bool = True,
+        drop_orphan_outputs: bool = False,
     ) -> None:
         self.session_id = msgs.validate_conversation_id(session_id)
         self.store = store
         self.drop_orphan_outputs = drop_orphan_outputs
+        self._closed = False
         self.session_settings: SessionSettings | None = (
             coerce_session_settings(session_settings)
             if session_settings is not None
             else SessionSettings()
         )
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called: every later call raises ``RuntimeError``."""
+        return self._closed
+
+    def close(self) -> None:
+        """End the session, as ``SQLiteSession.close`` does; calling it again does nothing.
+
+        Later calls (`get_items`, `add_items`, `pop_item`, `clear_session`) raise
+        ``RuntimeError``. The store is left running: it is the caller's, and other
+        sessions may share it (stop it with ``store.stop()``). Nothing is lost: every
+        write this session acknowledged is already durable in the store.
+        """
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        """``async with MemorydSession(...) as session:`` closes the session on exit."""
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the session (see `close`)."""
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"MemorydSession {self.session_id!r} is closed; make a new MemorydSession "
+                "on the same store to use the conversation again"
+            )
+
     def _read(self, limit: int | None) -> list[dict[str, Any]]:
-        """Items, oldest first: all of them, or the last ``limit`` without orphan outputs."""
+        """Items, oldest first: all of them, or the last ``limit`` (orphans dropped if set)."""
         if limit is None or limit < 0:  # the SDK's SQLiteSession reads all for a negative limit
             stored = self.store.get(self.session_id)
             return [item for message in stored for item in decode_items(message)]
@@ -222,13 +302,17 @@ class MemorydSession:
 
         Args:
             limit: at most this many of the latest items; None uses
-                ``session_settings.limit`` (None there means all). Unless the session
-                was made with ``drop_orphan_outputs=False``, a limited window never
-                holds a tool output whose call fell outside it.
+                ``session_settings.limit`` (None there means all). With
+                ``drop_orphan_outputs=True``, a limited window leaves out the tool
+                outputs whose call fell outside it.
 
         Returns:
             The items exactly as they were added.
+
+        Raises:
+            RuntimeError: the session is closed.
         """
+        self._check_open()
         effective = resolve_session_limit(limit, self.session_settings)
         if self.store.reads_inline(effective):
             try:
@@ -243,11 +327,17 @@ class MemorydSession:
         """Append ``items`` as one atomic store event (nothing for an empty list).
 
         Raises:
-            InvalidMessage: an item is not JSON-compatible or is too large; nothing
+            InvalidSessionItem: an item is not a dict or holds a value of a type JSON
+                cannot carry (an `InvalidMessage` and a ``TypeError``); nothing is
+                written.
+            InvalidMessage: an item is too large or otherwise not storable; nothing
                 is written.
+            RuntimeError: the session is closed (even for an empty list).
         """
+        self._check_open()
         if not items:
             return
+        _check_types(cast(list[Any], items))
         encoded = [encode_item(cast(Mapping[str, Any], item)) for item in items]
         request = requests.add(
             self.session_id,
@@ -264,7 +354,11 @@ class MemorydSession:
         Removes the newest stored message: for items this session wrote that is
         exactly one item. A plain chat message another writer stored (see
         `decode_items`) goes whole, and its last item is returned.
+
+        Raises:
+            RuntimeError: the session is closed.
         """
+        self._check_open()
         message: dict[str, Any] | None = await _outlast_cancellation(
             self.store.submit(requests.pop(self.session_id))
         )
@@ -274,7 +368,12 @@ class MemorydSession:
         return cast(TResponseInputItem, items[-1]) if items else None
 
     async def clear_session(self) -> None:
-        """Remove every item of the session (the store's log keeps a ``cleared`` marker)."""
+        """Remove every item of the session (the store's log keeps a ``cleared`` marker).
+
+        Raises:
+            RuntimeError: the session is closed.
+        """
+        self._check_open()
         await _outlast_cancellation(self.store.submit(requests.clear(self.session_id)))
 
     def __repr__(self) -> str:

@@ -15,7 +15,12 @@ from agents.memory import Session, SessionSettings
 
 import memoryd
 from memoryd import messages as msgs
-from memoryd.integrations.openai_agents import ITEM_KEY, MemorydSession, encode_item
+from memoryd.integrations.openai_agents import (
+    ITEM_KEY,
+    InvalidSessionItem,
+    MemorydSession,
+    encode_item,
+)
 from memoryd.store import actor as store_actor
 from memoryd.store.handle import StoreHandle
 from tests.integrations.fakes import ScriptedModel, call, say
@@ -102,22 +107,78 @@ def test_session_settings_limit_is_the_default_limit(store: StoreHandle, cid: st
     assert run(session.get_items(limit=3)) == items[1:]
 
 
-def test_limit_never_returns_an_output_without_its_call(store: StoreHandle, cid: str) -> None:
-    """A window cut between a function_call and its output leaves the output out."""
+def test_limit_returns_the_raw_last_n_items_as_sqlite_session_does(
+    store: StoreHandle, cid: str
+) -> None:
+    """By default a window cut between a function_call and its output keeps the output:
+    get_items(limit=n) is the exact last n items, and with n >= the history it equals
+    get_items(), as with SQLiteSession."""
     session = MemorydSession(cid, store)
+    reference = SQLiteSession(cid)
+    try:
+        for target in (session, reference):
+            run(target.add_items(cast(Any, ITEMS[:6])))
+        for limit in (1, 2, 3, 6, 100):
+            window = run(session.get_items(limit=limit))
+            assert window == ITEMS[:6][-limit:] == run(reference.get_items(limit=limit))
+        assert run(session.get_items(limit=2)) == ITEMS[4:6]
+        assert run(session.get_items(limit=6)) == run(session.get_items())
+    finally:
+        reference.close()
+
+
+def test_orphan_outputs_are_dropped_when_asked(store: StoreHandle, cid: str) -> None:
+    """drop_orphan_outputs=True leaves out an output whose call fell outside the window."""
+    session = MemorydSession(cid, store, drop_orphan_outputs=True)
     run(session.add_items(cast(Any, ITEMS[:6])))
     window = run(session.get_items(limit=2))  # function_call_output, assistant message
     assert window == [ITEMS[5]]
     assert run(session.get_items(limit=3)) == ITEMS[3:6]
 
 
-def test_raw_tail_is_returned_when_orphan_dropping_is_off(store: StoreHandle, cid: str) -> None:
-    """drop_orphan_outputs=False returns the exact last N items, as SQLiteSession does."""
-    session = MemorydSession(cid, store, drop_orphan_outputs=False)
+def test_close_ends_the_session_like_sqlite_session_and_keeps_the_store(
+    store: StoreHandle, cid: str
+) -> None:
+    """After close() (twice is fine) every call raises RuntimeError, even an empty
+    add_items, as with SQLiteSession; the store and what was written stay."""
+    session = MemorydSession(cid, store)
     reference = SQLiteSession(cid)
     for target in (session, reference):
-        run(target.add_items(cast(Any, ITEMS[:6])))
-    assert run(session.get_items(limit=2)) == ITEMS[4:6] == run(reference.get_items(limit=2))
+        run(target.add_items(cast(Any, ITEMS[:2])))
+        target.close()
+        target.close()
+        with pytest.raises(RuntimeError, match="is closed"):
+            run(target.add_items([]))
+        with pytest.raises(RuntimeError, match="is closed"):
+            run(target.get_items())
+        with pytest.raises(RuntimeError, match="is closed"):
+            run(target.pop_item())
+        with pytest.raises(RuntimeError, match="is closed"):
+            run(target.clear_session())
+    assert session.closed
+    assert run(MemorydSession(cid, store).get_items()) == ITEMS[:2]
+
+
+def test_async_with_closes_the_session_on_exit(store: StoreHandle, cid: str) -> None:
+    """``async with MemorydSession(...) as session`` yields the session and closes it,
+    also when the block raises; a closed session cannot be entered again."""
+
+    async def main() -> MemorydSession:
+        async with MemorydSession(cid, store) as session:
+            await session.add_items(cast(Any, ITEMS[:1]))
+            assert not session.closed
+        assert session.closed
+        with pytest.raises(ValueError, match="boom"):
+            async with MemorydSession(cid, store) as failing:
+                raise ValueError("boom")
+        assert failing.closed
+        with pytest.raises(RuntimeError, match="is closed"):
+            async with session:
+                pass
+        return session
+
+    run(main())
+    assert run(MemorydSession(cid, store).get_items()) == ITEMS[:1]
 
 
 def test_pop_item_removes_and_returns_the_latest(store: StoreHandle, cid: str) -> None:
@@ -310,12 +371,30 @@ def test_runner_keeps_history_like_sqlite_session(store: StoreHandle, cid: str) 
     assert encode_item(items[0])["role"] == "user"
 
 
-def test_add_items_rejects_non_json_values(store: StoreHandle, cid: str) -> None:
-    """An item that is not JSON-compatible raises InvalidMessage and writes nothing."""
+@pytest.mark.parametrize(
+    "bad",
+    [{"role": "user", "content": {1}}, {"role": "user", "content": object()}, "not a dict"],
+    ids=["set", "object", "not-a-dict"],
+)
+def test_add_items_refuses_a_value_of_the_wrong_type_with_a_type_error(
+    store: StoreHandle, cid: str, bad: Any
+) -> None:
+    """An item holding a value JSON cannot carry raises a TypeError, as SQLiteSession
+    does, that is also memoryd's InvalidMessage; so does an item that is not a dict
+    (which SQLiteSession stores as is); nothing is written."""
     from memoryd.errors import InvalidMessage
 
-    with pytest.raises(InvalidMessage):
-        run(MemorydSession(cid, store).add_items(cast(Any, [{"role": "user", "content": {1}}])))
+    if isinstance(bad, dict):
+        reference = SQLiteSession(cid)
+        try:
+            with pytest.raises(TypeError):
+                run(reference.add_items(cast(Any, [bad])))
+        finally:
+            reference.close()
+    good = {"role": "user", "content": "kept only if the batch is valid"}
+    with pytest.raises(InvalidSessionItem, match="session item 1") as info:
+        run(MemorydSession(cid, store).add_items(cast(Any, [good, bad])))
+    assert isinstance(info.value, TypeError) and isinstance(info.value, InvalidMessage)
     assert store.version(cid) == 0
 
 
