@@ -11,12 +11,14 @@ extra, imported on first use:
 3. PyStemmer's Snowball English stemmer reduces each word to its stem, so word forms meet
    (``prefers`` and ``prefer``, ``lives`` and ``live``); Chinese words pass unchanged.
 
-`terms` is deterministic: the same texts always give the same terms.
+`terms` is deterministic: the same texts always give the same terms. Without the extra
+it raises an ``ImportError`` naming the missing module and ``pip install 'memoryd[memory]'``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import re
 import threading
@@ -36,11 +38,21 @@ _HAN_RUN = re.compile(f"[{HAN}]+")
 _local = threading.local()
 
 
+def _require(module: str) -> Any:
+    """Import ``module`` of the ``memory`` extra, or say which install provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"BM25 recall needs the {module!r} module of the memory extra, which is not "
+            f"installed ({exc}): pip install 'memoryd[memory]'"
+        ) from exc
+
+
 @functools.cache
 def _jieba() -> Any:
     """The jieba module, its own logger kept at WARNING (it logs its dictionary loading)."""
-    import jieba  # type: ignore[import-untyped]  # noqa: PLC0415 (the `memory` extra)
-
+    jieba = _require("jieba")
     logger = logging.getLogger("jieba")
     if logger.level < logging.WARNING:
         logger.setLevel(logging.WARNING)
@@ -51,9 +63,7 @@ def _stemmer() -> Any:
     """This thread's Snowball English stemmer (a PyStemmer stemmer is not thread-safe)."""
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
-        import Stemmer  # type: ignore[import-not-found]  # noqa: PLC0415 (the `memory` extra)
-
-        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+        stemmer = _local.stemmer = _require("Stemmer").Stemmer("english")
     return stemmer
 
 
@@ -74,8 +84,7 @@ def terms(texts: Sequence[str]) -> list[list[str]]:
     Returns:
         One list of terms per text, in text order (empty for a text of stopwords only).
     """
-    import bm25s  # type: ignore[import-untyped]  # noqa: PLC0415 (the `memory` extra)
-
+    bm25s = _require("bm25s")
     prepared = [_segment(unicodedata.normalize("NFKC", text)) for text in texts]
     found: list[list[str]] = bm25s.tokenize(
         prepared,

@@ -16,13 +16,14 @@ import recall_bench  # noqa: E402
 
 
 def test_importing_memoryd_imports_neither_bm25s_nor_the_dense_stack() -> None:
-    """memoryd.LongTermMemory is exported; bm25s, numpy, torch and sentence-transformers
-    load only on the first retrieval that needs them (checking the dense extra does not)."""
+    """memoryd.LongTermMemory is exported; bm25s, jieba, PyStemmer, numpy, torch and
+    sentence-transformers load only on the first retrieval that needs them (checking the
+    dense extra does not)."""
     code = (
         "import sys, memoryd, memoryd.memory; "
         "assert memoryd.LongTermMemory is memoryd.memory.LongTermMemory; "
         "from memoryd.memory.dense import require_dense; require_dense(); "
-        "heavy = ('bm25s', 'numpy', 'torch', 'sentence_transformers'); "
+        "heavy = ('bm25s', 'jieba', 'Stemmer', 'numpy', 'torch', 'sentence_transformers'); "
         "print(any(m in sys.modules for m in heavy))"
     )
     out = subprocess.run(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,20 @@ def test_loading_the_chinese_segmenter_writes_nothing_to_stdout_or_stderr() -> N
     )
     assert out.returncode == 0, out.stderr
     assert (out.stdout, out.stderr) == ("", "")
+
+
+@pytest.mark.parametrize("missing", ["Stemmer", "jieba", "bm25s"])
+def test_without_the_memory_extra_bm25_says_which_pip_install_to_run(
+    monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    """A module of the memory extra missing: ImportError naming it and the extra."""
+    import memoryd.memory.terms as terms_module
+
+    monkeypatch.setitem(sys.modules, missing, None)
+    monkeypatch.setattr(terms_module, "_local", threading.local())
+    terms_module._jieba.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=rf"'{missing}'.*pip install 'memoryd\[memory\]'"):
+            terms(["我的订单号是什么"])
+    finally:
+        terms_module._jieba.cache_clear()
