@@ -8,11 +8,12 @@ number, integer, boolean, null), ``required``, ``properties`` (recursively) and
 `check_schema` also understands Agently's flat form, a mapping of field name to type
 description (``{"preference": "string", "evidence": "short string"}``), and turns it into
 that subset: an object whose fields are all required, each of the type its description
-names (its last word among string/str/text, number/float, integer/int, boolean/bool,
-array/list, object/dict, null; a description naming none, such as ``"用户偏好"``, is text:
-a string). A nested mapping is a nested object. A mapping with any JSON Schema key at its
-top (`is_flat`) is a JSON schema; a flat form holding anything but type descriptions is
-refused, so a body schema is never accepted and then ignored.
+names (the last of its words among string/str/text, number/float, integer/int,
+boolean/bool, array/list, object/dict and null; a description naming none, such as
+``"用户偏好"``, is text: a string). A (type, description) pair is read the same way; a
+nested mapping is a nested object, or a JSON schema when it has a JSON Schema key. A body
+schema with a JSON Schema key at its top (see `is_flat`) is a JSON schema. A flat form
+holding anything else is refused, so a body schema is never accepted and then ignored.
 """
 
 from __future__ import annotations
@@ -97,14 +98,13 @@ def _from_flat(fields: Mapping[Any, Any], path: str) -> dict[str, Any]:
             and all(isinstance(v, str) for v in value)
         ):
             properties[key] = {**_flat_type(value[0], where), "description": value[1]}
-        elif isinstance(value, Mapping) and not _KEYWORDS & set(value):
-            properties[key] = _from_flat(value, where)
+        elif isinstance(value, Mapping):
+            properties[key] = _from_flat(value, where) if is_flat(value) else dict(value)
         else:
             raise SchemaError(
                 f"{where} is {value!r:.60}: a flat body schema maps each field to a type "
-                "description (a str such as 'string'), a (type, description) pair or a "
-                "mapping of subfields; for anything else give a JSON schema with "
-                "'type' and 'properties'"
+                "description (a str such as 'string'), a (type, description) pair, a "
+                "mapping of subfields or a JSON schema such as {'type': 'number'}"
             )
     return {"type": "object", "required": list(properties), "properties": properties}
 

@@ -193,7 +193,7 @@ def test_the_recall_filter_needs_only_a_recaller() -> None:
 
 def test_the_flat_form_becomes_an_object_of_required_typed_fields() -> None:
     """Each field's type is the last type word of its description (free text: string);
-    a (type, description) pair and a nested mapping are understood."""
+    a (type, description) pair, a nested mapping and a nested JSON schema are understood."""
     schema = check_schema(
         {
             "preference": "short string",
@@ -203,11 +203,21 @@ def test_the_flat_form_becomes_an_object_of_required_typed_fields() -> None:
             "where": "用户所在城市",
             "note": ("str", "why it matters"),
             "project": {"name": "string"},
+            "confidence": {"type": "number"},
         },
         "body_schema",
     )
     assert schema["type"] == "object"
-    assert schema["required"] == ["preference", "score", "ok", "tags", "where", "note", "project"]
+    assert schema["required"] == [
+        "preference",
+        "score",
+        "ok",
+        "tags",
+        "where",
+        "note",
+        "project",
+        "confidence",
+    ]
     types = {k: v["type"] for k, v in schema["properties"].items()}
     assert types == {
         "preference": "string",
@@ -217,6 +227,7 @@ def test_the_flat_form_becomes_an_object_of_required_typed_fields() -> None:
         "where": "string",
         "note": "string",
         "project": "object",
+        "confidence": "number",
     }
     assert schema["properties"]["note"]["description"] == "why it matters"
     body = {
@@ -227,8 +238,11 @@ def test_the_flat_form_becomes_an_object_of_required_typed_fields() -> None:
         "where": "上海",
         "note": "n",
         "project": {"name": "memoryd"},
+        "confidence": 0.5,
     }
     validate_body(body, schema)
+    with pytest.raises(SchemaError, match=r"body\.confidence"):
+        validate_body({**body, "confidence": "high"}, schema)
     with pytest.raises(SchemaError, match=r"body\.project\.name"):
         validate_body({**body, "project": {"name": 1}}, schema)
 
