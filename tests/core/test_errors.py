@@ -77,6 +77,9 @@ DEFINED_ELSEWHERE = {
     "codec turns it into CorruptRecord before it leaves memoryd/codec.py",
     "memoryd.client._http._Stop": "the response parser's callback stop; the connection "
     "turns it into TransportFailed naming the problem",
+    "memoryd.integrations.openai_agents.InvalidSessionItem": "the OpenAI Agents adapter's "
+    "wrong-typed item: an InvalidMessage that is also the TypeError the SDK's sessions "
+    "raise, raised only by MemorydSession",
     "memoryd.store.lmdb.engine._MapAtCap": "the LMDB engine's private note that the map "
     "may not grow; the engine refuses the batch with StorageError",
     "memoryd.store.redis.batch._Unreachable": "the Redis batch's private retry signal; "
