@@ -3,6 +3,7 @@
 ```
 MemorydError
 ├── InvalidMessage(ValueError)         a message is not a valid chat message
+│   └── InvalidSessionItem(TypeError)  an OpenAI Agents session item of the wrong type
 ├── InvalidConversationId(ValueError)  a conversation id is empty, too long or has controls
 ├── ConflictError                      add(expected_version=...) did not match
 ├── AlreadyStarted                     a store name or a data directory is already in use
@@ -70,6 +71,7 @@ __all__ = [
     "HttpError",
     "InvalidConversationId",
     "InvalidMessage",
+    "InvalidSessionItem",
     "JsonProblem",
     "LLMError",
     "MemorydError",
@@ -97,6 +99,14 @@ class InvalidMessage(MemorydError, ValueError):
     """A message is not a valid OpenAI-format chat message, or it is too large.
 
     Raised in the caller's thread before anything reaches a store.
+    """
+
+
+class InvalidSessionItem(InvalidMessage, TypeError):
+    """A session item is not a dict, or holds a value of a type JSON cannot carry.
+
+    An `InvalidMessage` for memoryd, and a ``TypeError`` as the OpenAI Agents SDK's own
+    sessions raise for such an item (`memoryd.integrations.openai_agents`). Nothing is written.
     """
 
 

@@ -47,7 +47,7 @@ from agents.memory.session_settings import (
 )
 
 from memoryd import messages as msgs
-from memoryd.errors import InvalidMessage
+from memoryd.errors import InvalidSessionItem
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
@@ -66,14 +66,6 @@ ITEM_KEY = "openai_agents_item"
 _PLAIN_ROLES = frozenset({"developer", "system", "user"})
 
 _T = TypeVar("_T")
-
-
-class InvalidSessionItem(InvalidMessage, TypeError):
-    """A session item is not a dict, or holds a value of a type JSON cannot carry.
-
-    An `InvalidMessage` for memoryd, and a ``TypeError`` as the SDK's own sessions raise
-    for such an item. Nothing is written.
-    """
 
 
 def _check_types(items: list[Any]) -> None:

@@ -24,6 +24,7 @@ from memoryd.errors import (
     ExtractionError,
     InvalidConversationId,
     InvalidMessage,
+    InvalidSessionItem,
     LLMError,
     MemorydError,
     ProtocolError,
@@ -40,6 +41,7 @@ from memoryd.errors import (
 
 PARENTS = {
     InvalidMessage: (MemorydError, ValueError),
+    InvalidSessionItem: (InvalidMessage, TypeError),
     InvalidConversationId: (MemorydError, ValueError),
     ConflictError: (MemorydError,),
     AlreadyStarted: (MemorydError,),
@@ -63,6 +65,7 @@ PARENTS = {
 
 BAD_INPUT = {
     InvalidMessage,
+    InvalidSessionItem,
     InvalidConversationId,
     ExportFormatError,
     ToolArgumentError,
@@ -77,9 +80,6 @@ DEFINED_ELSEWHERE = {
     "codec turns it into CorruptRecord before it leaves memoryd/codec.py",
     "memoryd.client._http._Stop": "the response parser's callback stop; the connection "
     "turns it into TransportFailed naming the problem",
-    "memoryd.integrations.openai_agents.InvalidSessionItem": "the OpenAI Agents adapter's "
-    "wrong-typed item: an InvalidMessage that is also the TypeError the SDK's sessions "
-    "raise, raised only by MemorydSession",
     "memoryd.store.lmdb.engine._MapAtCap": "the LMDB engine's private note that the map "
     "may not grow; the engine refuses the batch with StorageError",
     "memoryd.store.redis.batch._Unreachable": "the Redis batch's private retry signal; "
