@@ -124,8 +124,8 @@ def _formatter(fmt: Format, *, colors: bool) -> logging.Formatter:
 class _StreamWriter(logging.Handler):
     """Writes finished lines to a stream: straight to its file descriptor when it has one.
 
-    Writing to the descriptor holds no lock of the stream's buffer, so a writer thread
-    stuck on a full pipe cannot hold up the interpreter's exit.
+    It holds no lock while it writes (not the stream buffer's, not its own), so a writer
+    thread stuck on a full pipe cannot hold up the interpreter's exit.
     """
 
     def __init__(self, stream: TextIO) -> None:
@@ -136,7 +136,17 @@ class _StreamWriter(logging.Handler):
         except (AttributeError, OSError, ValueError):
             self._fd = None
 
+    def handle(self, record: logging.LogRecord) -> bool:
+        """Write ``record`` without taking the handler's lock.
+
+        Only the listener's thread writes, and a lock held through a write to a full
+        pipe would stall `logging.shutdown` at exit.
+        """
+        self.emit(record)
+        return True
+
     def emit(self, record: logging.LogRecord) -> None:
+        """Write the record's finished line."""
         line = record.getMessage() + "\n"
         try:
             if self._fd is None:
