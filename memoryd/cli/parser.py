@@ -19,13 +19,18 @@ def _where(parser: argparse.ArgumentParser) -> None:
     sup = argparse.SUPPRESS
     group.add_argument("--address", default=sup, help="daemon address (or MEMORYD_ADDRESS)")
     group.add_argument("--token", default=sup, help="daemon token (or MEMORYD_TOKEN)")
-    group.add_argument("--data", default=sup, help="a data directory to use directly")
-    group.add_argument("--store", default=sup, help="a named store (default: the default store)")
+    group.add_argument(
+        "--data", default=sup, metavar="DIR", help="a data directory to use directly"
+    )
+    group.add_argument(
+        "--store", default=sup, metavar="NAME", help="a named store (default: the default store)"
+    )
     group.add_argument("--json", action="store_true", default=sup, help="JSON output")
     group.add_argument(
         "--timeout",
         type=float,
         default=sup,
+        metavar="SECONDS",
         help="seconds to wait for the daemon (default 10; tail -f gives up after 3)",
     )
 
@@ -96,8 +101,10 @@ def parser() -> argparse.ArgumentParser:
     _serve(sub)
 
     p = cid(command("get", "print a conversation's messages"))
-    p.add_argument("--limit", type=positive_int, help="only the last N messages")
-    p.add_argument("--at-version", type=_version, help="the history as it was at this version")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="only the last N messages")
+    p.add_argument(
+        "--at-version", type=_version, metavar="V", help="the history as it was at this version"
+    )
     p = cid(command("add", "append a message (or JSON messages from stdin)"))
     p.add_argument("--role", help="the message's role (default user)")
     p.add_argument("--content", help="the message's text (without it: JSON from stdin)")
@@ -118,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p = command("conversations", "list conversations holding messages")
     p.add_argument("--prefix", default="", help="only ids that start with this")
-    p.add_argument("--limit", type=positive_int, help="at most N ids")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="at most N ids")
     p.add_argument("--all", action="store_true", help="also those holding no messages now")
     p = command("tail", "print the change feed")
     p.add_argument(
@@ -133,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--limit",
         type=positive_int,
+        metavar="N",
         help="stop after N changes (default: every change, and with -f, forever)",
     )
     command("stats", "print the store's counts and sizes")
@@ -143,6 +151,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers",
         type=positive_int,
+        metavar="N",
         default=8,
         help="conversations imported at once (default 8)",
     )
@@ -154,6 +163,9 @@ def parser() -> argparse.ArgumentParser:
         "target", metavar="TARGET", help="the new conversation (it must hold no messages)"
     )
     p.add_argument(
-        "--at-version", type=_version, help="copy SOURCE's history as it was at this version"
+        "--at-version",
+        type=_version,
+        metavar="V",
+        help="copy SOURCE's history as it was at this version",
     )
     return top
