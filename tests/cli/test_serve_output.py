@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import memoryd
 from memoryd.server.daemon import usage_text
 from tests.helpers import Worker, wait_until
 from tests.server.daemon import Daemon
@@ -157,3 +158,35 @@ def test_the_printed_hints_run_as_printed(data: Path, tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
+
+
+def test_a_daemon_whose_stderr_nobody_reads_keeps_serving(data: Path) -> None:
+    """At debug level every request is logged; with a stderr pipe that nobody reads (full
+    after a few hundred lines) the daemon still answers 1,000 writes and stops cleanly."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memoryd.cli", "serve", "--data", str(data), "--log-level", "debug"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env_without_the_venv(),
+    )
+    try:
+        assert proc.stdout is not None
+        reader = Worker(proc.stdout.readline)
+        reader.start()
+        ready = reader.outcome(timeout=60)
+        assert ready.startswith("memoryd ready unix://"), ready
+        store = memoryd.connect(ready.split()[2], timeout=60)
+        for i in range(1000):
+            store.add("c", [{"role": "user", "content": f"message {i} " + "x" * 100}])
+        assert store.version("c") == 1000
+        store.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(100) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        proc.stderr.close()
