@@ -17,6 +17,11 @@ configuration decides where they go:
   bounded queue drops and counts records rather than block the caller, drained by a
   `logging.handlers.QueueListener`.
 
+The default is a stderr handler for WARNING and above, not a `logging.NullHandler`:
+a crash storm or a store that came back empty must be seen even by a program that
+configured nothing. It is not the standard last-resort handler either, which writes
+in the caller's thread: here the caller is often a store actor.
+
 Records are rendered in the thread that logs them (so ``exc_info`` is that thread's
 exception); only the finished line crosses the queue.
 """
@@ -49,7 +54,7 @@ _LEVELS = {
 
 #: The loggers whose WARNING-and-above records reach stderr when nothing else takes them:
 #: memoryd's, its supervision package's, and pykka's (its errors are logged from actor threads).
-LIBRARY_LOGGERS = ("memoryd", "supervisors", "pykka")
+_LIBRARY_LOGGERS = ("memoryd", "supervisors", "pykka")
 
 _QUEUE_SIZE = 10_000
 _STOP_WAIT_S = 2.0
@@ -278,7 +283,7 @@ def _install_library_default() -> None:
     """Route structlog into the standard loggers and give the library's loggers the fallback."""
     if not structlog.is_configured():
         _configure_structlog()
-    for name in LIBRARY_LOGGERS:
+    for name in _LIBRARY_LOGGERS:
         std = logging.getLogger(name)
         if _fallback not in std.handlers:
             std.addHandler(_fallback)
