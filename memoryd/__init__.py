@@ -18,6 +18,7 @@ import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from memoryd import logging as _logging  # noqa: F401 (events go to the logging module)
 from memoryd import messages
 from memoryd._version import __version__
 from memoryd.errors import (

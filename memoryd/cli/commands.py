@@ -17,13 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
-from memoryd.errors import AlreadyStarted
+from memoryd.errors import AlreadyStarted, StoreUnavailable
 from memoryd.export import export_jsonl, import_jsonl
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb.handle import LmdbStore
 
-__all__ = ["backup", "open_store", "run"]
+__all__ = ["FOLLOW_PATIENCE_S", "backup", "open_store", "run"]
+
+#: How long ``tail -f`` keeps reconnecting (with backoff) to a daemon that stopped
+#: answering before it exits with an error, unless ``--timeout`` says otherwise.
+FOLLOW_PATIENCE_S = 3.0
+_FOLLOW_POLL_S = 1.0  # the long poll of tail -f: a vanished daemon is noticed between polls
+_TAIL_PAGE = 1000
 
 
 def _option(args: argparse.Namespace, name: str, env: str | None = None) -> Any:
@@ -65,7 +71,9 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
             "no store given: pass --address (or set MEMORYD_ADDRESS) to use a daemon, "
             "or --data DIR to use a data directory directly"
         )
-    timeout = getattr(args, "timeout", None) or 10.0
+    timeout = getattr(args, "timeout", None) or (
+        FOLLOW_PATIENCE_S if getattr(args, "follow", False) else 10.0
+    )
     return client.connect(address, token=token, store=name, timeout=timeout)
 
 
@@ -149,15 +157,36 @@ def run(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
 
 
 def _tail(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    """Print changes after ``--after``: at most ``--limit``, and with ``-f`` keep waiting.
+
+    Raises:
+        StoreUnavailable: with ``-f``, the daemon stopped answering and did not come back
+            within the store's call deadline (its client retries with backoff meanwhile).
+    """
     after = args.after
-    while True:
-        changes = store.tail(after=after, limit=args.limit, timeout=30.0 if args.follow else 0.0)
+    remaining: int | None = args.limit
+    while remaining is None or remaining > 0:
+        page = _TAIL_PAGE if remaining is None else min(remaining, _TAIL_PAGE)
+        try:
+            changes = store.tail(
+                after=after, limit=page, timeout=_FOLLOW_POLL_S if args.follow else 0.0
+            )
+        except StoreUnavailable as exc:
+            if not args.follow:
+                raise
+            raise StoreUnavailable(
+                f"tail -f stopped after position {after}: the store stopped answering "
+                f"({exc}); start the daemon again and resume with --after {after}"
+            ) from exc
         for change in changes:
             out.change(change)
             after = change.position
         out.out.flush()
-        if not args.follow and len(changes) < args.limit:
-            return 0
+        if remaining is not None:
+            remaining -= len(changes)
+        if not args.follow and len(changes) < page:
+            break
+    return 0
 
 
 def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
@@ -184,7 +213,7 @@ def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
 
 def _import(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
     shown = progress("importing conversations", None)
-    summary = import_jsonl(store, args.file, workers=max(1, args.workers), progress=shown)
+    summary = import_jsonl(store, args.file, workers=args.workers, progress=shown)
     if shown is not None:
         sys.stderr.write("\n")
     result = {

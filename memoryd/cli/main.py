@@ -31,7 +31,7 @@ __all__ = ["main"]
 def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import ServerConfig, parse_listen, run  # noqa: PLC0415 (starlette)
 
-    mlogging.configure(fmt="json", level=args.log_level)
+    mlogging.configure(level=args.log_level)  # console on a terminal, else JSON
     token = args.token or os.environ.get("MEMORYD_TOKEN") or None
     try:
         config = ServerConfig(
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _cli_parser.parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    mlogging.configure(fmt="console", level="warning")
+    mlogging.configure(level="warning")
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
     store: StoreHandle | None = None
     try:

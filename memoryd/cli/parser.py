@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["parser"]
+__all__ = ["parser", "positive_int"]
 
 
 def _where(parser: argparse.ArgumentParser) -> None:
@@ -19,22 +19,62 @@ def _where(parser: argparse.ArgumentParser) -> None:
     sup = argparse.SUPPRESS
     group.add_argument("--address", default=sup, help="daemon address (or MEMORYD_ADDRESS)")
     group.add_argument("--token", default=sup, help="daemon token (or MEMORYD_TOKEN)")
-    group.add_argument("--data", default=sup, help="a data directory to use directly")
-    group.add_argument("--store", default=sup, help="a named store (default: the default store)")
+    group.add_argument(
+        "--data", default=sup, metavar="DIR", help="a data directory to use directly"
+    )
+    group.add_argument(
+        "--store", default=sup, metavar="NAME", help="a named store (default: the default store)"
+    )
     group.add_argument("--json", action="store_true", default=sup, help="JSON output")
     group.add_argument(
-        "--timeout", type=float, default=sup, help="seconds to wait for the daemon (default 10)"
+        "--timeout",
+        type=float,
+        default=sup,
+        metavar="SECONDS",
+        help="seconds to wait for the daemon (default 10; tail -f gives up after 3)",
     )
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not a whole number, or is below 1.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _version(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a version is 0 or more, not {value}")
+    return value
+
+
 def _serve(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="run the daemon", description="run the daemon")
-    serve.add_argument("--data", required=True, help="the data directory")
+    text = "run the daemon: serve every store of a data directory over HTTP"
+    serve = sub.add_parser("serve", help=text, description=text)
+    serve.add_argument("--data", required=True, help="the data directory (created if missing)")
     serve.add_argument("--listen", help="also listen on TCP HOST:PORT (needs a token)")
     serve.add_argument("--token", help="bearer token for TCP (or MEMORYD_TOKEN)")
     serve.add_argument("--no-auth", action="store_true", help="TCP without a token (loopback only)")
     serve.add_argument("--socket", help="the Unix socket (default DATA/memoryd.sock)")
-    serve.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error", "critical"],
+        help="the lowest level logged on stderr (default info); logs are console lines on "
+        "a terminal and JSON lines otherwise",
+    )
     serve.add_argument(
         "--backend",
         help="keep every store in Redis (redis://HOST:PORT/DB, rediss://, unix://); "
@@ -54,42 +94,78 @@ def parser() -> argparse.ArgumentParser:
         _where(p)
         return p
 
+    def cid(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("cid", metavar="CID", help="the conversation id")
+        return p
+
     _serve(sub)
 
-    p = command("get", "print a conversation's messages")
-    p.add_argument("cid")
-    p.add_argument("--limit", type=int)
-    p.add_argument("--at-version", type=int)
-    p = command("add", "append a message (or JSON messages from stdin)")
-    p.add_argument("cid")
-    p.add_argument("--role")
-    p.add_argument("--content")
-    p.add_argument("--idempotency-key")
-    p.add_argument("--expected-version", type=int)
-    command("clear", "delete a conversation's messages").add_argument("cid")
-    command("pop", "remove and print the last message").add_argument("cid")
-    command("version", "print a conversation's version").add_argument("cid")
-    p = command("events", "print a conversation's event log")
-    p.add_argument("cid")
-    p.add_argument("--after", type=int, default=0)
+    p = cid(command("get", "print a conversation's messages"))
+    p.add_argument("--limit", type=positive_int, metavar="N", help="only the last N messages")
+    p.add_argument(
+        "--at-version", type=_version, metavar="V", help="the history as it was at this version"
+    )
+    p = cid(command("add", "append a message (or JSON messages from stdin)"))
+    p.add_argument("--role", help="the message's role (default user)")
+    p.add_argument("--content", help="the message's text (without it: JSON from stdin)")
+    p.add_argument(
+        "--idempotency-key", help="a key that makes a repeated add write nothing the second time"
+    )
+    p.add_argument(
+        "--expected-version",
+        type=_version,
+        help="write only if the conversation is at this version (else a conflict)",
+    )
+    cid(command("clear", "delete a conversation's messages"))
+    cid(command("pop", "remove and print the last message"))
+    cid(command("version", "print a conversation's version"))
+    p = cid(command("events", "print a conversation's event log"))
+    p.add_argument(
+        "--after", type=_version, default=0, help="only events after this version (default 0)"
+    )
     p = command("conversations", "list conversations holding messages")
-    p.add_argument("--prefix", default="")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--prefix", default="", help="only ids that start with this")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="at most N ids")
     p.add_argument("--all", action="store_true", help="also those holding no messages now")
     p = command("tail", "print the change feed")
-    p.add_argument("-f", "--follow", action="store_true", help="keep waiting for changes")
-    p.add_argument("--after", type=int, default=0)
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep waiting for changes; exits with an error when the daemon stops answering",
+    )
+    p.add_argument(
+        "--after", type=_version, default=0, help="only changes after this position (default 0)"
+    )
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="stop after N changes (default: every change, and with -f, forever)",
+    )
     command("stats", "print the store's counts and sizes")
     p = command("export", "write every event as JSONL")
     p.add_argument("--out", help="the file (default stdout)")
     p = command("import", "import an export file (idempotent)")
-    p.add_argument("file")
-    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("file", metavar="FILE", help="a JSONL file written by memoryd export")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        default=8,
+        help="conversations imported at once (default 8)",
+    )
     p = command("backup", "write a consistent copy of a store into a new directory (needs --data)")
-    p.add_argument("dest", help="the new directory (must not exist or be empty)")
-    p = command("fork", "start DST as a copy of SRC")
-    p.add_argument("source")
-    p.add_argument("target")
-    p.add_argument("--at-version", type=int)
+    p.add_argument("dest", metavar="DEST", help="the new directory (must not exist or be empty)")
+    p = command("fork", "start conversation TARGET as a copy of conversation SOURCE's history")
+    p.add_argument("source", metavar="SOURCE", help="the conversation copied (it must exist)")
+    p.add_argument(
+        "target", metavar="TARGET", help="the new conversation (it must hold no messages)"
+    )
+    p.add_argument(
+        "--at-version",
+        type=_version,
+        metavar="V",
+        help="copy SOURCE's history as it was at this version",
+    )
     return top

@@ -8,9 +8,12 @@ environment) and exits 0.
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
@@ -31,19 +34,42 @@ log = structlog.get_logger("memoryd.server")
 _SWITCH_INTERVAL_S = 0.0002
 
 
+def _runnable(path: Path) -> str:
+    """How a shell in the current directory runs ``path``.
+
+    Its bare name when that is what the shell finds on PATH, else the path itself:
+    relative when below the current directory (``.venv/bin/memoryd`` after ``make run``).
+    """
+    found = shutil.which(path.name)
+    if found is not None and os.path.abspath(found) == os.path.abspath(path):
+        return path.name
+    try:
+        relative = str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
+    except ValueError:
+        return os.path.abspath(path)
+    return relative if os.sep in relative else f".{os.sep}{relative}"
+
+
 def usage_text(addresses: dict[str, str], token: bool) -> str:
-    """The lines printed once the daemon listens: its addresses and how to talk to it."""
+    """The lines printed once the daemon listens: its addresses and how to talk to it.
+
+    The commands name this daemon's own environment (``.venv/bin/memoryd`` when its
+    ``bin`` is not on PATH), so they run as printed.
+    """
     sock = addresses["unix"]
+    python = _runnable(Path(sys.executable))
+    script = Path(sys.executable).parent / "memoryd"
+    cli = _runnable(script) if script.exists() else f"{python} -m memoryd.cli"
     lines = [
         f"memoryd ready unix://{sock}"
         + (f" http://{addresses['tcp']}" if "tcp" in addresses else "")
     ]
     lines += [
         "  talk to it:",
-        f"    memoryd --address unix://{sock} add demo --role user --content 'hello'",
-        f"    memoryd --address unix://{sock} get demo",
+        f"    {cli} --address unix://{sock} add demo --role user --content 'hello'",
+        f"    {cli} --address unix://{sock} get demo",
         f"    curl -s --unix-socket {sock} http://memoryd/v1/conversations/demo/messages",
-        f"    python -c \"import memoryd; print(memoryd.connect('unix://{sock}').get('demo'))\"",
+        f"    {python} -c \"import memoryd; print(memoryd.connect('unix://{sock}').get('demo'))\"",
     ]
     if "tcp" in addresses:
         auth = " -H 'Authorization: Bearer $MEMORYD_TOKEN'" if token else ""

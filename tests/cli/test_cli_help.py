@@ -1,0 +1,96 @@
+"""The command line explains itself: help on every option, checked numbers, a README that
+lists every command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memoryd.cli.parser import parser
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _memoryd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+    )
+
+
+def _commands(top: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    # argparse keeps its sub-commands on a private action; no public accessor exists
+    found = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(found) == 1
+    choices: dict[str, argparse.ArgumentParser] = found[0].choices
+    return choices
+
+
+def _help_commands() -> list[str]:
+    """The command names ``memoryd --help`` lists, in its order."""
+    shown = _memoryd("--help")
+    assert shown.returncode == 0, shown.stderr
+    return re.findall(r"^    ([a-z]+)\b", shown.stdout, flags=re.MULTILINE)
+
+
+def test_every_option_and_argument_has_help_text() -> None:
+    """No option or positional argument of memoryd or of any command lacks help."""
+    top = parser()
+    missing = [
+        f"{name} {'/'.join(action.option_strings) or action.dest}"
+        for name, sub in [("memoryd", top), *_commands(top).items()]
+        for action in sub._actions
+        if not isinstance(action, argparse._SubParsersAction) and not action.help
+    ]
+    assert missing == []
+
+
+def test_fork_help_names_its_real_arguments() -> None:
+    """``memoryd fork --help`` shows SOURCE and TARGET, and says what each is."""
+    shown = _memoryd("fork", "--help")
+    assert shown.returncode == 0, shown.stderr
+    usage = shown.stdout.split("\n\n")[0]
+    assert usage.rstrip().endswith("SOURCE TARGET")
+    assert "TARGET as a copy of" in shown.stdout
+    assert "SRC" not in shown.stdout and "DST" not in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["import", "dump.jsonl", "--workers", "0"],
+        ["tail", "--limit", "0"],
+        ["get", "c", "--limit", "-1"],
+        ["conversations", "--limit", "many"],
+    ],
+    ids=["import-workers-0", "tail-limit-0", "get-limit-negative", "conversations-limit-word"],
+)
+def test_counts_below_one_are_refused_as_usage_errors(args: list[str]) -> None:
+    """A count that must be positive is checked by the parser: exit 2, naming the option,
+    before any store is opened."""
+    refused = _memoryd(*args, "--data", "/nonexistent/memoryd-data")
+    assert refused.returncode == 2
+    option = next(a for a in args if a.startswith("--"))
+    assert f"argument {option}" in refused.stderr
+    assert not Path("/nonexistent/memoryd-data").exists()
+
+
+def test_the_readme_lists_every_command() -> None:
+    """Each command of ``memoryd --help`` has a row in the README's command table, and
+    the table names no command that does not exist."""
+    listed = _help_commands()
+    assert "serve" in listed and "tail" in listed and len(listed) == len(_commands(parser()))
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `memoryd ([a-z]+)", section, flags=re.MULTILINE)
+    assert sorted(rows) == sorted(listed)
