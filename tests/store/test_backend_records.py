@@ -112,3 +112,26 @@ def test_the_tree_is_shut_down_with_a_third_backend_running(tmp_path: Path) -> N
     assert memoryd.whereis("journal") is None
     again = lookup.start(JOURNAL, _config(tmp_path))
     assert again.first_words("c") == ["durable"]
+
+
+def test_the_daemons_registry_serves_a_third_backend_from_its_factory(tmp_path: Path) -> None:
+    """The daemon's registry starts durable stores with the one factory it was given (here
+    the third backend's), ephemeral ones as ephemeral, and refuses any other kind."""
+    from memoryd.server.stores import StoreRegistry
+
+    def journal(name: str) -> JournalStore:
+        return lookup.start(JOURNAL, _config(tmp_path, name))
+
+    registry = StoreRegistry(journal, max_message_bytes=1 << 20)
+    registry.start_default().add("c", [messages.user("default entry")])
+    started, fresh = registry.start("notes")
+    assert fresh and isinstance(started, JournalStore)
+    registry.start("scratch", kind="ephemeral")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        registry.start("other", kind="redis")
+
+    assert registry.running() == ["memoryd.default", "notes", "scratch"]
+    kinds = [(registry.info(n) or {}).get("kind") for n in registry.running()]
+    assert kinds == ["journal", "journal", "ephemeral"]
+    assert registry.resolve(None).get("c") == [messages.user("default entry")]
+    assert registry.stop("notes") and registry.running() == ["memoryd.default", "scratch"]
