@@ -23,7 +23,6 @@ from typing import Any
 from memoryd import errors
 from memoryd.errors import ProtocolError
 from memoryd.events import Change, Event
-from memoryd.store.lookup import DEFAULT_STORE
 
 __all__ = [
     "AUTO_KEY_PREFIX",
@@ -44,7 +43,7 @@ __all__ = [
 AUTO_KEY_PREFIX = "memoryd.auto:"
 """Prefix of idempotency keys a client generated for its own retries."""
 
-DEFAULT_STORE_NAME = DEFAULT_STORE
+DEFAULT_STORE_NAME = "memoryd.default"
 """The daemon's default store (also reachable as ``/v1/stores/memoryd.default``)."""
 
 MAX_STORE_NAME_LENGTH = 64

@@ -197,13 +197,13 @@ class StoreRegistry:
 
     def info(self, name: str) -> dict[str, Any] | None:
         """What a client needs to know about a running store, or None."""
-        handle = lookup.whereis(check_store_name(name))
-        if handle is None:
+        running = lookup.spec(check_store_name(name))
+        if running is None:
             return None
         return {
-            "name": handle.name,
-            "kind": handle.kind,
-            "max_message_bytes": handle.max_message_bytes,
+            "name": running.name,
+            "kind": running.backend.kind,
+            "max_message_bytes": running.config.max_message_bytes,
         }
 
     def restarts(self) -> dict[str, int]:

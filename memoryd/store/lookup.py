@@ -19,18 +19,15 @@ a backend.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from memoryd.errors import AlreadyStarted, StoreUnavailable
+from memoryd.store.config import StoreConfig
+from memoryd.store.handle import StoreHandle
 from memoryd.store.spec import Backend, StoreSpec
 from supervisors import whereis as actor_whereis
 
-if TYPE_CHECKING:
-    from memoryd.store.actor_handle import ActorStoreHandle
-    from memoryd.store.config import StoreConfig
-
 __all__ = [
-    "DEFAULT_STORE",
     "Tree",
     "attach",
     "engine",
@@ -47,10 +44,7 @@ __all__ = [
     "withdraw",
 ]
 
-DEFAULT_STORE = "memoryd.default"
-"""The name of the shared default store (``memoryd.default_store()``)."""
-
-H = TypeVar("H", bound="ActorStoreHandle")
+H = TypeVar("H", bound=StoreHandle)
 
 
 class Tree(Protocol):
@@ -146,7 +140,7 @@ def forget_all() -> list[StoreSpec[Any]]:
     return forgotten
 
 
-def whereis(name: str) -> ActorStoreHandle | None:
+def whereis(name: str) -> StoreHandle | None:
     """A handle on the started store registered as ``name``, or None."""
     found = spec(name)
     return None if found is None else found.handle()

@@ -11,17 +11,26 @@ with no table to register it in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from memoryd.store.actor import StoreActor
-    from memoryd.store.actor_handle import ActorStoreHandle
-    from memoryd.store.config import StoreConfig
+from memoryd.store.config import StoreConfig
+from memoryd.store.handle import StoreHandle
 
-__all__ = ["Backend", "StoreSpec"]
+__all__ = ["ActorClass", "Backend", "StoreSpec"]
 
-H = TypeVar("H", bound="ActorStoreHandle")
+H = TypeVar("H", bound=StoreHandle)
+
+
+class ActorClass(Protocol):
+    """What the tree needs of a store actor class (`memoryd.store.actor.StoreActor`'s)."""
+
+    def start(self, *args: Any, **kwargs: Any) -> Any:
+        """Start an actor with the store's config; returns its ref once it runs."""
+
+    def discard(self, config: Any) -> None:
+        """Free what a store leaves behind once it has stopped for good."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,13 +39,14 @@ class Backend(Generic[H]):
 
     Attributes:
         kind: what its stores report as ``stats()["kind"]`` (e.g. ``"lmdb"``).
-        actor: the store actor class, started as ``actor.start(config)``.
+        actor: the store actor class (a `memoryd.store.actor.StoreActor`), started as
+            ``actor.start(config)``.
         handle: the handle class, built as ``handle(spec)``.
     """
 
     kind: str
-    actor: type[StoreActor[Any, Any]]
-    handle: type[H]
+    actor: ActorClass
+    handle: Callable[[StoreSpec[Any]], H]
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:

@@ -25,7 +25,7 @@ from memoryd.store.lmdb.dirlock import DirLock
 from memoryd.store.lmdb.layout import Counters, Dbs, open_dbs
 from memoryd.store.lmdb.reads import live_conversations
 
-__all__ = ["READER_CHECK_EVERY", "EngineBusy", "LmdbEngine"]
+__all__ = ["READER_CHECK_EVERY", "LmdbEngine"]
 
 log = structlog.get_logger(__name__)
 
