@@ -21,6 +21,7 @@ from typing import Any as _Any
 from memoryd import logging as _logging  # noqa: F401 (events go to the logging module)
 from memoryd import messages
 from memoryd._version import __version__
+from memoryd.app import shutdown
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
@@ -46,9 +47,10 @@ from memoryd.errors import (
     WriteTimeout,
 )
 from memoryd.events import Change, Event, EventKind
+from memoryd.store.default import default_store
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
-from memoryd.store.lookup import default_store, shutdown, whereis
+from memoryd.store.lookup import whereis
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult

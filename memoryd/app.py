@@ -6,6 +6,14 @@ Supervisor "memoryd"            one_for_one, intensity 3 / 5 s
 └── Server "memoryd.server"              only in the daemon (start_server)
 ```
 
+The tree knows its store children by record only: a `memoryd.store.spec.StoreSpec`
+says which actor class to start with which config, and nothing here names a
+backend. The table of started stores is `memoryd.store.lookup`'s: handles start
+and stop stores through it, and it hands their specs to this tree, which is
+attached to it when this module is imported (``import memoryd`` imports it). So
+the tree imports the table, the table never imports the tree, and no backend is
+imported by either.
+
 The tree starts on first use and stops with ``shutdown()``; the next use after
 a shutdown starts a fresh tree.
 """
@@ -13,8 +21,6 @@ a shutdown starts a fresh tree.
 from __future__ import annotations
 
 import atexit
-import shutil
-import threading
 import time
 from typing import Any
 
@@ -22,8 +28,8 @@ import pykka
 import structlog
 
 from memoryd.errors import AlreadyStarted, StorageError, StoreUnavailable
-from memoryd.store.actor import StoreActor
-from memoryd.store.config import StoreConfig
+from memoryd.store import lookup
+from memoryd.store.spec import StoreSpec
 from supervisors import (
     ChildSpec,
     ChildSpecError,
@@ -36,12 +42,9 @@ from supervisors import (
 )
 
 __all__ = [
-    "DEFAULT_STORE",
     "ROOT",
     "STORES",
-    "active_config",
-    "lock",
-    "register_backend",
+    "running",
     "shutdown",
     "start_server",
     "start_store",
@@ -52,41 +55,25 @@ log = structlog.get_logger(__name__)
 
 ROOT = "memoryd"
 STORES = "memoryd.stores"
-DEFAULT_STORE = "memoryd.default"
 
 
 class _Tree:
-    """The running tree's state; one instance, guarded by ``_lock``."""
+    """The running tree's state; one instance, guarded by ``lookup.lock()``."""
 
     root: Supervisor | None = None
     atexit_registered = False
 
 
-_lock = threading.RLock()
+_lock = lookup.lock()
 _tree = _Tree()
-_active: dict[str, StoreConfig] = {}
 
 
-_ACTORS: dict[str, Any] = {"lmdb": StoreActor, "ephemeral": StoreActor}
-
-
-def register_backend(kind: str, actor_class: Any) -> None:
-    """Name the store actor class that serves ``StoreConfig.kind == kind``.
-
-    Backends other than LMDB (Redis, ...) register their actor class here; the
-    class is started as ``actor_class.start(config)`` under ``memoryd.stores``.
-    """
-    _ACTORS[kind] = actor_class
-
-
-def _store_spec(config: StoreConfig) -> ChildSpec:
-    actor_class = _ACTORS.get(config.kind)
-    if actor_class is None:
-        raise ValueError(f"no store backend is registered for kind {config.kind!r}")
+def _child_spec(spec: StoreSpec[Any]) -> ChildSpec:
+    """The supervisor's child spec of a store: its actor class, started with its config."""
     return ChildSpec(
-        id=config.name,
-        start=actor_class.start,
-        args=(config,),
+        id=spec.name,
+        start=spec.backend.actor.start,
+        args=(spec.config,),
         restart=Restart.PERMANENT,
         shutdown_s=60.0,
         start_timeout_s=60.0,
@@ -100,14 +87,14 @@ def _start_stores() -> DynamicSupervisor:
     the root restarts it and it reopens the stores users started, so handles
     reach them again; if they cannot start, the failure escalates to the root.
     """
-    children = [_store_spec(config) for config in list(_active.values())]
+    children = [_child_spec(spec) for spec in lookup.specs()]
     return DynamicSupervisor.start(name=STORES, max_restarts=5, period_s=5.0, children=children)
 
 
 def _stores(timeout_s: float = 10.0) -> DynamicSupervisor:
     with _lock:
         if _tree.root is None or not _tree.root.is_alive():
-            _discard_all()
+            _discard(lookup.forget_all())
             if not _tree.atexit_registered:
                 # Stop the stores cleanly when the program exits without shutdown():
                 # queued writes are committed and every environment is closed.
@@ -129,30 +116,53 @@ def _stores(timeout_s: float = 10.0) -> DynamicSupervisor:
     return DynamicSupervisor(ref, name=STORES, call_timeout_s=120.0)
 
 
-def start_store(config: StoreConfig) -> None:
-    """Start a store actor under ``memoryd.stores``.
+def start_store(spec: StoreSpec[Any]) -> None:
+    """Start a store's actor under ``memoryd.stores`` (the tree starts if it is not running).
+
+    Use `memoryd.store.lookup.start`, which records the store; this is its tree side.
 
     Raises:
-        AlreadyStarted: the name is taken or the data directory is in use.
-        StorageError: the store failed to open its environment.
+        AlreadyStarted: the name is taken or the store's resource is in use.
+        StorageError: the store failed to start.
     """
-    spec = _store_spec(config)
+    child = _child_spec(spec)
     with _lock:
-        if config.name in _active and whereis(config.name) is not None:
-            raise AlreadyStarted(f"a store named {config.name!r} is already running")
         sup = _stores()
         try:
-            sup.start_child(spec)
+            sup.start_child(child)
         except (ChildSpecError, NameTaken):
-            raise AlreadyStarted(f"a store named {config.name!r} is already running") from None
+            raise AlreadyStarted(f"a store named {spec.name!r} is already running") from None
         except StartError as exc:
             cause = exc.__cause__
             if isinstance(cause, AlreadyStarted):
                 raise cause from None
             if isinstance(cause, NameTaken):
-                raise AlreadyStarted(f"the name {config.name!r} is already in use") from None
-            raise StorageError(f"store {config.name!r} failed to start: {cause or exc}") from exc
-        _active[config.name] = config
+                raise AlreadyStarted(f"the name {spec.name!r} is already in use") from None
+            raise StorageError(f"store {spec.name!r} failed to start: {cause or exc}") from exc
+
+
+def stop_store(name: str) -> None:
+    """Stop a store's actor for good: it commits what it accepted and closes its engine.
+
+    Use `memoryd.store.lookup.stop`, which forgets the store; this is its tree side.
+    """
+    with _lock:
+        ref = whereis(STORES)
+        if ref is None:
+            return
+        sup = DynamicSupervisor(ref, name=STORES, call_timeout_s=120.0)
+        try:
+            sup.terminate_child(name)
+        except (KeyError, pykka.ActorDeadError):
+            pass
+        except Exception as exc:  # the store is gone either way; say why
+            log.warning("store_stop_failed", store=name, error=repr(exc))
+
+
+def running() -> bool:
+    """True while the tree runs."""
+    root = _tree.root
+    return root is not None and root.is_alive()
 
 
 def start_server(spec: ChildSpec) -> None:
@@ -170,62 +180,32 @@ def start_server(spec: ChildSpec) -> None:
         _tree.root.start_child(spec)
 
 
-def stop_store(name: str) -> None:
-    """Stop a store: commit what it accepted, close its environment, forget its name."""
-    with _lock:
-        config = _active.pop(name, None)
-        if config is None:
-            return
-        ref = whereis(STORES)
-        if ref is not None:
-            sup = DynamicSupervisor(ref, name=STORES, call_timeout_s=120.0)
-            try:
-                sup.terminate_child(name)
-            except (KeyError, pykka.ActorDeadError):
-                pass
-            except Exception as exc:  # the store is gone either way; say why
-                log.warning("store_stop_failed", store=name, error=repr(exc))
-        _discard(config)
-
-
-def _discard_all() -> None:
-    configs = list(_active.values())
-    _active.clear()
-    for config in configs:
-        _discard(config)
-
-
-def _discard(config: StoreConfig) -> None:
-    """Delete an ephemeral store's directory once its actor has stopped for good."""
-    if config.delete_on_stop:
-        shutil.rmtree(config.path, ignore_errors=True)
-
-
-def active_config(name: str) -> StoreConfig | None:
-    """The config of a started (possibly restarting) store, or None if it is not started."""
-    root = _tree.root
-    if root is None or not root.is_alive():
-        return None
-    return _active.get(name)
+def _discard(specs: list[StoreSpec[Any]]) -> None:
+    for spec in specs:
+        spec.discard()
 
 
 def shutdown() -> None:
-    """Stop the whole tree, children in reverse start order; close every environment."""
+    """Stop the whole tree, children in reverse start order; close every engine."""
     with _lock:
         root, _tree.root = _tree.root, None
-        configs = list(_active.values())
-        _active.clear()
+        specs = lookup.forget_all()
         if root is not None and root.is_alive():
             root.stop(timeout_s=300.0)
-        for config in configs:
-            _discard(config)
+        _discard(specs)
 
 
-def lock() -> Any:
-    """The tree's lock (held while the default store is started, so it starts once)."""
-    return _lock
+class _Attached:
+    """This tree as `memoryd.store.lookup` sees it (a `lookup.Tree`)."""
+
+    def start_store(self, spec: StoreSpec[Any]) -> None:
+        start_store(spec)
+
+    def stop_store(self, name: str) -> None:
+        stop_store(name)
+
+    def running(self) -> bool:
+        return running()
 
 
-def _state() -> dict[str, Any]:
-    """For debugging: the running tree's names."""
-    return {"root": _tree.root, "stores": sorted(_active)}
+lookup.attach(_Attached())

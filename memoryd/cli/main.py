@@ -17,12 +17,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from memoryd import app
 from memoryd import logging as mlogging
 from memoryd.cli import commands as _cli_commands
 from memoryd.cli import parser as _cli_parser
 from memoryd.cli.output import Output
 from memoryd.errors import MemorydError
-from memoryd.store import lookup as api
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if store is not None and hasattr(store, "close"):
             store.close()
-        api.shutdown()
+        app.shutdown()
 
 
 if __name__ == "__main__":

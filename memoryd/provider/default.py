@@ -16,8 +16,8 @@ from memoryd import messages as msgs
 from memoryd.messages import is_system
 from memoryd.provider import preprocessors as pre
 from memoryd.provider.safe_window import check_messages, check_window, safe_window
+from memoryd.store.default import default_store
 from memoryd.store.handle import StoreHandle
-from memoryd.store.lookup import default_store
 
 __all__ = ["DefaultProvider", "window"]
 

@@ -23,8 +23,7 @@ from memoryd import app
 from memoryd.errors import AlreadyStarted, MemorydError
 from memoryd.server.config import ServerConfig
 from memoryd.server.listener import SERVER, Server
-from memoryd.server.stores import StoreRegistry
-from memoryd.store import lookup as api
+from memoryd.server.stores import StoreRegistry, durable_stores
 from supervisors import ChildSpec, Restart, StartError, whereis
 
 __all__ = ["run", "usage_text"]
@@ -104,9 +103,7 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
         log.warning("tcp_without_auth", listen=f"{config.listen[0]}:{config.listen[1]}")
     try:
         config.data.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stores = StoreRegistry(
-            config.data, max_message_bytes=config.max_message_bytes, backend=config.backend
-        )
+        stores = StoreRegistry(durable_stores(config), max_message_bytes=config.max_message_bytes)
         stores.start_default()
     except AlreadyStarted as exc:
         log.error("data_directory_in_use", data=str(config.data), error=str(exc))
@@ -115,7 +112,7 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     except (MemorydError, OSError) as exc:
         log.error("default_store_failed", data=str(config.data), error=str(exc))
         print(f"memoryd: cannot open {config.data}: {exc}", file=sys.stderr)
-        api.shutdown()
+        app.shutdown()
         return 1
     addresses: dict[str, str] = {}
     spec = ChildSpec(
@@ -132,7 +129,7 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
         cause = exc.__cause__ or exc
         log.error("server_start_failed", error=str(cause))
         print(f"memoryd: cannot listen: {cause}", file=sys.stderr)
-        api.shutdown()
+        app.shutdown()
         return 1
     print(usage_text(addresses, config.token is not None), file=out, flush=True)
     log.info("daemon_started", data=str(config.data), **addresses)
@@ -143,6 +140,6 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
             status = 1
             break
     log.info("daemon_stopping")
-    api.shutdown()
+    app.shutdown()
     log.info("daemon_stopped", status=status)
     return status

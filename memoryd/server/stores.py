@@ -1,33 +1,48 @@
-"""StoreRegistry: the daemon's stores by name, started on first use.
+"""StoreRegistry: the daemon's view of its stores by name, started on first use.
 
-The default store is durable in the data directory. A named store is durable
-in ``data/stores/<name>`` (or ephemeral when started so), started by the first
-request that names it unless the request asks not to (``Memoryd-Autostart: no``,
-sent by handles from ``RemoteStore.start``, which behave like local handles:
-once the store is stopped they raise ``StoreNotRunning``).
-
-With a Redis backend (``memoryd serve --backend redis://...``) every store lives
-in Redis instead, under a key prefix derived from its name, so several stateless
-daemons can serve the same stores and any of them answers any conversation.
+Where a store runs is `memoryd.store.lookup`'s answer; this registry adds the
+daemon's policy on top: which names it started, which named stores a request may
+start (``Memoryd-Autostart: no``, sent by handles from ``RemoteStore.start``, makes
+a stopped store raise ``StoreNotRunning`` instead), and how a durable store is
+started. That last one is chosen once, at daemon start (`durable_stores`): LMDB
+(the default store in the data directory, named stores in ``data/stores/<name>``)
+or Redis (``memoryd serve --backend redis://...``: every durable store in Redis
+under a key prefix derived from its name, so several stateless daemons can serve
+the same stores and any of them answers any conversation).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memoryd.errors import AlreadyStarted, StoreNotRunning
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
-from memoryd.store import lookup as api
+from memoryd.server.config import ServerConfig
+from memoryd.store import lookup
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
 from supervisors import whereis as actor_whereis
 
-__all__ = ["KINDS", "StoreRegistry", "redis_prefix"]
+__all__ = [
+    "KINDS",
+    "StartStore",
+    "StoreRegistry",
+    "durable_stores",
+    "lmdb_stores",
+    "redis_prefix",
+    "redis_stores",
+]
 
 KINDS = ("lmdb", "ephemeral")
+"""The kinds a client may ask for when it starts a named store: ``"lmdb"`` is the wire's
+word for a durable store (in whatever backend the daemon was started with)."""
+
+StartStore = Callable[[str], StoreHandle]
+"""Starts the store of a name and returns its handle (raises `AlreadyStarted` if taken)."""
 
 
 def redis_prefix(name: str) -> str:
@@ -40,35 +55,66 @@ def redis_prefix(name: str) -> str:
     return "memoryd:h" + hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
+def lmdb_stores(data: Path, *, max_message_bytes: int) -> StartStore:
+    """Durable stores in LMDB: the default store in ``data``, others in ``data/stores/<name>``."""
+
+    def start(name: str) -> StoreHandle:
+        if name == DEFAULT_STORE_NAME:
+            return LmdbStore.start(data, name=name, max_message_bytes=max_message_bytes)
+        # the parent of the store directories is as private as the data directory
+        (data / "stores").mkdir(mode=0o700, exist_ok=True)
+        return LmdbStore.start(
+            data / "stores" / name, name=name, max_message_bytes=max_message_bytes
+        )
+
+    return start
+
+
+def redis_stores(url: str, *, max_message_bytes: int) -> StartStore:
+    """Durable stores in the Redis at ``url``, each under its `redis_prefix`."""
+    from memoryd.store.redis.handle import RedisStore  # noqa: PLC0415 - optional extra
+
+    def start(name: str) -> StoreHandle:
+        return RedisStore.start(
+            url, name=name, prefix=redis_prefix(name), max_message_bytes=max_message_bytes
+        )
+
+    return start
+
+
+def durable_stores(config: ServerConfig) -> StartStore:
+    """How the daemon of ``config`` starts its durable stores: Redis if it has a backend URL."""
+    if config.backend is not None:
+        return redis_stores(config.backend, max_message_bytes=config.max_message_bytes)
+    return lmdb_stores(config.data, max_message_bytes=config.max_message_bytes)
+
+
 class StoreRegistry:
     """Resolves store names to handles; starts and stops named stores. Thread-safe.
 
     Args:
-        data: the data directory.
-        max_message_bytes: the largest message the stores accept.
+        durable: starts a durable store (the default one, and named ones of kind
+            ``"lmdb"``); see `durable_stores`.
+        max_message_bytes: the largest message the ephemeral stores accept.
     """
 
-    def __init__(self, data: Path, *, max_message_bytes: int, backend: str | None = None) -> None:
-        self.data = data
+    def __init__(self, durable: StartStore, *, max_message_bytes: int) -> None:
         self.max_message_bytes = max_message_bytes
-        self.backend = backend
+        self._starters: dict[str, StartStore] = {"lmdb": durable, "ephemeral": self._ephemeral}
         self._lock = threading.Lock()
         self._names: set[str] = set()
         self._incarnations: dict[str, tuple[str, int]] = {}
 
+    def _ephemeral(self, name: str) -> StoreHandle:
+        return EphemeralStore.start(name=name, max_message_bytes=self.max_message_bytes)
+
     def start_default(self) -> StoreHandle:
-        """Start the durable default store in the data directory.
+        """Start the durable default store.
 
         Raises:
-            AlreadyStarted: another process owns the directory (names its pid).
+            AlreadyStarted: another process owns the data directory (names its pid).
         """
-        handle: StoreHandle
-        if self.backend is not None:
-            handle = self._start_redis(DEFAULT_STORE_NAME)
-        else:
-            handle = LmdbStore.start(
-                self.data, name=DEFAULT_STORE_NAME, max_message_bytes=self.max_message_bytes
-            )
+        handle = self._starters["lmdb"](DEFAULT_STORE_NAME)
         with self._lock:
             self._names.add(DEFAULT_STORE_NAME)
         return handle
@@ -81,9 +127,9 @@ class StoreRegistry:
             StoreNotRunning: the store is not running and may not be started here.
         """
         name = DEFAULT_STORE_NAME if name is None else check_store_name(name)
-        handle = api.whereis(name)
-        if handle is not None:
-            return handle
+        running = lookup.whereis(name)
+        if running is not None:
+            return running
         if name == DEFAULT_STORE_NAME or not autostart:
             raise StoreNotRunning(
                 f"store {name!r} is not running on the daemon; start it with "
@@ -99,7 +145,7 @@ class StoreRegistry:
 
         Args:
             name: the store's name.
-            kind: ``"lmdb"`` (durable in ``data/stores/<name>``) or ``"ephemeral"``.
+            kind: ``"lmdb"`` (durable, in the daemon's backend) or ``"ephemeral"``.
             exclusive: raise `AlreadyStarted` if it runs already.
 
         Returns:
@@ -110,42 +156,20 @@ class StoreRegistry:
             AlreadyStarted: ``exclusive`` and the store runs.
         """
         name = check_store_name(name)
-        if kind not in KINDS:
+        starter = self._starters.get(kind) if isinstance(kind, str) else None
+        if starter is None:
             raise ValueError(f"kind must be one of {list(KINDS)}, not {kind!r}")
         with self._lock:
-            handle = api.whereis(name)
+            handle = lookup.whereis(name)
             if handle is not None:
                 if exclusive:
                     raise AlreadyStarted(f"a store named {name!r} is already running")
                 return handle, False
             if name == DEFAULT_STORE_NAME:
                 raise StoreNotRunning("the default store is not running")
-            started: StoreHandle
-            if self.backend is not None and kind == "lmdb":
-                started = self._start_redis(name)
-            elif kind == "ephemeral":
-                started = EphemeralStore.start(name=name, max_message_bytes=self.max_message_bytes)
-            else:
-                # the parent of the store directories is as private as the data directory
-                (self.data / "stores").mkdir(mode=0o700, exist_ok=True)
-                started = LmdbStore.start(
-                    self.data / "stores" / name,
-                    name=name,
-                    max_message_bytes=self.max_message_bytes,
-                )
+            started = starter(name)
             self._names.add(name)
             return started, True
-
-    def _start_redis(self, name: str) -> StoreHandle:
-        from memoryd.store.redis.handle import RedisStore  # noqa: PLC0415 - optional extra
-
-        assert self.backend is not None
-        return RedisStore.start(
-            self.backend,
-            name=name,
-            prefix=redis_prefix(name),
-            max_message_bytes=self.max_message_bytes,
-        )
 
     def stop(self, name: str) -> bool:
         """Stop a named store. Returns False if it was not running.
@@ -159,7 +183,7 @@ class StoreRegistry:
                 "the default store runs as long as the daemon; stop the daemon to stop it"
             )
         with self._lock:
-            handle = api.whereis(name)
+            handle = lookup.whereis(name)
             if handle is None:
                 return False
             handle.stop()
@@ -169,18 +193,17 @@ class StoreRegistry:
         """Names of the running stores, sorted."""
         with self._lock:
             names = list(self._names)
-        return sorted(name for name in names if api.whereis(name) is not None)
+        return sorted(name for name in names if lookup.spec(name) is not None)
 
     def info(self, name: str) -> dict[str, Any] | None:
         """What a client needs to know about a running store, or None."""
-        handle = api.whereis(check_store_name(name))
-        if handle is None:
+        running = lookup.spec(check_store_name(name))
+        if running is None:
             return None
-        config = getattr(handle, "config", None)
         return {
-            "name": handle.name,
-            "kind": getattr(config, "kind", "lmdb"),
-            "max_message_bytes": handle.max_message_bytes,
+            "name": running.name,
+            "kind": running.backend.kind,
+            "max_message_bytes": running.config.max_message_bytes,
         }
 
     def restarts(self) -> dict[str, int]:

@@ -1,15 +1,21 @@
-"""StoreActor: the one owner of a store's LMDB environment (a gen_server owning its table).
+"""StoreActor: the one owner of a store's engine (a gen_server owning its table).
 
 Writes arrive as ``submit(request, reply, writer)`` tells. The actor queues them and
 sends itself one ``flush``; by the time the flush is handled every write that
-arrived meanwhile is queued too, and all of them are committed in one write
-transaction and one fsync (group commit), then answered. Nothing is answered
-before its commit returned. A reply is a `Reply`, not a Pykka future: it is
-answered exactly once, and a bare lock is the cheapest way to hand the answer over.
+arrived meanwhile is queued too, and all of them are written in one batch (one
+transaction and one fsync for LMDB, one pipeline for Redis: group commit), then
+answered. Nothing is answered before its batch was written. A reply is a `Reply`,
+not a Pykka future: it is answered exactly once, and a bare lock is the cheapest
+way to hand the answer over.
 
-Let it crash: if LMDB fails, every waiting caller gets ``StorageError`` (the
+This class knows no storage engine. A backend subclasses it and fills two hooks:
+`StoreActor._open_engine` (in the actor's thread, at start) and
+`StoreActor._write_batch` (one batch, one result per request). Everything else,
+the inbox, group commit, answers, hand-back and crashing, is here once.
+
+Let it crash: if the engine fails, every waiting caller gets ``StorageError`` (the
 outcome of that batch is unknown), writes not yet attempted are handed back
-to their handles for a retry on the next incarnation, the environment is
+to their handles for a retry on the next incarnation, the engine is
 closed, and the supervisor restarts the store.
 """
 
@@ -18,33 +24,30 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable, Hashable
-from functools import partial
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 from pykka.messages import ProxyCall
 
 from memoryd.errors import NotWritten, StorageError
-from memoryd.events import EventKind
-from memoryd.store import engines
+from memoryd.store import lookup
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
-from memoryd.store.lmdb import writes as lmdb_ops
-from memoryd.store.lmdb.engine import LmdbEngine
 from memoryd.store.reply import Reply
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.requests import WriteRequest
 from supervisors import Exit, SupervisedActor
 
-__all__ = ["FAULT_POINTS", "NotWritten", "StoreActor", "fault_hook"]
+__all__ = ["FAULT_POINTS", "Engine", "Pending", "StoreActor", "fault_hook"]
 
 log = structlog.get_logger(__name__)
 
 _FLUSH = ProxyCall(attr_path=("flush",), args=(), kwargs={})
 
 Pending = tuple[WriteRequest, Reply]
+"""A queued write and the reply its caller waits on."""
 
 FAULT_POINTS = ("init", "before_commit", "after_commit")
-"""Where ``fault_hook`` is called: ``init`` after the environment is opened and before it
+"""Where ``fault_hook`` is called: ``init`` after the engine is opened and before it
 is published; ``before_commit`` before a batch's write transaction begins;
 ``after_commit`` after the batch committed and before any of its writers is answered."""
 
@@ -60,6 +63,24 @@ Used by ``tests/reliability`` and ``tools/soak.py``; never set it in production.
 
 def _fail(future: Reply, error: BaseException) -> None:
     future.set_exception((type(error), error, error.__traceback__))
+
+
+class Engine(Protocol):
+    """What the actor needs of a backend's engine; readers use the rest of it directly."""
+
+    held_batches: int
+    """Batches the group-commit policy held back for expected writers (the actor counts)."""
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called."""
+
+    def close(self) -> None:
+        """Release the engine's resources. Runs in the actor's thread."""
+
+
+C = TypeVar("C", bound=StoreConfig)
+E = TypeVar("E", bound=Engine)
 
 
 class _Inbox(queue.Queue[Any]):
@@ -95,8 +116,8 @@ class _Inbox(queue.Queue[Any]):
                 self._wanted = 1
 
 
-class StoreActor(SupervisedActor):
-    """Owns one LMDB environment; the only writer to it.
+class StoreActor(SupervisedActor, Generic[C, E]):
+    """Owns one store's engine; the only writer to it. Subclassed once per backend.
 
     Args:
         config: how to open the store (restarts reuse it).
@@ -106,10 +127,10 @@ class StoreActor(SupervisedActor):
     def _create_actor_inbox() -> _Inbox:  # Pykka's hook for actor types' inboxes
         return _Inbox()
 
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: C) -> None:
         super().__init__(name=config.name)
-        self.config = config
-        self._engine: LmdbEngine | None = None
+        self.config: C = config
+        self._engine: E | None = None
         self._pending: list[Pending] = []
         self._writers: set[Hashable] = set()
         self._first_arrival = 0.0
@@ -117,22 +138,63 @@ class StoreActor(SupervisedActor):
         self._waiting_at_answer: int | None = None
         self._policy = GroupCommit(max_linger_s=config.max_linger_s)
 
+    # -- the backend's hooks ------------------------------------------------------------
+
+    def _open_engine(self) -> E:
+        """Open the store's engine. Runs in the actor's thread.
+
+        Raises:
+            Exception: anything raised fails the start (or the restart).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not open an engine")
+
+    def _write_batch(
+        self, engine: E, requests: list[WriteRequest], now: float
+    ) -> list[tuple[bool, Any]]:
+        """Write ``requests`` as one batch. Runs in the actor's thread.
+
+        Args:
+            engine: the open engine.
+            requests: the batch, in arrival order.
+            now: the batch's timestamp (``time.time()``).
+
+        Returns:
+            One ``(True, value)`` or ``(False, exception)`` per request, in order: a
+            refused request (a conflict, a bad version) fails only its own caller.
+
+        Raises:
+            Exception: the engine failed; the batch's outcome is unknown and the
+                actor crashes after failing its callers.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not write batches")
+
+    def _opened_fields(self) -> dict[str, Any]:
+        """What the ``store_opened`` log event says about the engine (no secrets)."""
+        return {}
+
+    @classmethod
+    def discard(cls, config: C) -> None:
+        """Free what a store leaves behind once it has stopped for good (default: nothing).
+
+        Called by the tree after the last incarnation stopped, never while it runs.
+        """
+
+    # -- lifecycle ------------------------------------------------------------------------
+
     def init(self) -> None:
-        """Open the environment and publish it to readers. Runs in the actor's thread."""
-        cfg = self.config
-        self._engine = LmdbEngine(
-            cfg.path, durable=cfg.durable, map_size=cfg.map_size, max_map_size=cfg.max_map_size
-        )
+        """Open the engine and publish it to readers. Runs in the actor's thread."""
+        name = self.config.name
+        self._engine = self._open_engine()
         if fault_hook is not None:
-            fault_hook("init", cfg.name)
-        engines.publish(cfg.name, self._engine)
-        log.info("store_opened", store=cfg.name, path=str(cfg.path), durable=cfg.durable)
+            fault_hook("init", name)
+        lookup.publish(name, self._engine)
+        log.info("store_opened", store=name, **self._opened_fields())
 
     def terminate(self, exit: Exit) -> None:
-        """Close the environment on every exit path. Runs in the actor's thread."""
+        """Close the engine on every exit path. Runs in the actor's thread."""
         engine, self._engine = self._engine, None
         if engine is not None:
-            engines.withdraw(self.config.name, engine)
+            lookup.withdraw(self.config.name, engine)
             if not exit.abnormal and self._pending:
                 self._engine = engine
                 self.flush(force=True)  # an orderly stop commits what was already accepted
@@ -227,10 +289,8 @@ class StoreActor(SupervisedActor):
         assert engine is not None
         if fault_hook is not None:
             fault_hook("before_commit", self.config.name)
-        now = time.time()
-        ops = [partial(_apply, request, now) for request, _ in batch]
         try:
-            results = engine.write_batch(ops)
+            results = self._write_batch(engine, [request for request, _ in batch], time.time())
         except Exception as exc:
             error = (
                 exc
@@ -259,45 +319,3 @@ class StoreActor(SupervisedActor):
         pending, self._pending = self._pending, []
         for _, future in pending:
             _fail(future, error)
-
-
-def _apply(
-    request: WriteRequest, now: float, txn: Any, dbs: lmdb_ops.Dbs, ctr: lmdb_ops.Counters
-) -> Any:
-    if isinstance(request, Add):
-        return lmdb_ops.append(
-            txn,
-            dbs,
-            ctr,
-            request.cid,
-            kind=EventKind.APPENDED.value,
-            messages=list(request.messages),
-            data=None,
-            idempotency_key=request.idempotency_key,
-            expected_version=request.expected_version,
-            now=now,
-        )
-    if isinstance(request, Clear):
-        return lmdb_ops.clear(txn, dbs, ctr, request.cid, now=now)
-    if isinstance(request, Pop):
-        return lmdb_ops.pop(txn, dbs, ctr, request.cid, now=now)
-    if isinstance(request, Fork):
-        return lmdb_ops.fork(
-            txn, dbs, ctr, request.source, request.target, at_version=request.at_version, now=now
-        )
-    if isinstance(request, Record):
-        return lmdb_ops.append(
-            txn,
-            dbs,
-            ctr,
-            request.cid,
-            kind=request.kind,
-            messages=list(request.messages),
-            data=request.data,
-            idempotency_key=request.idempotency_key,
-            expected_version=request.expected_version,
-            now=now,
-        )
-    if isinstance(request, Import):
-        return lmdb_ops.import_events(txn, dbs, ctr, request.cid, request.events)
-    raise TypeError(f"unknown write request {request!r}")

@@ -4,6 +4,10 @@ Writes are told to the store actor with a future (``submit(request, future,
 writer)``), so concurrent writers share one commit; the handle waits for the
 answer with a deadline, finds a restarted actor by its registered name, and sends
 again only a write that was surely never attempted. Reads are each backend's own.
+
+A handle is built from its store's `StoreSpec` (``spec.handle()``); a backend's
+``start`` builds the config and calls `memoryd.store.lookup.start` with its
+`Backend` record, and ``stop`` goes through the same table.
 """
 
 from __future__ import annotations
@@ -13,19 +17,18 @@ import functools
 import itertools
 import threading
 import time
-from typing import Any, Self
+from typing import Any
 
 import pykka
 from pykka.messages import ProxyCall
 
-from memoryd import app
-from memoryd.errors import StoreUnavailable, WriteTimeout
-from memoryd.store import engines
-from memoryd.store.actor import NotWritten
+from memoryd.errors import NotWritten, StoreUnavailable, WriteTimeout
+from memoryd.store import lookup
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import StoreHandle
 from memoryd.store.reply import Reply
 from memoryd.store.requests import WriteRequest
+from memoryd.store.spec import StoreSpec
 from supervisors import whereis
 
 __all__ = ["ActorStoreHandle"]
@@ -90,14 +93,24 @@ class ActorStoreHandle(StoreHandle):
     """A handle on a store served by a supervised store actor, addressed by name.
 
     Args:
-        config: the store's configuration (its name, limits and deadline).
+        spec: the store's spec (its backend, name, limits and deadline).
     """
 
-    def __init__(self, config: StoreConfig) -> None:
-        self.config = config
-        self.name = config.name
-        self.max_message_bytes = config.max_message_bytes
-        self.call_timeout_s = config.call_timeout_s
+    def __init__(self, spec: StoreSpec[Any]) -> None:
+        self.spec = spec
+        self.name = spec.config.name
+        self.max_message_bytes = spec.config.max_message_bytes
+        self.call_timeout_s = spec.config.call_timeout_s
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's configuration."""
+        return self.spec.config
+
+    @property
+    def kind(self) -> str:
+        """The store's backend kind (``stats()["kind"]``): ``"lmdb"``, ``"redis"``, ..."""
+        return self.spec.backend.kind
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -107,7 +120,7 @@ class ActorStoreHandle(StoreHandle):
         )
 
     def _check_started(self) -> None:
-        if app.active_config(self.name) is None:
+        if lookup.spec(self.name) is None:
             raise self._unavailable("is not running")
 
     def _engine(self, deadline: float) -> Any:
@@ -117,7 +130,7 @@ class ActorStoreHandle(StoreHandle):
             StoreUnavailable: the store is not running, or did not come back in time.
         """
         while True:
-            engine = engines.lookup(self.name)
+            engine = lookup.engine(self.name)
             if engine is not None and not engine.closed:
                 return engine
             self._check_started()
@@ -126,7 +139,7 @@ class ActorStoreHandle(StoreHandle):
                 raise self._unavailable(
                     f"did not come back within {self.call_timeout_s:g} s (restarting?)"
                 )
-            engines.wait_for(self.name, min(remaining, _POLL_S))
+            lookup.wait_for_engine(self.name, min(remaining, _POLL_S))
 
     def _refuse(self, request: WriteRequest) -> None:
         """Raise if this backend cannot perform ``request`` (nothing is sent then)."""
@@ -204,9 +217,4 @@ class ActorStoreHandle(StoreHandle):
 
     def stop(self) -> None:
         """Stop the store: commit what it accepted, close its storage."""
-        app.stop_store(self.name)
-
-    @classmethod
-    def _start(cls, config: StoreConfig) -> Self:
-        app.start_store(config)
-        return cls(config)
+        lookup.stop(self.name)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memoryd.store import lookup as api
+import memoryd
 from memoryd.store.lmdb.handle import LmdbStore
 from tests.server.daemon import Daemon
 
@@ -53,7 +53,7 @@ def test_backup_of_a_served_data_directory_opens_as_a_store_with_the_data(tmp_pa
             ]
         assert notes.get("n") == [{"role": "user", "content": "named"}]
     finally:
-        api.shutdown()
+        memoryd.shutdown()
 
 
 def test_backup_needs_data_and_an_empty_destination(tmp_path: Path) -> None:

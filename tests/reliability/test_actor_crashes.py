@@ -18,7 +18,7 @@ import pytest
 import memoryd
 import supervisors
 from memoryd import app, messages
-from memoryd.store import actor, engines
+from memoryd.store import actor, lookup
 from tests.helpers import wait_until
 from tools.reliability.workload import injecting, percentile, write_through_crashes
 
@@ -77,4 +77,4 @@ def test_a_store_that_cannot_restart_escalates_to_the_top_and_calls_fail_fast(
     memoryd.shutdown()
     again = memoryd.LmdbStore.start(tmp_path / "db", name="doomed")
     assert [m["content"] for m in again.get("c")] == ["kept"]
-    assert engines.lookup("doomed") is not None
+    assert lookup.engine("doomed") is not None

@@ -19,7 +19,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
-from memoryd.store import engines
+from memoryd.store import lookup
 from tests.helpers import wait_until
 from tools.reliability import fiu_run
 
@@ -85,7 +85,7 @@ def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_dis
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * (1 << 20))
     store = memoryd.LmdbStore.start(small_disk / "db", name="full", map_size=1 << 22)
-    engine = wait_until(lambda: engines.lookup("full"))
+    engine = wait_until(lambda: lookup.engine("full"))
     acked: list[str] = []
     error: memoryd.StorageError | None = None
     for i in range(400):
@@ -98,7 +98,7 @@ def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_dis
         acked.append(key)
     assert error is not None, "the disk never filled"
     assert "No space left on device" in str(error)
-    assert engines.lookup("full") is engine, "a full disk must not crash the store"
+    assert lookup.engine("full") is engine, "a full disk must not crash the store"
     assert [m["content"][: len(k)] for m, k in zip(store.get("c"), acked, strict=True)] == acked
     filler.unlink()
     store.add("c", [messages.user("after")], idempotency_key="after")
@@ -113,14 +113,14 @@ def test_a_map_at_its_cap_refuses_writes_without_a_crash(tmp_path: Path) -> None
     store = memoryd.LmdbStore.start(
         tmp_path / "db", name="capped", map_size=1 << 16, max_map_size=1 << 18
     )
-    engine = wait_until(lambda: engines.lookup("capped"))
+    engine = wait_until(lambda: lookup.engine("capped"))
     acked = []
     with pytest.raises(memoryd.StorageError, match="max_map_size") as info:
         for i in range(1000):
             store.add("c", [messages.user(f"{i}" + "y" * 2000)])
             acked.append(i)
     assert "nothing was written" in str(info.value)
-    assert engines.lookup("capped") is engine, "the actor restarted"
+    assert lookup.engine("capped") is engine, "the actor restarted"
     assert engine.map_growths >= 1
     assert len(store.get("c")) == len(acked) > 0
     with pytest.raises(memoryd.StorageError):

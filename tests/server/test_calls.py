@@ -21,7 +21,7 @@ from memoryd.server.application import create_app
 from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
 from memoryd.server.metrics import Metrics
-from memoryd.server.stores import StoreRegistry
+from memoryd.server.stores import StoreRegistry, lmdb_stores
 from memoryd.store import actor as store_actor
 from tests.store.restart_hold import HeldRestart, crash_and_hold
 
@@ -63,7 +63,8 @@ def test_the_daemon_answers_other_requests_while_an_inline_read_waits(tmp_path: 
     data = tmp_path / "d"
     data.mkdir()
     config = ServerConfig(data=data)
-    stores = StoreRegistry(data, max_message_bytes=config.max_message_bytes)
+    mmb = config.max_message_bytes
+    stores = StoreRegistry(lmdb_stores(data, max_message_bytes=mmb), max_message_bytes=mmb)
     default = stores.start_default()
     default.add("c", [msgs.user("kept")])
     app = create_app(ServerContext(config=config, stores=stores, metrics=Metrics(stores)))

@@ -8,13 +8,13 @@ import pytest
 
 import memoryd
 from memoryd import messages
-from memoryd.store import engines
+from memoryd.store import lookup
 from tests.helpers import wait_until
 from tools.reliability.writers import KeyedWriters
 
 
 def _engine(name: str):  # type: ignore[no-untyped-def]
-    return wait_until(lambda: engines.lookup(name))
+    return wait_until(lambda: lookup.engine(name))
 
 
 def test_a_storage_error_fails_the_caller_and_the_store_restarts_with_data_kept(
@@ -27,7 +27,7 @@ def test_a_storage_error_fails_the_caller_and_the_store_restarts_with_data_kept(
     broken.env.close()  # fault injection: the environment dies under its owner
     with pytest.raises(memoryd.StorageError):
         store.add("c", [messages.user("lost with the environment")])
-    wait_until(lambda: engines.lookup("fail.storage") not in (None, broken))
+    wait_until(lambda: lookup.engine("fail.storage") not in (None, broken))
     assert store.add("c", [messages.user("after restart")]) == 2
     assert [m["content"] for m in store.get("c")] == ["kept", "after restart"]
 
@@ -85,7 +85,7 @@ def test_stores_come_back_when_their_supervisor_gives_up_and_is_restarted(
     for _ in range(6):
         engine = _engine("fail.loop")
         supervisors.kill("fail.loop")
-        wait_until(lambda e=engine: engines.lookup("fail.loop") not in (None, e))  # type: ignore[misc]
+        wait_until(lambda e=engine: lookup.engine("fail.loop") not in (None, e))  # type: ignore[misc]
     assert supervisors.whereis(app.STORES) is not first_sup
     assert [m["content"] for m in store.get("c")] == ["kept"]
     assert store.add("c", [messages.user("again")]) == 2

@@ -30,6 +30,7 @@ from memoryd import messages
 from memoryd.events import EventKind
 from memoryd.store.lmdb import writes as lmdb_ops
 from memoryd.store.lmdb.engine import LmdbEngine
+from memoryd.store.lmdb.layout import Counters, Dbs
 from tools.reliability.space import live_bytes
 
 _MESSAGE = messages.user("x" * 200)
@@ -48,7 +49,7 @@ def _report(engine: LmdbEngine, cycles: int, seconds: float) -> dict[str, Any]:
 
 
 def _cycle(engine: LmdbEngine, cid: str) -> None:
-    def add(txn: Any, dbs: lmdb_ops.Dbs, ctr: lmdb_ops.Counters) -> Any:
+    def add(txn: Any, dbs: Dbs, ctr: Counters) -> Any:
         return lmdb_ops.append(
             txn,
             dbs,
@@ -62,7 +63,7 @@ def _cycle(engine: LmdbEngine, cid: str) -> None:
             now=time.time(),
         )
 
-    def clear(txn: Any, dbs: lmdb_ops.Dbs, ctr: lmdb_ops.Counters) -> Any:
+    def clear(txn: Any, dbs: Dbs, ctr: Counters) -> Any:
         return lmdb_ops.clear(txn, dbs, ctr, cid, now=time.time())
 
     for op in (add, clear):

@@ -26,7 +26,7 @@ from hypothesis.stateful import (
 import memoryd
 import supervisors
 from memoryd import messages
-from memoryd.store import actor, engines
+from memoryd.store import actor, lookup
 
 CIDS = st.sampled_from(["a", "b", "a/b", "a b", "é"])
 KEYS = st.one_of(st.none(), st.sampled_from([f"k{i}" for i in range(12)]))
@@ -82,10 +82,10 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def kill(self) -> None:
         """supervisors.kill: the actor crashes between messages and is restarted."""
-        old = engines.lookup(NAME)
+        old = lookup.engine(NAME)
         supervisors.kill(NAME)
         deadline = time.monotonic() + 10
-        while engines.lookup(NAME) in (None, old) and time.monotonic() < deadline:
+        while lookup.engine(NAME) in (None, old) and time.monotonic() < deadline:
             time.sleep(0.001)
 
     @rule(point=st.sampled_from(["before_commit", "after_commit"]), cid=CIDS, key=KEYS)

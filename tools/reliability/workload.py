@@ -19,7 +19,7 @@ from typing import Any
 import memoryd
 import supervisors
 from memoryd import app, messages
-from memoryd.store import actor, engines
+from memoryd.store import actor, lookup
 from tools.history_check import Op, Report, check
 from tools.reliability.writers import KeyedWriters, finished
 
@@ -37,7 +37,7 @@ def relaxed_intensity(max_restarts: int = 10**6) -> Iterator[None]:
     original = app._start_stores
 
     def start() -> supervisors.DynamicSupervisor:
-        children = [app._store_spec(config) for config in list(app._active.values())]
+        children = [app._child_spec(spec) for spec in lookup.specs()]
         return supervisors.DynamicSupervisor.start(
             name=app.STORES, max_restarts=max_restarts, period_s=5.0, children=children
         )
@@ -205,13 +205,13 @@ def write_through_crashes(
 
 def kill_and_time(name: str, timeout: float = 10.0) -> float:
     """``supervisors.kill`` the store, wait for its new engine; seconds taken (or -1)."""
-    old = engines.lookup(name)
+    old = lookup.engine(name)
     started = time.monotonic()
     if not supervisors.kill(name, "soak"):
         return -1.0
     deadline = started + timeout
     while time.monotonic() < deadline:
-        engine = engines.wait_for(name, 0.05)
+        engine = lookup.wait_for_engine(name, 0.05)
         if engine is not None and engine is not old and not engine.closed:
             return time.monotonic() - started
         time.sleep(0.0005)

@@ -15,7 +15,9 @@ from typing import Any, Self
 
 import memoryd
 from memoryd import messages
-from memoryd.store.config import StoreConfig
+from memoryd.store import lookup
+from memoryd.store.lmdb.config import LmdbConfig
+from memoryd.store.lmdb.handle import LMDB
 from tools.history_check import Op
 
 __all__ = ["KeyedWriters", "finished", "open_store"]
@@ -53,8 +55,8 @@ def open_store(path: str | Path, *, name: str, durable: bool) -> memoryd.StoreHa
     """
     if durable:
         return memoryd.LmdbStore.start(path, name=name)
-    config = StoreConfig(name=name, kind="lmdb", path=Path(path), durable=False)
-    return memoryd.LmdbStore._start(config)
+    config = LmdbConfig(name=name, path=Path(path), durable=False)
+    return lookup.start(LMDB, config)
 
 
 class KeyedWriters:

@@ -15,7 +15,7 @@ from typing import Any
 import lmdb
 
 from memoryd.errors import EngineClosed, StorageError
-from memoryd.store import engines
+from memoryd.store import lookup
 from memoryd.store.lmdb.engine import LmdbEngine, _make_dir
 
 __all__ = ["backup"]
@@ -37,14 +37,16 @@ def _running_engine(source: Any) -> LmdbEngine | None:
     """The live engine of a store handle or of a data directory open in this process."""
     name = None if isinstance(source, str | os.PathLike) else getattr(source, "name", None)
     if isinstance(name, str):
-        engine = engines.lookup(name)
-        if engine is None:
-            raise StorageError(f"store {name!r} is not running; back up its directory instead")
-        return engine  # type: ignore[no-any-return]
+        engine = lookup.engine(name)
+        if not isinstance(engine, LmdbEngine):
+            raise StorageError(
+                f"store {name!r} is not a running LMDB store; back up its directory instead"
+            )
+        return engine
     real = Path(os.path.realpath(os.fspath(source)))
-    for engine in list(engines._engines.values()):
-        if getattr(engine, "path", None) == real and not engine.closed:
-            return engine  # type: ignore[no-any-return]
+    for engine in lookup.engines():
+        if isinstance(engine, LmdbEngine) and engine.path == real and not engine.closed:
+            return engine
     return None
 
 

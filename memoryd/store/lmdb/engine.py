@@ -21,10 +21,11 @@ import lmdb
 import structlog
 
 from memoryd.errors import EngineBusy, EngineClosed, MemorydError, StorageError
-from memoryd.store.lmdb import writes as lmdb_ops
 from memoryd.store.lmdb.dirlock import DirLock
+from memoryd.store.lmdb.layout import Counters, Dbs, open_dbs
+from memoryd.store.lmdb.reads import live_conversations
 
-__all__ = ["READER_CHECK_EVERY", "EngineBusy", "EngineClosed", "LmdbEngine"]
+__all__ = ["READER_CHECK_EVERY", "LmdbEngine"]
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +70,7 @@ def _make_dir(path: Path) -> None:
         _fsync_dir(created.parent)
 
 
-Op = Callable[[Any, lmdb_ops.Dbs, lmdb_ops.Counters], Any]
+Op = Callable[[Any, Dbs, Counters], Any]
 T = TypeVar("T")
 
 
@@ -117,11 +118,11 @@ class LmdbEngine:
             raise
         try:
             self._clear_stale_readers()
-            self.dbs = lmdb_ops.open_dbs(self.env)
+            self.dbs = open_dbs(self.env)
             if durable:
                 _fsync_dir(path)
             with self.env.begin() as txn:
-                self.counters = lmdb_ops.Counters.load(txn, self.dbs)
+                self.counters = Counters.load(txn, self.dbs)
             self.last_position = self.counters.next_pos - 1
         except BaseException:
             self.env.close()
@@ -153,7 +154,7 @@ class LmdbEngine:
                 if self._readers == 0:
                     self._gate.notify_all()
 
-    def read(self, fn: Callable[[Any, lmdb_ops.Dbs], T], *, wait: bool = True) -> T:
+    def read(self, fn: Callable[[Any, Dbs], T], *, wait: bool = True) -> T:
         """Run ``fn(txn, dbs)`` in a read-only transaction (any thread).
 
         Raises:
@@ -296,7 +297,7 @@ class LmdbEngine:
         with self.reading() as txn:
             events = txn.stat(self.dbs.events)["entries"]
             names = txn.stat(self.dbs.names)["entries"]
-            live = lmdb_ops.live_conversations(txn, self.dbs)
+            live = live_conversations(txn, self.dbs)
             info = self.env.info()
             stat = self.env.stat()
         used = (info["last_pgno"] + 1) * stat["psize"]

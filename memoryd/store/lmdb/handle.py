@@ -15,50 +15,65 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from memoryd.errors import EngineClosed
+from memoryd.errors import EngineBusy, EngineClosed
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
-from memoryd.store import engines
+from memoryd.store import lookup
 from memoryd.store.actor_handle import ActorStoreHandle
-from memoryd.store.config import (
-    DEFAULT_CALL_TIMEOUT_S,
-    DEFAULT_MAP_SIZE,
-    DEFAULT_MAX_MAP_SIZE,
-    StoreConfig,
-)
+from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S
 from memoryd.store.handle import INLINE_READ_LIMIT, WouldWait, would_wait
-from memoryd.store.lmdb import writes as lmdb_ops
-from memoryd.store.lmdb.engine import EngineBusy, LmdbEngine
+from memoryd.store.lmdb import reads
+from memoryd.store.lmdb.actor import LmdbStoreActor
+from memoryd.store.lmdb.config import DEFAULT_MAP_SIZE, DEFAULT_MAX_MAP_SIZE, LmdbConfig
+from memoryd.store.lmdb.engine import LmdbEngine
+from memoryd.store.lmdb.layout import Dbs, meta_of
+from memoryd.store.spec import Backend, StoreSpec
 
-__all__ = ["EphemeralStore", "LmdbStore"]
+__all__ = ["EPHEMERAL", "LMDB", "EphemeralStore", "LmdbStore"]
 
 T = TypeVar("T")
 _POLL_S = 0.05
 
 
 class _LmdbHandle(ActorStoreHandle):
-    """Shared implementation of the LMDB-backed handles: reads skip the actor."""
+    """Shared implementation of the LMDB-backed handles: reads skip the actor.
+
+    Args:
+        spec: the store's spec; its config is an `LmdbConfig`.
+
+    Raises:
+        TypeError: the spec's config is not an `LmdbConfig`.
+    """
+
+    def __init__(self, spec: StoreSpec[Any]) -> None:
+        if not isinstance(spec.config, LmdbConfig):
+            raise TypeError(
+                f"{type(self).__name__} needs an LmdbConfig, not {type(spec.config).__name__}"
+            )
+        super().__init__(spec)
+        self._path = spec.config.path
 
     @property
     def path(self) -> Path:
         """The data directory."""
-        return self.config.path
+        return self._path
 
     def _engine(self, deadline: float) -> LmdbEngine:
-        return cast(LmdbEngine, super()._engine(deadline))
+        engine: LmdbEngine = super()._engine(deadline)
+        return engine
 
     def reads_inline(self, records: int | None) -> bool:
         """True for at most `INLINE_READ_LIMIT` records while the environment is open."""
         if records is None or not 0 <= records <= INLINE_READ_LIMIT:
             return False
-        engine = engines.lookup(self.name)
+        engine = lookup.engine(self.name)
         return engine is not None and not engine.closed
 
-    def _read(self, fn: Callable[[Any, lmdb_ops.Dbs], T]) -> T:
+    def _read(self, fn: Callable[[Any, Dbs], T]) -> T:
         if would_wait():  # an inline read: now or never
-            engine = engines.lookup(self.name)
+            engine = lookup.engine(self.name)
             if engine is None or engine.closed:
                 raise WouldWait(f"store {self.name!r} is restarting")
             try:
@@ -77,29 +92,27 @@ class _LmdbHandle(ActorStoreHandle):
     # -- backend hooks ----------------------------------------------------------------
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
-        def read(txn: Any, dbs: lmdb_ops.Dbs) -> list[dict[str, Any]]:
-            meta = lmdb_ops.meta_of(txn, dbs, cid)
-            return lmdb_ops.history(txn, dbs, meta, limit=limit, at_version=at_version)
+        def read(txn: Any, dbs: Dbs) -> list[dict[str, Any]]:
+            meta = meta_of(txn, dbs, cid)
+            return reads.history(txn, dbs, meta, limit=limit, at_version=at_version)
 
         return self._read(read)
 
     def _version(self, cid: str) -> int:
-        def read(txn: Any, dbs: lmdb_ops.Dbs) -> int:
-            meta = lmdb_ops.meta_of(txn, dbs, cid)
+        def read(txn: Any, dbs: Dbs) -> int:
+            meta = meta_of(txn, dbs, cid)
             return 0 if meta is None else meta.version
 
         return self._read(read)
 
     def _events(self, cid: str, after: int) -> list[Event]:
-        return self._read(
-            lambda txn, dbs: lmdb_ops.events(txn, dbs, lmdb_ops.meta_of(txn, dbs, cid), after)
-        )
+        return self._read(lambda txn, dbs: reads.events(txn, dbs, meta_of(txn, dbs, cid), after))
 
     def _conversations(
         self, prefix: str, after: str | None, limit: int | None, include_empty: bool
     ) -> list[str]:
         return self._read(
-            lambda txn, dbs: lmdb_ops.conversations(
+            lambda txn, dbs: reads.conversations(
                 txn, dbs, prefix=prefix, after=after, limit=limit, include_empty=include_empty
             )
         )
@@ -112,7 +125,7 @@ class _LmdbHandle(ActorStoreHandle):
             seen = engine.last_position
             try:
                 changes = engine.read(
-                    lambda txn, dbs: lmdb_ops.tail(txn, dbs, after=after, limit=limit)
+                    lambda txn, dbs: reads.tail(txn, dbs, after=after, limit=limit)
                 )
             except EngineClosed:
                 continue
@@ -131,7 +144,7 @@ class _LmdbHandle(ActorStoreHandle):
             except EngineClosed:
                 continue
             out["name"] = self.name
-            out["kind"] = self.config.kind
+            out["kind"] = self.kind
             commits = out["commits"]
             out["mean_batch"] = out["appends"] / commits if commits else 0.0
             return out
@@ -172,9 +185,8 @@ class LmdbStore(_LmdbHandle):
             StorageError: the environment could not be opened.
         """
         real = Path(os.path.realpath(os.fspath(path)))
-        config = StoreConfig(
+        config = LmdbConfig(
             name=name if name is not None else f"lmdb:{real}",
-            kind="lmdb",
             path=real,
             durable=True,
             map_size=map_size,
@@ -183,7 +195,7 @@ class LmdbStore(_LmdbHandle):
             max_batch=max_batch,
             max_map_size=max_map_size,
         )
-        return cls._start(config)
+        return lookup.start(LMDB, config)
 
 
 class EphemeralStore(_LmdbHandle):
@@ -210,9 +222,8 @@ class EphemeralStore(_LmdbHandle):
         """
         store_name = name if name is not None else f"ephemeral:{uuid.uuid4().hex[:12]}"
         directory = Path(tempfile.mkdtemp(prefix="memoryd-ephemeral-"))
-        config = StoreConfig(
+        config = LmdbConfig(
             name=store_name,
-            kind="ephemeral",
             path=directory,
             durable=False,
             map_size=map_size,
@@ -222,7 +233,14 @@ class EphemeralStore(_LmdbHandle):
             delete_on_stop=True,
         )
         try:
-            return cls._start(config)
+            return lookup.start(EPHEMERAL, config)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
+
+
+LMDB = Backend(kind="lmdb", actor=LmdbStoreActor, handle=LmdbStore)
+"""The durable LMDB backend: `LmdbStore` handles on `LmdbStoreActor` actors."""
+
+EPHEMERAL = Backend(kind="ephemeral", actor=LmdbStoreActor, handle=EphemeralStore)
+"""The ephemeral backend: the same actor without fsync, in a directory deleted on stop."""

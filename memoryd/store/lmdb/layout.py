@@ -1,7 +1,7 @@
 """The LMDB layout of a store: its sub-databases, a conversation's metadata, and the
 counters a write batch advances (conversation numbers, change positions, live count).
 
-Pure functions of an open transaction, like the rest of `lmdb_ops`.
+Pure functions of an open transaction, like the reads and writes beside it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""The event log inside one LMDB transaction: the facade over its layout, its reads
-and its writes (this module).
+"""The event log's writes inside one LMDB transaction.
 
 Every function takes an open transaction and the sub-database handles; none
 opens, commits or closes anything. Write operations check everything first and
 write last, so a refused request (a conflict, a bad version) leaves nothing in
 the shared batch transaction. The layout (sub-databases, metadata, counters) is
-in `lmdb_layout`, the reads in `lmdb_reads`; both are re-exported here.
+`memoryd.store.lmdb.layout`, the reads are `memoryd.store.lmdb.reads`.
 """
 
 from __future__ import annotations
@@ -20,34 +19,10 @@ from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import Counters, Dbs, Meta, meta_of, open_dbs, put_meta
-from memoryd.store.lmdb.reads import (
-    conversations,
-    events,
-    history,
-    iter_event_records,
-    live_conversations,
-    tail,
-)
+from memoryd.store.lmdb.layout import Counters, Dbs, Meta, put_meta
+from memoryd.store.lmdb.reads import history
 
-__all__ = [
-    "Counters",
-    "Dbs",
-    "Meta",
-    "append",
-    "clear",
-    "conversations",
-    "events",
-    "fork",
-    "history",
-    "import_events",
-    "iter_event_records",
-    "live_conversations",
-    "meta_of",
-    "open_dbs",
-    "pop",
-    "tail",
-]
+__all__ = ["append", "clear", "fork", "import_events", "pop"]
 
 _APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value

@@ -14,34 +14,34 @@ replicas of the write's primary (``WAIT``; on a Cluster, per primary). On Redis
 Cluster the change feed (``tail``) is written right after each commit rather than in
 the same step (see docs/redis.md).
 
-Importing this module registers the ``"redis"`` backend with the app.
+`REDIS` is the backend's record: `RedisStoreActor` actors addressed by `RedisStore`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
 
-from memoryd import app
 from memoryd.errors import EngineClosed, StorageError, StoreUnavailable
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
+from memoryd.store import lookup
 from memoryd.store.actor_handle import ActorStoreHandle
-from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S, StoreConfig
+from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S
 from memoryd.store.redis import scripts as redis_scripts
 from memoryd.store.redis.actor import RedisStoreActor
+from memoryd.store.redis.config import RedisConfig
 from memoryd.store.redis.connections import CONNECTION_ERRORS, detect_cluster
 from memoryd.store.redis.engine import RedisEngine
 from memoryd.store.redis.scripts import redact
+from memoryd.store.spec import Backend, StoreSpec
 
-__all__ = ["URL_SCHEMES", "RedisStore"]
+__all__ = ["REDIS", "URL_SCHEMES", "RedisStore"]
 
 T = TypeVar("T")
 
@@ -50,8 +50,6 @@ URL_SCHEMES = ("redis", "rediss", "unix")
 
 _PAUSE_S = 0.05
 _MAX_BLOCK_S = 1.0
-
-app.register_backend("redis", RedisStoreActor)
 
 
 def _check_url(url: object) -> str:
@@ -72,7 +70,21 @@ class RedisStore(ActorStoreHandle):
 
     The write path (a tell to the actor, a sliced wait, resending only writes
     never attempted) is the LMDB handle's; the reads are Redis's.
+
+    Args:
+        spec: the store's spec; its config is a `RedisConfig`.
+
+    Raises:
+        TypeError: the spec's config is not a `RedisConfig`.
     """
+
+    def __init__(self, spec: StoreSpec[Any]) -> None:
+        if not isinstance(spec.config, RedisConfig):
+            raise TypeError(
+                f"{type(self).__name__} needs a RedisConfig, not {type(spec.config).__name__}"
+            )
+        super().__init__(spec)
+        self._url = spec.config.url
 
     @classmethod
     def start(
@@ -125,11 +137,8 @@ class RedisStore(ActorStoreHandle):
                     f"cannot reach Redis at {redact(url)} ({exc}); start it, or pass "
                     "cluster=True/False to start the store before Redis is up"
                 ) from exc
-        config = StoreConfig(
+        config = RedisConfig(
             name=name if name is not None else f"redis:{redact(url)}/{prefix}",
-            kind="redis",
-            path=Path(os.devnull),  # unused: the data is in Redis
-            durable=True,
             max_message_bytes=max_message_bytes,
             call_timeout_s=call_timeout_s,
             max_batch=max_batch,
@@ -138,12 +147,12 @@ class RedisStore(ActorStoreHandle):
             cluster=cluster,
             wait_replicas=wait_replicas,
         )
-        return cls._start(config)
+        return lookup.start(REDIS, config)
 
     @property
     def url(self) -> str:
         """The Redis URL, without its password."""
-        return redact(self.config.url or "")
+        return redact(self._url)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -157,7 +166,7 @@ class RedisStore(ActorStoreHandle):
         """
         deadline = time.monotonic() + self.call_timeout_s
         while True:
-            engine = cast(RedisEngine, self._engine(deadline))
+            engine: RedisEngine = self._engine(deadline)
             try:
                 return fn(engine)
             except EngineClosed:
@@ -211,7 +220,11 @@ class RedisStore(ActorStoreHandle):
         """Counts (conversations, events, last position), commits and the Redis URL."""
         out = self._redis_read(lambda e: e.stats())
         out["name"] = self.name
-        out["kind"] = self.config.kind
+        out["kind"] = self.kind
         commits = out["commits"]
         out["mean_batch"] = out["appends"] / commits if commits else 0.0
         return out
+
+
+REDIS = Backend(kind="redis", actor=RedisStoreActor, handle=RedisStore)
+"""The Redis backend: `RedisStore` handles on `RedisStoreActor` actors."""

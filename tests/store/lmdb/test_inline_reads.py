@@ -19,7 +19,7 @@ import pytest
 import memoryd
 from memoryd import messages as msgs
 from memoryd.store import actor as store_actor
-from memoryd.store import engines
+from memoryd.store import lookup
 from memoryd.store.handle import WouldWait, without_waiting
 from tests.helpers import wait_until
 from tests.store.restart_hold import HeldRestart, crash_and_hold
@@ -62,7 +62,7 @@ def test_a_read_without_waiting_raises_while_the_map_grows(tmp_path: Path) -> No
     not wait meanwhile raises WouldWait, and the write lands once the reader leaves."""
     store = memoryd.LmdbStore.start(tmp_path / "d", name="growing", map_size=1 << 20)
     store.add("c", [msgs.user("kept")])
-    engine = engines.lookup("growing")
+    engine = lookup.engine("growing")
     assert engine is not None
     inside, leave = threading.Event(), threading.Event()
 
