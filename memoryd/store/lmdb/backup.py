@@ -4,6 +4,8 @@ The copy is taken from one read-only transaction (LMDB's MVCC snapshot), so it
 holds exactly the writes committed before that transaction began, and writers
 are never blocked. The copy is compacted (free pages dropped), fsynced, and its
 directory and the directory's parent are fsynced before ``backup`` returns.
+The copy gets its own identity file (`memoryd.store.lmdb.identity`), so the backup
+directory, put in place of a damaged store's directory, opens as that store.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from typing import Any
 
 import lmdb
 
+from memoryd import codec
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import lookup
+from memoryd.store.lmdb import identity, keys, layout
 from memoryd.store.lmdb.engine import LmdbEngine, _make_dir
 
 __all__ = ["backup"]
 
 _DATA_FILE = "data.mdb"
-_MAX_DBS = 8
+_MAX_DBS = 16
 
 
 def _fsync(path: Path, *, directory: bool = False) -> None:
@@ -79,14 +83,39 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
             _copy_running(engine, target)
         else:
             _copy_closed(Path(os.fspath(source)), target)
+        data = target / _DATA_FILE
+        os.chmod(data, 0o600)
+        _fsync(data)
+        identity.write(target, _identity_of_copy(target))
     except lmdb.Error as exc:
         raise StorageError(f"backup to {target} failed: {exc}") from exc
-    data = target / _DATA_FILE
-    os.chmod(data, 0o600)
-    _fsync(data)
     _fsync(target, directory=True)
     _fsync(target.parent, directory=True)
     return data
+
+
+def _identity_of_copy(target: Path) -> identity.Identity:
+    """The identity of the copy in ``target``: its store's id and its own counters."""
+    env = lmdb.open(str(target), readonly=True, max_dbs=_MAX_DBS, create=False, lock=False)
+    try:
+        sys_db = env.open_db(layout.SYS_DB, create=False)
+        names = env.open_db(keys.NAMES_DB, create=False)
+        positions = env.open_db(keys.POSITIONS_DB, create=False)
+        with env.begin() as txn:
+            store_id = layout.get(txn, sys_db, layout.IDENTITY)
+            conversations = txn.stat(names)["entries"]
+            cursor = txn.cursor(db=positions)
+            position = keys.decode_position_key(cursor.key()) if cursor.last() else 0
+    finally:
+        env.close()
+    if store_id is None:
+        raise StorageError(f"the copy in {target} holds no store id; its source is no store")
+    return identity.Identity(
+        store_id=bytes(store_id).decode(),
+        format=codec.STORE_FORMAT,
+        conversations=conversations,
+        position=position,
+    )
 
 
 def _copy_running(engine: LmdbEngine, target: Path) -> None:

@@ -5,6 +5,13 @@ writes to it and closes it. Any thread may read through ``reading()``, with its
 own read-only transaction (LMDB's MVCC: readers never wait for the writer). The
 read gate lets ``close()`` wait until no reader is inside the environment, so a
 restart never frees memory a reader is still using.
+
+Opening checks the data file before trusting it: the first open of a directory in
+a process verifies its structure (`check.structure_problems`: every page, without
+handing the file to liblmdb, whose assertions abort the process on some damaged
+pages), and every open compares the environment with the directory's identity file
+(`memoryd.store.lmdb.identity`), so a damaged file is refused with `CorruptRecord`
+instead of aborting the process or opening empty.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from typing import Any, TypeVar
 import lmdb
 import structlog
 
-from memoryd.errors import EngineBusy, EngineClosed, MemorydError, StorageError
+from memoryd import codec
+from memoryd.errors import CorruptRecord, EngineBusy, EngineClosed, MemorydError, StorageError
+from memoryd.store.lmdb import check, identity, layout
 from memoryd.store.lmdb.dirlock import DirLock
 from memoryd.store.lmdb.layout import Counters, Dbs, open_dbs
 from memoryd.store.lmdb.reads import live_conversations
@@ -70,6 +79,32 @@ def _make_dir(path: Path) -> None:
         _fsync_dir(created.parent)
 
 
+_verified: set[Path] = set()
+"""Directories whose data file this process verified page by page (at their first open)."""
+_verified_lock = threading.Lock()
+
+
+def _refuse(path: Path, problem: str) -> CorruptRecord:
+    return CorruptRecord(
+        f"store {path} is refused: {problem}. Nothing was changed. Run `memoryd check "
+        f"--data {path}` for a report, and restore the directory from a backup "
+        "(`memoryd backup` writes a directory to put in its place)"
+    )
+
+
+def _check_structure(path: Path) -> None:
+    """Verify ``path/data.mdb`` page by page, once per directory per process."""
+    with _verified_lock:
+        if path in _verified:
+            return
+    problems = check.structure_problems(path)
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        raise _refuse(path, f"its data file is damaged ({shown})")
+    with _verified_lock:
+        _verified.add(path)
+
+
 Op = Callable[[Any, Dbs, Counters], Any]
 T = TypeVar("T")
 
@@ -100,6 +135,7 @@ class LmdbEngine:
         self._lock = DirLock(path)
         self._lock.acquire()
         try:
+            self.identity = self._check_before_open()
             self.env = lmdb.open(
                 str(path),
                 map_size=map_size,
@@ -118,16 +154,116 @@ class LmdbEngine:
             raise
         try:
             self._clear_stale_readers()
+            self._check_main_db()
             self.dbs = open_dbs(self.env)
             if durable:
                 _fsync_dir(path)
-            with self.env.begin() as txn:
-                self.counters = Counters.load(txn, self.dbs)
+            self._check_identity()
             self.last_position = self.counters.next_pos - 1
         except BaseException:
             self.env.close()
             self._lock.release()
             raise
+
+    # -- checks at open (owner's thread) -------------------------------------------
+
+    def _check_before_open(self) -> identity.Identity:
+        """The directory's identity; the data file verified page by page if it exists.
+
+        A directory without a data file gets a new identity file first, so a data file
+        is never without one.
+        """
+        data = self.path / check.DATA_FILE
+        self._existed = data.exists() and data.stat().st_size > 0
+        known = identity.read(self.path)
+        if self._existed:
+            if known is None:
+                raise _refuse(
+                    self.path,
+                    f"it has no {identity.FILE_NAME}: it was written by a memoryd older than "
+                    f"store format {codec.STORE_FORMAT} (which this one no longer reads: "
+                    "export it with that memoryd and import the file here), or the file "
+                    "was lost",
+                )
+            _check_structure(self.path)
+            return known
+        if known is not None and (known.conversations or known.position):
+            raise _refuse(
+                self.path,
+                f"its data file is missing or empty, but {identity.FILE_NAME} records "
+                f"{known.conversations} conversations and position {known.position}",
+            )
+        if known is None:
+            known = identity.Identity.new(codec.STORE_FORMAT)
+            identity.write(self.path, known)
+        return known
+
+    def _check_main_db(self) -> None:
+        """Refuse, before anything is written, an old data file that lost its sub-databases."""
+        if not self._existed:
+            return
+        with self.env.begin() as txn:
+            found = txn.get(layout.SYS_DB) is not None
+        if not found and (self.identity.conversations or self.identity.position):
+            raise _refuse(
+                self.path,
+                "its data file opens without its sub-databases (the main database's root "
+                f"is damaged), but {identity.FILE_NAME} records "
+                f"{self.identity.conversations} conversations",
+            )
+
+    def _check_identity(self) -> None:
+        """Compare the environment with the identity file; set the counters; a new
+        environment gets its format and id."""
+        known = self.identity
+        with self.env.begin(write=True) as txn:
+            stored_format = layout.get(txn, self.dbs.sys, layout.FORMAT)
+            if stored_format is None:
+                if txn.stat(self.dbs.names)["entries"] or txn.stat(self.dbs.events)["entries"]:
+                    raise _refuse(self.path, "its data file has no store format (format 1)")
+                layout.put(txn, self.dbs.sys, layout.FORMAT, known.format.to_bytes(8, "big"))
+                layout.put(txn, self.dbs.sys, layout.IDENTITY, known.store_id.encode())
+                stored_format = known.format.to_bytes(8, "big")
+            stored_id = layout.get(txn, self.dbs.sys, layout.IDENTITY)
+            self.counters = Counters.load(txn, self.dbs)
+            names = txn.stat(self.dbs.names)["entries"]
+        found_format = int.from_bytes(stored_format, "big")
+        if found_format != codec.STORE_FORMAT:
+            raise _refuse(
+                self.path,
+                f"its data file has store format {found_format}; this memoryd reads "
+                f"format {codec.STORE_FORMAT}",
+            )
+        if stored_id is None or bytes(stored_id).decode("utf-8", "replace") != known.store_id:
+            raise _refuse(
+                self.path, f"its data file belongs to another store than {identity.FILE_NAME}"
+            )
+        conversations = min(names, self.counters.next_conv - 1)
+        position = self.counters.next_pos - 1
+        if conversations < known.conversations or position < known.position:
+            raise _refuse(
+                self.path,
+                f"its data file holds {conversations} conversations up to position "
+                f"{position}, but {identity.FILE_NAME} records at least "
+                f"{known.conversations} and {known.position}",
+            )
+        self._note_counters(force=True)
+
+    def _note_counters(self, *, force: bool = False) -> None:
+        """Raise the identity file's counters when they doubled (or ``force``)."""
+        conversations = self.counters.next_conv - 1
+        position = self.counters.next_pos - 1
+        known = self.identity
+        if (conversations, position) == (known.conversations, known.position):
+            return
+        if force or known.outgrown_by(conversations, position):
+            grown = known.grown(conversations, position)
+            try:
+                identity.write(self.path, grown)
+            except OSError as exc:  # a lower bound left lower: safe, retried later
+                log.warning("identity_not_written", path=str(self.path), error=str(exc))
+                return
+            self.identity = grown
 
     # -- reading (any thread) ------------------------------------------------
 
@@ -161,10 +297,13 @@ class LmdbEngine:
             EngineClosed: the engine is closing; look up the store's new one.
             EngineBusy: the map is growing and ``wait`` is False.
             StorageError: LMDB failed.
+            CorruptRecord: a record read is damaged (the message names it and the store).
         """
         with self.reading(wait=wait) as txn:
             try:
                 return fn(txn, self.dbs)
+            except CorruptRecord as exc:
+                raise CorruptRecord(f"{exc} (store {self.path})") from None
             except lmdb.Error as exc:
                 raise StorageError(f"LMDB read failed in {self.path}: {exc}") from exc
 
@@ -231,6 +370,7 @@ class LmdbEngine:
             self.commits += 1
             self._commits_since_reader_check += 1
             self.writes += len(ops)
+            self._note_counters()
             return results
 
     def _clear_stale_readers(self) -> int:
@@ -328,6 +468,7 @@ class LmdbEngine:
             self.changed.notify_all()
         if not drained:
             log.warning("readers_still_open_at_close", path=str(self.path), readers=self._readers)
+        self._note_counters(force=True)
         try:
             self.env.close()
         finally:

@@ -1,7 +1,9 @@
 """The LMDB layout of a store: its sub-databases, a conversation's metadata, and the
 counters a write batch advances (conversation numbers, change positions, live count).
 
-Pure functions of an open transaction, like the reads and writes beside it.
+Every value is sealed (`memoryd.codec.seal`: a checksum of key and value) by `put`
+and checked by `get`, so damaged bytes raise `CorruptRecord` instead of being read as
+content. Pure functions of an open transaction, like the reads and writes beside it.
 """
 
 from __future__ import annotations
@@ -16,20 +18,34 @@ from memoryd.errors import CorruptRecord
 from memoryd.store.lmdb import keys
 
 __all__ = [
+    "DAMAGED",
+    "FORMAT",
+    "IDENTITY",
     "LIVE",
     "SYS_DB",
     "Counters",
     "Dbs",
     "Meta",
     "counter",
+    "get",
     "meta_of",
     "open_dbs",
+    "put",
     "put_meta",
 ]
 
 SYS_DB = b"sys"
 LIVE = b"live_conversations"
 """The sys key holding how many conversations hold messages."""
+FORMAT = b"format"
+"""The sys key holding the store's format (`memoryd.codec.STORE_FORMAT`)."""
+IDENTITY = b"identity"
+"""The sys key holding the store's id, which its identity file repeats."""
+DAMAGED = (
+    "the data file is damaged; run `memoryd check --data DIR` on its directory and "
+    "restore the store from a backup (`memoryd backup`)"
+)
+"""What a `CorruptRecord` from a store says to do."""
 _META_CACHE_SIZE = 1 << 16
 
 
@@ -57,6 +73,21 @@ def open_dbs(env: lmdb.Environment) -> Dbs:
     )
 
 
+def put(txn: lmdb.Transaction, db: Any, key: bytes, value: bytes) -> None:
+    """Store ``value`` under ``key``, sealed with its checksum."""
+    txn.put(key, codec.seal(key, value), db=db)
+
+
+def get(txn: lmdb.Transaction, db: Any, key: bytes) -> codec.Buffer | None:
+    """The value under ``key`` with its checksum checked, or None if there is none.
+
+    Raises:
+        CorruptRecord: the stored bytes fail their checksum.
+    """
+    raw = txn.get(key, db=db)
+    return None if raw is None else codec.unseal(key, raw)
+
+
 @dataclass(frozen=True, slots=True)
 class Meta:
     """Per-conversation metadata: its number, version, first live version, message count."""
@@ -69,34 +100,59 @@ class Meta:
 
 
 def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
-    """The conversation's metadata, or None if it was never written."""
-    raw = txn.get(cid.encode("utf-8"), db=dbs.names)  # cid was validated by the handle
-    if raw is None:
-        return None
-    conv = keys.decode_conv_num(raw)
-    packed = txn.get(keys.conv_num_bytes(conv), db=dbs.meta)
-    if packed is None:
-        raise CorruptRecord(f"conversation {cid!r} has a number but no metadata")
-    version, first, count, _ = codec.unpack_meta(packed)
+    """The conversation's metadata, or None if it was never written.
+
+    Raises:
+        CorruptRecord: its name entry or metadata is damaged or missing, or names
+            another conversation.
+    """
+    try:
+        raw = get(txn, dbs.names, cid.encode("utf-8"))  # cid was validated by the handle
+        if raw is None:
+            return None
+        conv = keys.decode_conv_num(raw)
+        packed = get(txn, dbs.meta, keys.conv_num_bytes(conv))
+        if packed is None:
+            raise CorruptRecord("it has a number but no metadata")
+        version, first, count, stored = codec.unpack_meta(packed)
+    except CorruptRecord as exc:
+        raise CorruptRecord(f"conversation {cid!r}: {exc}; {DAMAGED}") from None
+    if stored != cid:
+        raise CorruptRecord(f"conversation {cid!r}: its metadata names {stored!r}; {DAMAGED}")
     return Meta(conv, version, first, count, cid)
 
 
 def put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
+    """Write a conversation's metadata (sealed)."""
     value = codec.pack_meta(meta.version, meta.first, meta.count, meta.cid)
-    txn.put(keys.conv_num_bytes(meta.conv), value, db=dbs.meta)
+    put(txn, dbs.meta, keys.conv_num_bytes(meta.conv), value)
 
 
 def counter(txn: lmdb.Transaction, dbs: Dbs, name: bytes, default: int) -> int:
-    raw = txn.get(name, db=dbs.sys)
+    """A store-wide counter of the sys sub-database, or ``default`` if it was never set.
+
+    Raises:
+        CorruptRecord: the counter fails its checksum.
+    """
+    try:
+        raw = get(txn, dbs.sys, name)
+    except CorruptRecord as exc:
+        raise CorruptRecord(f"store counter {name.decode()!r}: {exc}; {DAMAGED}") from None
     return default if raw is None else int.from_bytes(raw, "big")
 
 
-def _last_number(txn: lmdb.Transaction, db: Any) -> int:
-    """The number of the last 8-byte big-endian key of ``db`` (0 when empty)."""
+def _last_number(txn: lmdb.Transaction, db: Any, what: str) -> int:
+    """The number of the last 8-byte big-endian key of ``db`` (0 when empty), its value
+    checked, since the next number written continues from it."""
     cursor = txn.cursor(db=db)
     if not cursor.last():
         return 0
-    return int.from_bytes(bytes(cursor.key())[: keys.U64_SIZE], "big")
+    key = bytes(cursor.key())
+    try:
+        codec.unseal(key, cursor.value())
+    except CorruptRecord as exc:
+        raise CorruptRecord(f"the last {what} entry: {exc}; {DAMAGED}") from None
+    return int.from_bytes(key[: keys.U64_SIZE], "big")
 
 
 @dataclass(slots=True)
@@ -122,8 +178,8 @@ class Counters:
         """Read the counters as committed."""
         live = counter(txn, dbs, LIVE, 0)
         return cls(
-            next_conv=_last_number(txn, dbs.meta) + 1,
-            next_pos=_last_number(txn, dbs.positions) + 1,
+            next_conv=_last_number(txn, dbs.meta, "metadata") + 1,
+            next_pos=_last_number(txn, dbs.positions, "position") + 1,
             live=live,
             saved_live=live,
         )
@@ -149,7 +205,7 @@ class Counters:
     def save(self, txn: lmdb.Transaction, dbs: Dbs) -> None:
         """Write what changed into the batch's transaction."""
         if self.live != self.saved_live:
-            txn.put(LIVE, self.live.to_bytes(8, "big"), db=dbs.sys)
+            put(txn, dbs.sys, LIVE, self.live.to_bytes(8, "big"))
             self.saved_live = self.live
 
     def copy(self) -> Counters:

@@ -1,5 +1,9 @@
 """Reads of the event log inside one LMDB transaction: histories, event logs, the
-conversation listing and the change feed. Nothing here writes."""
+conversation listing and the change feed. Nothing here writes.
+
+Every value read is checked against its checksum (`memoryd.codec.unseal`), and every
+walk checks that it finds each version it expects, so a damaged or missing record
+raises `CorruptRecord` naming the conversation and version, never a wrong answer."""
 
 from __future__ import annotations
 
@@ -12,11 +16,12 @@ from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, walk_back
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import LIVE, Dbs, Meta, counter
+from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get
 
 __all__ = [
     "check_version",
     "conversations",
+    "event_range",
     "events",
     "history",
     "iter_event_records",
@@ -38,6 +43,10 @@ def check_version(meta: Meta | None, at_version: int, cid: str) -> None:
         )
 
 
+def _damaged(meta: Meta, version: int, problem: object) -> CorruptRecord:
+    return CorruptRecord(f"event {version} of conversation {meta.cid!r}: {problem}; {DAMAGED}")
+
+
 def history(
     txn: lmdb.Transaction,
     dbs: Dbs,
@@ -49,10 +58,12 @@ def history(
     """The conversation's messages, chronological: all, or the last ``limit``.
 
     Walks the event log backwards from the wanted version, so the last N
-    messages cost O(N) records, not the whole log.
+    messages cost O(N) records, not the whole log. Every record read is checked
+    (its checksum, and that it is the very next version down).
 
     Raises:
         ValueError: ``at_version`` is past the end or before the last clear.
+        CorruptRecord: a record it needs is damaged or missing.
     """
     if meta is None:
         if at_version:
@@ -63,38 +74,82 @@ def history(
         check_version(meta, at_version, meta.cid)
     if upto == 0 or limit == 0:
         return []
-    lowest = keys.event_key(meta.conv, meta.first)
     cursor = txn.cursor(db=dbs.events)
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
-        raise CorruptRecord(f"event {upto} of {meta.cid!r} is missing")
-    return walk_back(_kinds_and_messages(cursor, lowest), limit)
+        raise _damaged(meta, upto, "it is missing")
+    return walk_back(_kinds_and_messages(cursor, meta, upto), limit)
 
 
 def _kinds_and_messages(
-    cursor: lmdb.Cursor, lowest: bytes
+    cursor: lmdb.Cursor, meta: Meta, upto: int
 ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Each event's kind and messages, from the cursor's event back to key ``lowest``."""
+    """Each event's kind and messages, from version ``upto`` (where the cursor is) back
+    to the first live version, each checked."""
+    prefix = keys.conv_num_bytes(meta.conv)
+    version = upto
     for raw_key, value in cursor.iterprev():
-        if bytes(raw_key) < lowest:
+        if version < meta.first:
             return
-        yield codec.unpack_kind_and_messages(value)
+        key = prefix + version.to_bytes(keys.U64_SIZE, "big")
+        if raw_key != key:
+            raise _damaged(meta, version, "it is missing")
+        try:
+            yield codec.unpack_kind_and_messages(codec.unseal(key, value))
+        except CorruptRecord as exc:
+            raise _damaged(meta, version, exc) from None
+        version -= 1
+    if version >= meta.first:
+        raise _damaged(meta, version, "it is missing")
+
+
+def event_range(
+    txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int
+) -> list[Event]:
+    """The conversation's stored events from version ``low`` to ``high``, oldest first.
+
+    Versions before the first live one were deleted by a clear and are skipped; every
+    other version in the range must be stored, sound and hold its own version.
+
+    Raises:
+        CorruptRecord: a record in the range is damaged or missing.
+    """
+    low = max(low, meta.first)
+    high = min(high, meta.version)
+    out: list[Event] = []
+    if low > high:
+        return out
+    prefix = keys.conv_num_bytes(meta.conv)
+    cursor = txn.cursor(db=dbs.events)
+    version = low
+    if cursor.set_range(prefix + low.to_bytes(keys.U64_SIZE, "big")):
+        for raw_key, value in cursor:
+            if version > high:
+                break
+            key = prefix + version.to_bytes(keys.U64_SIZE, "big")
+            if raw_key != key:
+                raise _damaged(meta, version, "it is missing")
+            try:
+                event = codec.unpack_event(codec.unseal(key, value))
+            except CorruptRecord as exc:
+                raise _damaged(meta, version, exc) from None
+            if event.version != version:
+                raise _damaged(meta, version, f"its record holds version {event.version}")
+            out.append(event)
+            version += 1
+    if version <= high:
+        raise _damaged(meta, version, "it is missing")
+    return out
 
 
 def events(txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, after: int) -> list[Event]:
-    """The conversation's stored events with a version above ``after``, oldest first."""
+    """The conversation's stored events with a version above ``after``, oldest first.
+
+    Raises:
+        CorruptRecord: a record it reads is damaged or missing.
+    """
     if meta is None or after >= meta.version:
         return []
-    start = max(after + 1, meta.first)
-    high = keys.event_key(meta.conv, meta.version)
-    cursor = txn.cursor(db=dbs.events)
-    out: list[Event] = []
-    if not cursor.set_range(keys.event_key(meta.conv, start)):
-        return out
-    for key, value in cursor:
-        if bytes(key) > high:
-            break
-        out.append(codec.unpack_event(value))
-    return out
+    return event_range(txn, dbs, meta, after + 1, meta.version)
 
 
 def conversations(
@@ -106,7 +161,11 @@ def conversations(
     limit: int | None,
     include_empty: bool = False,
 ) -> list[str]:
-    """Ids of conversations holding messages now (or ever written), sorted, paged."""
+    """Ids of conversations holding messages now (or ever written), sorted, paged.
+
+    Raises:
+        CorruptRecord: a name entry or metadata record it reads is damaged.
+    """
     start = prefix.encode("utf-8")
     prefix_bytes = start
     after_bytes = None if after is None else after.encode("utf-8")
@@ -116,50 +175,84 @@ def conversations(
     cursor = txn.cursor(db=dbs.names)
     if not cursor.set_range(start):
         return out
-    for raw_key, conv in cursor:
+    for raw_key, value in cursor:
         key = bytes(raw_key)
         if not key.startswith(prefix_bytes):
             break
         if after_bytes is not None and key <= after_bytes:
             continue
-        packed = None if include_empty else txn.get(bytes(conv), db=dbs.meta)
-        if include_empty or (packed is not None and codec.unpack_meta(packed)[2] > 0):
-            out.append(keys.decode_name_key(key))
-            if limit is not None and len(out) >= limit:
-                break
+        try:
+            conv = codec.unseal(key, value)
+            cid = keys.decode_name_key(key)
+            if not include_empty:
+                packed = get(txn, dbs.meta, bytes(conv))
+                if packed is None:
+                    raise CorruptRecord("it has a number but no metadata")
+                _, _, count, stored = codec.unpack_meta(packed)
+                if stored != cid:
+                    raise CorruptRecord(f"its metadata names {stored!r}")
+                if count == 0:
+                    continue
+        except (CorruptRecord, ValueError) as exc:
+            raise CorruptRecord(f"conversation name entry {key!r}: {exc}; {DAMAGED}") from None
+        out.append(cid)
+        if limit is not None and len(out) >= limit:
+            break
     return out
 
 
 def tail(txn: lmdb.Transaction, dbs: Dbs, *, after: int, limit: int) -> list[Change]:
-    """Changes with a position above ``after``, in commit order (deleted ones skipped)."""
+    """Changes with a position above ``after``, in commit order (deleted ones skipped).
+
+    Raises:
+        CorruptRecord: a position entry, the event it names or that event's
+            conversation metadata is damaged or missing.
+    """
     out: list[Change] = []
     if limit <= 0:
         return out
     cursor = txn.cursor(db=dbs.positions)
     if not cursor.set_range(keys.position_key(after + 1)):
         return out
-    cids: dict[int, str] = {}
-    for key, value in cursor:
-        record = txn.get(value, db=dbs.events)
+    metas: dict[int, Meta] = {}
+    for raw_key, value in cursor:
+        pos_key = bytes(raw_key)
+        position = keys.decode_position_key(pos_key)
+        try:
+            event_key = bytes(codec.unseal(pos_key, value))
+            conv, version = keys.decode_event_key(event_key)
+        except (CorruptRecord, ValueError) as exc:
+            raise CorruptRecord(f"change at position {position}: {exc}; {DAMAGED}") from None
+        meta = metas.get(conv)
+        if meta is None:
+            meta = metas[conv] = _meta_by_number(txn, dbs, conv, position)
+        record = txn.get(event_key, db=dbs.events)
         if record is None:
-            continue  # deleted by a later clear
-        conv, _ = keys.decode_event_key(value)
-        cid = cids.get(conv)
-        if cid is None:
-            packed = txn.get(keys.conv_num_bytes(conv), db=dbs.meta)
-            if packed is None:
-                raise CorruptRecord(
-                    f"change at position {keys.decode_position_key(key)} "
-                    "names a conversation without metadata"
-                )
-            cid = cids[conv] = codec.unpack_meta(packed)[3]
-        event = codec.unpack_event(record)
-        out.append(
-            Change.from_event(event, position=keys.decode_position_key(key), conversation_id=cid)
-        )
+            if version < meta.first:
+                continue  # deleted by a later clear
+            raise _damaged(meta, version, f"it is missing, though position {position} names it")
+        try:
+            event = codec.unpack_event(codec.unseal(event_key, record))
+        except CorruptRecord as exc:
+            raise _damaged(meta, version, exc) from None
+        if event.version != version:
+            raise _damaged(meta, version, f"its record holds version {event.version}")
+        out.append(Change.from_event(event, position=position, conversation_id=meta.cid))
         if len(out) >= limit:
             break
     return out
+
+
+def _meta_by_number(txn: lmdb.Transaction, dbs: Dbs, conv: int, position: int) -> Meta:
+    """The metadata of conversation number ``conv``, which the change at ``position`` names."""
+    try:
+        packed = get(txn, dbs.meta, keys.conv_num_bytes(conv))
+        if packed is None:
+            raise CorruptRecord("it names a conversation without metadata")
+        version, first, count, cid = codec.unpack_meta(packed)
+    except CorruptRecord as exc:
+        raise CorruptRecord(f"change at position {position}: {exc}; {DAMAGED}") from None
+    return Meta(conv, version, first, count, cid)
 
 
 def live_conversations(txn: lmdb.Transaction, dbs: Dbs) -> int:
@@ -168,6 +261,18 @@ def live_conversations(txn: lmdb.Transaction, dbs: Dbs) -> int:
 
 
 def iter_event_records(txn: lmdb.Transaction, dbs: Dbs) -> Iterator[tuple[bytes, bytes]]:
-    """Every (key, record) of the events sub-database (for verification tools)."""
-    for key, value in txn.cursor(db=dbs.events):
-        yield bytes(key), bytes(value)
+    """Every (key, record) of the events sub-database, checksums checked (for tools).
+
+    Raises:
+        CorruptRecord: a record fails its checksum.
+    """
+    for raw_key, value in txn.cursor(db=dbs.events):
+        key = bytes(raw_key)
+        try:
+            record = bytes(codec.unseal(key, value))
+        except CorruptRecord as exc:
+            conv, version = keys.decode_event_key(key)
+            raise CorruptRecord(
+                f"event {version} of conversation number {conv}: {exc}; {DAMAGED}"
+            ) from None
+        yield key, record

@@ -19,8 +19,8 @@ from memoryd.errors import ConflictError, CorruptRecord
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import Counters, Dbs, Meta, put_meta
-from memoryd.store.lmdb.reads import history
+from memoryd.store.lmdb.layout import DAMAGED, Counters, Dbs, Meta, get, put, put_meta
+from memoryd.store.lmdb.reads import event_range, history
 
 __all__ = ["append", "clear", "fork", "import_events", "pop"]
 
@@ -84,23 +84,24 @@ def _write_record(
     if old is None:
         conv = ctr.next_conv
         ctr.next_conv += 1
-        txn.put(cid.encode("utf-8"), keys.conv_num_bytes(conv), db=dbs.names)
+        put(txn, dbs.names, cid.encode("utf-8"), keys.conv_num_bytes(conv))
         old = Meta(conv, 0, 1, 0, cid)
     first = version if kind == _CLEARED else old.first
     meta = Meta(old.conv, version, first, count, cid)
     event_key = keys.event_key(meta.conv, version)
-    txn.put(event_key, record, db=dbs.events)
-    txn.put(keys.position_key(ctr.next_pos), event_key, db=dbs.positions)
+    put(txn, dbs.events, event_key, record)
+    put(txn, dbs.positions, keys.position_key(ctr.next_pos), event_key)
     ctr.next_pos += 1
     put_meta(txn, dbs, meta)
     ctr.dirty[cid] = meta
     if (old.count > 0) != (count > 0):
         ctr.live += 1 if count > 0 else -1
     if idempotency_key is not None:
-        txn.put(
+        put(
+            txn,
+            dbs.idem,
             keys.idempotency_key(meta.conv, idempotency_key),
             version.to_bytes(8, "big"),
-            db=dbs.idem,
         )
     return meta
 
@@ -125,7 +126,12 @@ def _preflight(
     """
     meta = ctr.meta(txn, dbs, cid)
     if idempotency_key is not None and meta is not None:
-        done = txn.get(keys.idempotency_key(meta.conv, idempotency_key), db=dbs.idem)
+        try:
+            done = get(txn, dbs.idem, keys.idempotency_key(meta.conv, idempotency_key))
+        except CorruptRecord as exc:
+            raise CorruptRecord(
+                f"idempotency key {idempotency_key!r} of {cid!r}: {exc}; {DAMAGED}"
+            ) from None
         if done is not None:
             return meta, int.from_bytes(done, "big")
     current = 0 if meta is None else meta.version
@@ -270,20 +276,7 @@ def _stored_events(
     txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int
 ) -> dict[int, Event]:
     """The stored events with versions ``low`` to ``high`` (those not deleted), by version."""
-    out: dict[int, Event] = {}
-    low = max(low, meta.first)
-    if low > high:
-        return out
-    cursor = txn.cursor(db=dbs.events)
-    high_key = keys.event_key(meta.conv, high)
-    if not cursor.set_range(keys.event_key(meta.conv, low)):
-        return out
-    for key, value in cursor:
-        if bytes(key) > high_key:
-            break
-        event = codec.unpack_event(value)
-        out[event.version] = event
-    return out
+    return {event.version: event for event in event_range(txn, dbs, meta, low, high)}
 
 
 def import_events(

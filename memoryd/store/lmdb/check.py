@@ -1,0 +1,381 @@
+"""Offline verification of a store's data directory: every page, then every record.
+
+`structure_problems` walks every page of ``data.mdb`` with py-lmdb's pure-Python
+verifier (`lmdb.verify`), which never hands the file to liblmdb: a damaged page that
+would trip one of liblmdb's assertions (and abort the whole process) is reported here
+instead. It also checks that the two meta pages hold consecutive transaction ids, since
+a flipped bit in the newer one's id would make LMDB silently pick the older snapshot.
+
+`record_problems` then opens the environment read-only and checks every value's
+checksum and every cross-reference: names ↔ metadata ↔ events ↔ positions, idempotency
+records, counters, and the identity file (`memoryd.store.lmdb.identity`).
+`check_directory` runs both on a data directory and on each named store under
+``stores/``; ``memoryd check --data DIR`` prints its report.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lmdb
+from lmdb import verify as lmdb_verify
+
+from memoryd import codec
+from memoryd.errors import CorruptRecord
+from memoryd.events import walk_back
+from memoryd.store.lmdb import identity, keys, layout
+
+__all__ = [
+    "DATA_FILE",
+    "RESTORE_ADVICE",
+    "StoreReport",
+    "check_directory",
+    "check_store",
+    "record_problems",
+    "structure_problems",
+]
+
+DATA_FILE = "data.mdb"
+"""The LMDB data file inside a store's directory."""
+
+RESTORE_ADVICE = (
+    "To restore a damaged store: stop the daemon, move the store's directory aside, and "
+    "put a backup directory (written by `memoryd backup --data DIR DEST`) in its place, "
+    "identity.json included; then run `memoryd check --data DIR` again. Writes made after "
+    "the backup are lost unless they are re-imported from an export (`memoryd import`)."
+)
+"""What ``memoryd check`` says to do about damage."""
+
+_MAX_PROBLEMS = 50
+_MAX_DBS = 16
+_META_TXNID = struct.Struct("=Q")
+_META_PSIZE = struct.Struct("=I")
+_META_HEADER = 16  # page header of an LMDB 0.9 meta page
+_TXNID_OFFSET = _META_HEADER + 24 + 2 * 48 + 8
+_PSIZE_OFFSET = _META_HEADER + 24
+
+
+@dataclass(slots=True)
+class StoreReport:
+    """What checking one store's directory found.
+
+    Attributes:
+        path: the store's directory.
+        problems: one line per problem found (at most a few dozen are listed).
+        conversations: conversations found (0 when the records were not read).
+        events: event records found.
+    """
+
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    conversations: int = 0
+    events: int = 0
+
+    @property
+    def sound(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+
+def structure_problems(directory: Path) -> list[str]:
+    """Every structural problem of ``directory/data.mdb``, read without liblmdb.
+
+    Returns:
+        One line per problem; empty when every page is sound.
+    """
+    path = directory / DATA_FILE
+    try:
+        problems = [str(p) for p in lmdb_verify.verify(str(directory), subdir=True)]
+    except lmdb_verify.VerifyError as exc:
+        return [f"{path}: {exc}"]
+    except OSError as exc:
+        return [f"{path} cannot be read: {exc}"]
+    problems.extend(_meta_problems(path))
+    return [p if p.startswith(str(path)) else f"{path}: {p}" for p in problems]
+
+
+def _meta_problems(path: Path) -> list[str]:
+    """The two meta pages must hold consecutive transaction ids (LMDB writes them in
+    turn), or the newer one's id is damaged and LMDB would open an older snapshot."""
+    with open(path, "rb") as file:
+        first = file.read(_TXNID_OFFSET + _META_TXNID.size)
+        if len(first) < _TXNID_OFFSET + _META_TXNID.size:
+            return ["the first meta page is truncated"]
+        (psize,) = _META_PSIZE.unpack_from(first, _PSIZE_OFFSET)
+        file.seek(psize)
+        second = file.read(_TXNID_OFFSET + _META_TXNID.size)
+    if len(second) < _TXNID_OFFSET + _META_TXNID.size:
+        return ["the second meta page is truncated"]
+    (txn0,) = _META_TXNID.unpack_from(first, _TXNID_OFFSET)
+    (txn1,) = _META_TXNID.unpack_from(second, _TXNID_OFFSET)
+    if abs(txn0 - txn1) != 1 and (txn0, txn1) != (0, 0):
+        return [
+            f"the meta pages hold transaction ids {txn0} and {txn1}, which are not "
+            "consecutive: one is damaged, and the snapshot LMDB would open is not the last"
+        ]
+    return []
+
+
+def record_problems(directory: Path, report: StoreReport | None = None) -> StoreReport:
+    """Check every record of a structurally sound store (see `structure_problems`).
+
+    Args:
+        directory: the store's directory.
+        report: a report to add to (a new one by default).
+
+    Returns:
+        The report, with ``conversations`` and ``events`` counted.
+    """
+    report = report if report is not None else StoreReport(directory)
+    known = _identity(directory, report)
+    try:
+        env = lmdb.open(
+            str(directory), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True
+        )
+    except lmdb.Error as exc:
+        report.problems.append(f"{directory / DATA_FILE} cannot be opened: {exc}")
+        return report
+    try:
+        with env.begin() as txn:
+            missing = [
+                name.decode()
+                for name in (*keys.SUB_DATABASES, layout.SYS_DB)
+                if txn.get(name) is None
+            ]
+        if missing:
+            report.problems.append(
+                f"the data file lacks the sub-databases {missing} (its main database is "
+                "damaged, or it is no memoryd store)"
+            )
+            return report
+        dbs = layout.Dbs(
+            names=env.open_db(keys.NAMES_DB, create=False),
+            events=env.open_db(keys.EVENTS_DB, create=False),
+            positions=env.open_db(keys.POSITIONS_DB, create=False),
+            meta=env.open_db(keys.META_DB, create=False),
+            idem=env.open_db(keys.IDEMPOTENCY_DB, create=False),
+            sys=env.open_db(layout.SYS_DB, create=False),
+        )
+        with env.begin() as txn:
+            _Walk(txn, dbs, report, known).run()
+    except lmdb.Error as exc:
+        report.problems.append(f"LMDB failed while reading {directory / DATA_FILE}: {exc}")
+    finally:
+        env.close()
+    return report
+
+
+def _identity(directory: Path, report: StoreReport) -> identity.Identity | None:
+    try:
+        known = identity.read(directory)
+    except CorruptRecord as exc:
+        report.problems.append(str(exc))
+        return None
+    if known is None:
+        report.problems.append(
+            f"{directory / identity.FILE_NAME} is missing: the store cannot prove the "
+            "data file is its own (it was written before store format "
+            f"{codec.STORE_FORMAT}, or the file was lost)"
+        )
+    return known
+
+
+class _Walk:
+    """One pass over every sub-database, cross-checking as it goes."""
+
+    def __init__(
+        self, txn: Any, dbs: layout.Dbs, report: StoreReport, known: identity.Identity | None
+    ) -> None:
+        self.txn = txn
+        self.dbs = dbs
+        self.report = report
+        self.known = known
+        self.names: dict[str, int] = {}
+        self.metas: dict[int, layout.Meta] = {}
+
+    def problem(self, text: str) -> None:
+        if len(self.report.problems) < _MAX_PROBLEMS:
+            self.report.problems.append(text)
+        elif len(self.report.problems) == _MAX_PROBLEMS:
+            self.report.problems.append("... and more problems (only the first are listed)")
+
+    def items(self, db: Any, what: str) -> Iterator[tuple[bytes, Any]]:
+        """Each (key, value) of ``db`` whose checksum holds; the others are problems."""
+        for raw_key, raw in self.txn.cursor(db=db):
+            key = bytes(raw_key)
+            try:
+                yield key, codec.unseal(key, raw)
+            except CorruptRecord as exc:
+                self.problem(f"{what} entry {key!r}: {exc}")
+
+    def run(self) -> None:
+        self.sys()
+        self.names_and_meta()
+        events = self.events()
+        self.positions(events)
+        self.idempotency()
+        self.report.conversations = len(self.metas)
+        self.report.events = events
+
+    def sys(self) -> None:
+        values = dict(self.items(self.dbs.sys, "store counter"))
+        found_format = values.get(layout.FORMAT)
+        if found_format is None or int.from_bytes(found_format, "big") != codec.STORE_FORMAT:
+            self.problem(f"the data file does not hold store format {codec.STORE_FORMAT}")
+        store_id = values.get(layout.IDENTITY)
+        if self.known is not None and (
+            store_id is None or bytes(store_id).decode("utf-8", "replace") != self.known.store_id
+        ):
+            self.problem(f"the data file belongs to another store than {identity.FILE_NAME}")
+        live = values.get(layout.LIVE)
+        self.live = 0 if live is None else int.from_bytes(live, "big")
+
+    def names_and_meta(self) -> None:
+        for key, value in self.items(self.dbs.names, "name"):
+            try:
+                cid = keys.decode_name_key(key)
+                self.names[cid] = keys.decode_conv_num(value)
+            except ValueError as exc:
+                self.problem(f"name entry {key!r}: {exc}")
+        for key, value in self.items(self.dbs.meta, "metadata"):
+            try:
+                conv = keys.decode_conv_num(key)
+                version, first, count, cid = codec.unpack_meta(value)
+            except (ValueError, CorruptRecord) as exc:
+                self.problem(f"metadata entry {key!r}: {exc}")
+                continue
+            self.metas[conv] = layout.Meta(conv, version, first, count, cid)
+            if self.names.get(cid) != conv:
+                self.problem(f"conversation {cid!r}: its metadata has no matching name entry")
+        for cid, conv in self.names.items():
+            if conv not in self.metas:
+                self.problem(f"conversation {cid!r}: its name entry has no metadata")
+        live = sum(1 for meta in self.metas.values() if meta.count > 0)
+        if live != self.live:
+            self.problem(f"the store counts {self.live} live conversations; {live} hold messages")
+        if self.known is not None and len(self.names) < self.known.conversations:
+            self.problem(
+                f"the data file holds {len(self.names)} conversations; "
+                f"{identity.FILE_NAME} records at least {self.known.conversations}"
+            )
+
+    def events(self) -> int:
+        seen: dict[int, list[tuple[int, str, list[dict[str, Any]]]]] = {}
+        total = 0
+        for key, value in self.items(self.dbs.events, "event"):
+            total += 1
+            try:
+                conv, version = keys.decode_event_key(key)
+            except ValueError as exc:
+                self.problem(f"event entry {key!r}: {exc}")
+                continue
+            meta = self.metas.get(conv)
+            where = f"event {version} of conversation number {conv}"
+            if meta is None:
+                self.problem(f"{where}: its conversation has no metadata")
+                continue
+            where = f"event {version} of conversation {meta.cid!r}"
+            try:
+                event = codec.unpack_event(value)
+            except CorruptRecord as exc:
+                self.problem(f"{where}: {exc}")
+                continue
+            if event.version != version:
+                self.problem(f"{where}: its record holds version {event.version}")
+            if not meta.first <= version <= meta.version:
+                self.problem(f"{where}: outside the live versions {meta.first}-{meta.version}")
+            seen.setdefault(conv, []).append((version, event.kind, list(event.messages)))
+        for conv, meta in self.metas.items():
+            found = seen.get(conv, [])
+            wanted = meta.version - meta.first + 1 if meta.version else 0
+            if len(found) != wanted:
+                self.problem(
+                    f"conversation {meta.cid!r}: {len(found)} event records for "
+                    f"versions {meta.first}-{meta.version}"
+                )
+                continue
+            newest_first = [(kind, messages) for _, kind, messages in reversed(found)]
+            messages = len(walk_back(newest_first, None))
+            if messages != meta.count:
+                self.problem(
+                    f"conversation {meta.cid!r}: its metadata counts {meta.count} messages; "
+                    f"its events hold {messages}"
+                )
+        return total
+
+    def positions(self, events: int) -> None:
+        referenced = 0
+        last = 0
+        for key, value in self.items(self.dbs.positions, "position"):
+            try:
+                last = keys.decode_position_key(key)
+                conv, version = keys.decode_event_key(value)
+            except ValueError as exc:
+                self.problem(f"position entry {key!r}: {exc}")
+                continue
+            meta = self.metas.get(conv)
+            if meta is None:
+                self.problem(f"position {last}: names conversation number {conv}, unknown")
+                continue
+            stored = self.txn.get(bytes(value), db=self.dbs.events) is not None
+            if stored:
+                referenced += 1
+            elif version >= meta.first:
+                self.problem(
+                    f"position {last}: names event {version} of {meta.cid!r}, which is missing"
+                )
+        if referenced != events:
+            self.problem(f"{events} event records, but {referenced} positions name one")
+        if self.known is not None and last < self.known.position:
+            self.problem(
+                f"the change feed ends at position {last}; {identity.FILE_NAME} records "
+                f"at least {self.known.position}"
+            )
+
+    def idempotency(self) -> None:
+        for key, value in self.items(self.dbs.idem, "idempotency"):
+            try:
+                conv, name = keys.decode_idempotency_key(key)
+            except ValueError as exc:
+                self.problem(f"idempotency entry {key!r}: {exc}")
+                continue
+            meta = self.metas.get(conv)
+            version = int.from_bytes(value, "big")
+            if meta is None or not 0 < version <= meta.version:
+                self.problem(
+                    f"idempotency key {name!r} names version {version} of conversation "
+                    f"number {conv}, which does not exist"
+                )
+
+
+def check_store(directory: Path) -> StoreReport:
+    """Verify one store's directory: its pages, then (if they are sound) its records."""
+    report = StoreReport(directory)
+    if not (directory / DATA_FILE).exists():
+        report.problems.append(f"{directory} holds no {DATA_FILE}")
+        return report
+    report.problems.extend(structure_problems(directory))
+    if report.problems:
+        return report  # reading a structurally damaged file could abort the process
+    return record_problems(directory, report)
+
+
+def check_directory(data: Path) -> list[StoreReport]:
+    """Verify a data directory: its default store and every named store under ``stores/``.
+
+    Returns:
+        One report per store found (none for an empty directory).
+    """
+    reports = []
+    if (data / DATA_FILE).exists() or (data / identity.FILE_NAME).exists():
+        reports.append(check_store(data))
+    stores = data / "stores"
+    if stores.is_dir():
+        for directory in sorted(stores.iterdir()):
+            if directory.is_dir():
+                reports.append(check_store(directory))
+    return reports
