@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.errors import AlreadyStarted, StoreUnavailable
@@ -254,3 +254,55 @@ def backup(args: argparse.Namespace, out: Output) -> int:
         lambda o: o.write(f"backed up {source} to {copied.parent}\n"),
     )
     return 0
+
+
+def check(args: argparse.Namespace, out: Output) -> int:
+    """Verify ``--data`` and its named stores offline: every page, every record.
+
+    Returns:
+        The exit status: 0 when every store is sound, 1 when something is damaged.
+
+    Raises:
+        ValueError: no ``--data``, or it is not a directory.
+    """
+    from memoryd.store.lmdb.check import RESTORE_ADVICE, check_directory  # noqa: PLC0415
+
+    data = _option(args, "data")
+    if data is None:
+        raise ValueError("check reads a data directory itself: pass --data DIR")
+    root = Path(data)
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a directory")
+    reports = check_directory(root)
+    sound = all(report.sound for report in reports)
+    result = {
+        "sound": sound,
+        "stores": [
+            {
+                "path": str(r.path),
+                "sound": r.sound,
+                "conversations": r.conversations,
+                "events": r.events,
+                "problems": r.problems,
+            }
+            for r in reports
+        ],
+    }
+    if not sound:
+        result["restore"] = RESTORE_ADVICE
+
+    def text(o: TextIO) -> None:
+        if not reports:
+            o.write(f"{root} holds no store\n")
+        for r in reports:
+            if r.sound:
+                o.write(f"{r.path}: sound ({r.conversations} conversations, {r.events} events)\n")
+                continue
+            o.write(f"{r.path}: DAMAGED\n")
+            for problem in r.problems:
+                o.write(f"  {problem}\n")
+        if not sound:
+            o.write(RESTORE_ADVICE + "\n")
+
+    out.emit(result, text)
+    return 0 if sound else 1

@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "backup":
             return _cli_commands.backup(args, Output(as_json, sys.stdout))
+        if args.command == "check":
+            return _cli_commands.check(args, Output(as_json, sys.stdout))
         store = _cli_commands.open_store(args)
         return _cli_commands.run(args, store, Output(as_json, sys.stdout))
     except BrokenPipeError:

@@ -157,6 +157,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p = command("backup", "write a consistent copy of a store into a new directory (needs --data)")
     p.add_argument("dest", metavar="DEST", help="the new directory (must not exist or be empty)")
+    command(
+        "check",
+        "verify a data directory offline: every page and every record (needs --data); "
+        "exits 1 with a report and how to restore from a backup when something is damaged",
+    )
     p = command("fork", "start conversation TARGET as a copy of conversation SOURCE's history")
     p.add_argument("source", metavar="SOURCE", help="the conversation copied (it must exist)")
     p.add_argument(

@@ -136,6 +136,7 @@ def test_codec_reexports_the_same_functions() -> None:
     """`memoryd.codec` offers the value and body encodings as the very same objects."""
     shared = set(codec.__all__) & set(_codec_msgpack.__all__)
     assert shared == {
+        "Buffer",
         "MAX_VALUE_BYTES",
         "MAX_WIRE_BYTES",
         "pack_value",

@@ -210,7 +210,16 @@ class _Walk:
             try:
                 yield key, codec.unseal(key, raw)
             except CorruptRecord as exc:
-                self.problem(f"{what} entry {key!r}: {exc}")
+                self.problem(f"{self.describe(what, key)}: {exc}")
+
+    def describe(self, what: str, key: bytes) -> str:
+        """Name an entry: an event by its conversation and version, others by key."""
+        if what == "event" and len(key) == keys.EVENT_KEY_SIZE:
+            conv, version = keys.decode_event_key(key)
+            meta = self.metas.get(conv)
+            owner = f"conversation {meta.cid!r}" if meta else f"conversation number {conv}"
+            return f"event {version} of {owner}"
+        return f"{what} entry {key!r}"
 
     def run(self) -> None:
         self.sys()
