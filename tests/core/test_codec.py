@@ -335,3 +335,39 @@ def test_kind_and_messages_raise_only_corrupt_record(data: bytes) -> None:
     """Any bytes either decode or raise CorruptRecord."""
     with contextlib.suppress(CorruptRecord):
         codec.unpack_kind_and_messages(data)
+
+
+# --------------------------------------------------------------------------- sealed values
+
+
+def test_a_sealed_value_unseals_to_itself() -> None:
+    """`unseal` under the same key gives back exactly the value `seal` framed."""
+    record = pack_event(event())
+    framed = codec.seal(b"key-1", record)
+    assert len(framed) == len(record) + codec.SEAL_BYTES
+    assert codec.unseal(b"key-1", framed) == record
+    assert bytes(codec.unseal(b"key-1", memoryview(framed))) == record
+
+
+def test_every_single_bit_flip_of_a_sealed_value_is_caught() -> None:
+    """Each of the frame's bits flipped in turn raises CorruptRecord."""
+    framed = codec.seal(b"k", pack_event(event()))
+    for bit in range(len(framed) * 8):
+        damaged = bytearray(framed)
+        damaged[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(CorruptRecord, match="fails its checksum"):
+            codec.unseal(b"k", bytes(damaged))
+
+
+def test_a_sealed_value_read_under_another_key_is_caught() -> None:
+    """The checksum covers the key: a value found under another key is refused."""
+    framed = codec.seal(b"\x00" * 15 + b"\x01", b"value")
+    with pytest.raises(CorruptRecord):
+        codec.unseal(b"\x00" * 15 + b"\x02", framed)
+
+
+@pytest.mark.parametrize("framed", [b"", b"\x00", b"abc"])
+def test_a_value_shorter_than_its_checksum_is_caught(framed: bytes) -> None:
+    """Truncated frames (shorter than the checksum) raise CorruptRecord."""
+    with pytest.raises(CorruptRecord):
+        codec.unseal(b"k", framed)

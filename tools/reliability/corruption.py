@@ -16,14 +16,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import memoryd
+from memoryd import messages
+from memoryd.errors import MemorydError
+from memoryd.protocol import event_to_wire
 
 PAGE = 4096
 _META_RECORD = (16, 16 + 136)  # where a meta page's MDB_meta record lies in its page
@@ -55,8 +62,6 @@ def build(directory: Path, *, conversations: int = 100, seed: int = 0) -> Path:
     Returns:
         The file of expected answers (JSON).
     """
-    import memoryd  # noqa: PLC0415
-    from memoryd import messages  # noqa: PLC0415
 
     rng = random.Random(seed)
     store = memoryd.LmdbStore.start(directory, name=f"corruption-build-{os.getpid()}")
@@ -81,7 +86,6 @@ def build(directory: Path, *, conversations: int = 100, seed: int = 0) -> Path:
 
 
 def _answers(store: Any, cids: list[str]) -> dict[str, Any]:
-    from memoryd.protocol import event_to_wire  # noqa: PLC0415
 
     return {
         "cids": cids,
@@ -115,8 +119,6 @@ def damage(data: Path, kind: str, rng: random.Random) -> str:
 
 def read_one(directory: Path, expected: dict[str, Any], name: str) -> dict[str, Any]:
     """Open the store in ``directory`` and compare every answer with ``expected``."""
-    import memoryd  # noqa: PLC0415
-    from memoryd.errors import MemorydError  # noqa: PLC0415
 
     out: dict[str, Any] = {"refused": None, "right": 0, "detected": 0, "wrong": [], "reads": 0}
     try:
@@ -148,7 +150,6 @@ def read_one(directory: Path, expected: dict[str, Any], name: str) -> dict[str, 
 
 
 def _reads(store: Any, expected: dict[str, Any]) -> list[tuple[str, Any]]:
-    from memoryd.protocol import event_to_wire  # noqa: PLC0415
 
     reads: list[tuple[str, Any]] = []
     for cid in expected["cids"]:
@@ -160,9 +161,7 @@ def _reads(store: Any, expected: dict[str, Any]) -> list[tuple[str, Any]]:
     reads.append(
         (
             "tail",
-            lambda: [
-                [c.position, c.conversation_id, c.version] for c in store.tail(limit=100000)
-            ],
+            lambda: [[c.position, c.conversation_id, c.version] for c in store.tail(limit=100000)],
         )
     )
     return reads
@@ -219,7 +218,6 @@ class Reader:
 
 
 def _serve(expected_path: Path) -> None:
-    import logging  # noqa: PLC0415
 
     logging.disable(logging.CRITICAL)
     expected = json.loads(expected_path.read_text())
@@ -279,7 +277,6 @@ def main() -> None:
     if args.serve:
         _serve(Path(args.serve))
         return
-    import tempfile  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="memoryd-corruption-") as tmp:
         tally = run_trials(

@@ -16,10 +16,10 @@ records, counters, and the identity file (`memoryd.store.lmdb.identity`).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lmdb
 from lmdb import verify as lmdb_verify
@@ -50,6 +50,7 @@ RESTORE_ADVICE = (
 )
 """What ``memoryd check`` says to do about damage."""
 
+_verify = cast(Callable[..., list[str]], lmdb_verify.verify)  # py-lmdb leaves it untyped
 _MAX_PROBLEMS = 50
 _MAX_DBS = 16
 _META_TXNID = struct.Struct("=Q")
@@ -89,7 +90,7 @@ def structure_problems(directory: Path) -> list[str]:
     """
     path = directory / DATA_FILE
     try:
-        problems = [str(p) for p in lmdb_verify.verify(str(directory), subdir=True)]
+        problems = [str(p) for p in _verify(str(directory), subdir=True)]
     except lmdb_verify.VerifyError as exc:
         return [f"{path}: {exc}"]
     except OSError as exc:
@@ -133,9 +134,7 @@ def record_problems(directory: Path, report: StoreReport | None = None) -> Store
     report = report if report is not None else StoreReport(directory)
     known = _identity(directory, report)
     try:
-        env = lmdb.open(
-            str(directory), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True
-        )
+        env = lmdb.open(str(directory), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True)
     except lmdb.Error as exc:
         report.problems.append(f"{directory / DATA_FILE} cannot be opened: {exc}")
         return report

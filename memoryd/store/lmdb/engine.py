@@ -99,7 +99,8 @@ def _check_structure(path: Path) -> None:
             return
     problems = check.structure_problems(path)
     if problems:
-        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        more = len(problems) - 3
+        shown = "; ".join(problems[:3]) + (f"; and {more} more" if more > 0 else "")
         raise _refuse(path, f"its data file is damaged ({shown})")
     with _verified_lock:
         _verified.add(path)

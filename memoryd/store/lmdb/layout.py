@@ -110,7 +110,7 @@ def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
         raw = get(txn, dbs.names, cid.encode("utf-8"))  # cid was validated by the handle
         if raw is None:
             return None
-        conv = keys.decode_conv_num(raw)
+        conv = keys.decode_conv_num(bytes(raw))
         packed = get(txn, dbs.meta, keys.conv_num_bytes(conv))
         if packed is None:
             raise CorruptRecord("it has a number but no metadata")

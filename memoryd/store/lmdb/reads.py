@@ -102,9 +102,7 @@ def _kinds_and_messages(
         raise _damaged(meta, version, "it is missing")
 
 
-def event_range(
-    txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int
-) -> list[Event]:
+def event_range(txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int) -> list[Event]:
     """The conversation's stored events from version ``low`` to ``high``, oldest first.
 
     Versions before the first live one were deleted by a clear and are skipped; every

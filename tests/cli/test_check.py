@@ -1,0 +1,74 @@
+"""``memoryd check --data DIR``: every store of a data directory verified offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import memoryd
+from memoryd import messages
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with stdout a pipe and no MEMORYD_* variables."""
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+        check=False,
+    )
+
+
+def _data(root: Path) -> Path:
+    default = memoryd.LmdbStore.start(root, name="check-default")
+    notes = memoryd.LmdbStore.start(root / "stores" / "notes", name="check-notes")
+    try:
+        for n in range(5):
+            default.add(f"c{n}", [messages.user(f"default message {n}")])
+            notes.add(f"n{n}", [messages.user(f"notes message {n}")])
+    finally:
+        memoryd.shutdown()
+    return root
+
+
+def test_check_of_a_sound_directory_exits_0_with_every_store(tmp_path: Path) -> None:
+    """Both the default store and a named store are checked and reported sound."""
+    data = _data(tmp_path / "data")
+    done = run("check", "--data", str(data))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["sound"] is True
+    assert [(s["path"], s["conversations"]) for s in report["stores"]] == [
+        (str(data), 5),
+        (str(data / "stores" / "notes"), 5),
+    ]
+
+
+def test_check_of_a_damaged_store_exits_1_naming_it_and_how_to_restore(tmp_path: Path) -> None:
+    """A flipped bit in a named store's message: status 1, the event named, restore advice."""
+    data = _data(tmp_path / "data")
+    path = data / "stores" / "notes" / "data.mdb"
+    raw = path.read_bytes()
+    damaged = raw.replace(b"notes message 3", b"notes massage 3")  # stale copies too
+    assert damaged != raw
+    path.write_bytes(damaged)
+    done = run("check", "--data", str(data))
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["sound"] is False
+    default, notes = report["stores"]
+    assert default["sound"] is True
+    assert any("event 1 of conversation 'n3'" in p for p in notes["problems"])
+    assert "memoryd backup" in report["restore"]
+
+
+def test_check_needs_data(tmp_path: Path) -> None:
+    """Without --data, check fails with a message and status 1."""
+    done = run("check")
+    assert done.returncode == 1
+    assert "--data" in done.stderr
