@@ -3,7 +3,8 @@
     python tools/soak.py [--scale 1.0] [--seed N] [--skip powerloss,...]
 
 Suites: injected actor crashes, 8-client histories with kills, random I/O faults
-under libfiu, the hypothesis state machine, and the FUSE power-loss run with its
+under libfiu, the hypothesis state machine, corruption trials (bits flipped and pages
+zeroed in a data file), and the FUSE power-loss run with its
 two negative controls (which must report losses). Exits 1 on any loss,
 duplicate, torn event, verifier failure or blind control.
 """
@@ -34,6 +35,9 @@ COLUMNS = (
     "verifier failures",
     "restart p50 ms",
     "restart p99 ms",
+    "wrong answers",
+    "opened empty",
+    "aborts",
     "seconds",
 )
 
@@ -129,6 +133,28 @@ def stateful(examples: int, seed: int) -> dict[str, object]:
     return {"cycles": examples, "ok": ok}
 
 
+def corruption(trials: int, seed: int, tmp: Path) -> dict[str, object]:
+    """Damaged data files: bit flips, zeroed pages and meta-page flips, every answer read."""
+    from tools.reliability.corruption import run_trials
+
+    flips = max(80, trials)
+    zeros = max(20, trials // 4)
+    metas = max(20, trials // 4)
+    tally = run_trials(tmp / "corruption", flips=flips, zeros=zeros, metas=metas, seed=seed)
+    for failure in tally.failures[:10]:
+        print(f"corruption: {failure}")
+    return {
+        "cycles": tally.trials,
+        "operations": tally.reads,
+        "verifier failures": tally.wrong,
+        "wrong answers": tally.wrong,
+        "opened empty": tally.opened_empty,
+        "aborts": tally.aborts,
+        "refused": tally.refused,
+        "ok": tally.ok,
+    }
+
+
 def powerloss(cycles: int, seed: int, tmp: Path) -> list[tuple[str, dict[str, object]]]:
     """FUSE power loss, then the nosync and eatmydata controls (which must lose)."""
     import tools.powerloss as pl
@@ -175,6 +201,7 @@ def main() -> None:
             ("histories + kills", lambda: histories(int(3000 * s), args.seed, tmp)),
             ("I/O faults (libfiu)", lambda: io_faults(int(20 * s), args.seed, tmp)),
             ("stateful (hypothesis)", lambda: stateful(int(2000 * s), args.seed)),
+            ("corruption trials", lambda: corruption(int(80 * s), args.seed, tmp)),
         ]
         for name, fn in plan:
             if name.split()[0].lower() in skip:

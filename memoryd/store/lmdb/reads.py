@@ -215,12 +215,12 @@ def tail(txn: lmdb.Transaction, dbs: Dbs, *, after: int, limit: int) -> list[Cha
     metas: dict[int, Meta] = {}
     for raw_key, value in cursor:
         pos_key = bytes(raw_key)
-        position = keys.decode_position_key(pos_key)
         try:
             event_key = bytes(codec.unseal(pos_key, value))
+            position = keys.decode_position_key(pos_key)
             conv, version = keys.decode_event_key(event_key)
         except (CorruptRecord, ValueError) as exc:
-            raise CorruptRecord(f"change at position {position}: {exc}; {DAMAGED}") from None
+            raise CorruptRecord(f"change at position key {pos_key!r}: {exc}; {DAMAGED}") from None
         meta = metas.get(conv)
         if meta is None:
             meta = metas[conv] = _meta_by_number(txn, dbs, conv, position)
@@ -269,8 +269,5 @@ def iter_event_records(txn: lmdb.Transaction, dbs: Dbs) -> Iterator[tuple[bytes,
         try:
             record = bytes(codec.unseal(key, value))
         except CorruptRecord as exc:
-            conv, version = keys.decode_event_key(key)
-            raise CorruptRecord(
-                f"event {version} of conversation number {conv}: {exc}; {DAMAGED}"
-            ) from None
+            raise CorruptRecord(f"event record under key {key!r}: {exc}; {DAMAGED}") from None
         yield key, record
