@@ -6,10 +6,10 @@ own read-only transaction (LMDB's MVCC: readers never wait for the writer). The
 read gate lets ``close()`` wait until no reader is inside the environment, so a
 restart never frees memory a reader is still using.
 
-Opening checks the data file before trusting it: the first open of a directory in
-a process verifies its structure (`check.structure_problems`: every page, without
-handing the file to liblmdb, whose assertions abort the process on some damaged
-pages), and every open compares the environment with the directory's identity file
+Opening checks the data file before trusting it: an open verifies its structure
+(unless this process closed that very file unchanged, as on a restart) with
+`check.structure_problems` (every page, without handing the file to liblmdb, whose
+assertions abort the process on some damaged pages), and every open compares the environment with the directory's identity file
 (`memoryd.store.lmdb.identity`), so a damaged file is refused with `CorruptRecord`
 instead of aborting the process or opening empty.
 """
@@ -20,6 +20,7 @@ import contextlib
 import errno
 import os
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +30,7 @@ import structlog
 
 from memoryd import codec
 from memoryd.errors import CorruptRecord, EngineBusy, EngineClosed, MemorydError, StorageError
-from memoryd.store.lmdb import check, identity, layout
+from memoryd.store.lmdb import check, identity, keys, layout
 from memoryd.store.lmdb.dirlock import DirLock
 from memoryd.store.lmdb.layout import Counters, Dbs, open_dbs
 from memoryd.store.lmdb.reads import live_conversations
@@ -79,9 +80,29 @@ def _make_dir(path: Path) -> None:
         _fsync_dir(created.parent)
 
 
-_verified: set[Path] = set()
-"""Directories whose data file this process verified page by page (at their first open)."""
-_verified_lock = threading.Lock()
+_CORE_DBS = (
+    keys.NAMES_DB,
+    keys.EVENTS_DB,
+    keys.POSITIONS_DB,
+    keys.META_DB,
+    keys.IDEMPOTENCY_DB,
+    layout.SYS_DB,
+)
+"""The sub-databases every store of this format has held since it was created."""
+
+_trusted: dict[Path, tuple[int, int, int, int]] = {}
+"""Data files this process closed itself, by directory: inode, size, mtime and a CRC-32
+of the meta pages at close. A reopen of an unchanged file (a restart) skips the
+page-by-page verification."""
+_trusted_lock = threading.Lock()
+_META_PAGES_BYTES = 1 << 16  # covers both meta pages at any page size LMDB uses
+
+
+def _signature(path: Path) -> tuple[int, int, int, int]:
+    with open(path / check.DATA_FILE, "rb") as file:
+        st = os.fstat(file.fileno())
+        metas = zlib.crc32(file.read(2 * _META_PAGES_BYTES))
+    return st.st_ino, st.st_size, st.st_mtime_ns, metas
 
 
 def _refuse(path: Path, problem: str) -> CorruptRecord:
@@ -93,17 +114,15 @@ def _refuse(path: Path, problem: str) -> CorruptRecord:
 
 
 def _check_structure(path: Path) -> None:
-    """Verify ``path/data.mdb`` page by page, once per directory per process."""
-    with _verified_lock:
-        if path in _verified:
+    """Verify ``path/data.mdb`` page by page, unless this process closed it unchanged."""
+    with _trusted_lock:
+        if _trusted.get(path) == _signature(path):
             return
     problems = check.structure_problems(path)
     if problems:
         more = len(problems) - 3
         shown = "; ".join(problems[:3]) + (f"; and {more} more" if more > 0 else "")
         raise _refuse(path, f"its data file is damaged ({shown})")
-    with _verified_lock:
-        _verified.add(path)
 
 
 Op = Callable[[Any, Dbs, Counters], Any]
@@ -204,12 +223,12 @@ class LmdbEngine:
         if not self._existed:
             return
         with self.env.begin() as txn:
-            found = txn.get(layout.SYS_DB) is not None
-        if not found and (self.identity.conversations or self.identity.position):
+            missing = [name.decode() for name in _CORE_DBS if txn.get(name) is None]
+        if missing and (self.identity.conversations or self.identity.position):
             raise _refuse(
                 self.path,
-                "its data file opens without its sub-databases (the main database's root "
-                f"is damaged), but {identity.FILE_NAME} records "
+                f"its data file opens without the sub-databases {missing} (the main "
+                f"database is damaged), but {identity.FILE_NAME} records "
                 f"{self.identity.conversations} conversations",
             )
 
@@ -472,5 +491,7 @@ class LmdbEngine:
         self._note_counters(force=True)
         try:
             self.env.close()
+            with _trusted_lock:
+                _trusted[self.path] = _signature(self.path)
         finally:
             self._lock.release()
