@@ -10,8 +10,9 @@ Opening checks the data file before trusting it: an open verifies its structure
 (unless this process closed that very file unchanged, as on a restart) with
 `check.structure_problems` (every page, without handing the file to liblmdb, whose
 assertions abort the process on some damaged pages), and every open compares the
-environment with the directory's identity file (`memoryd.store.lmdb.identity`), so a damaged file is refused with `CorruptRecord`
-instead of aborting the process or opening empty.
+environment with the directory's identity file (`memoryd.store.lmdb.identity`), so
+a damaged file is refused with `CorruptRecord` instead of aborting the process or
+opening empty.
 """
 
 from __future__ import annotations
