@@ -216,7 +216,7 @@ class LmdbEngine:
             )
         if known is None:
             known = identity.Identity.new(codec.STORE_FORMAT)
-            identity.write(self.path, known)
+            identity.write(self.path, known, durable=self.durable)
         return known
 
     def _check_main_db(self) -> None:
@@ -280,7 +280,7 @@ class LmdbEngine:
         if force or known.outgrown_by(conversations, position):
             grown = known.grown(conversations, position)
             try:
-                identity.write(self.path, grown)
+                identity.write(self.path, grown, durable=self.durable)
             except OSError as exc:  # a lower bound left lower: safe, retried later
                 log.warning("identity_not_written", path=str(self.path), error=str(exc))
                 return

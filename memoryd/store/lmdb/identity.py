@@ -97,8 +97,14 @@ def read(directory: Path) -> Identity | None:
     return identity
 
 
-def write(directory: Path, identity: Identity) -> None:
-    """Write ``identity`` as ``directory``'s identity file, durably and atomically."""
+def write(directory: Path, identity: Identity, *, durable: bool = True) -> None:
+    """Write ``identity`` as ``directory``'s identity file, atomically.
+
+    Args:
+        directory: the store's directory.
+        identity: what to record.
+        durable: fsync the file and the directory (False for a store without fsync).
+    """
     path = directory / FILE_NAME
     temporary = directory / (FILE_NAME + ".tmp")
     body = json.dumps(
@@ -112,10 +118,13 @@ def write(directory: Path, identity: Identity) -> None:
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, body)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temporary, path)
+    if not durable:
+        return
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
