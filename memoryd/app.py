@@ -94,7 +94,17 @@ def _start_stores() -> DynamicSupervisor:
 def _stores(timeout_s: float = 10.0) -> DynamicSupervisor:
     with _lock:
         if _tree.root is None or not _tree.root.is_alive():
-            _discard(lookup.forget_all())
+            gave_up = _tree.root is not None
+            forgotten = lookup.forget_all()
+            if gave_up:
+                log.error(
+                    "tree_gave_up",
+                    supervisor=ROOT,
+                    stores=[spec.name for spec in forgotten],
+                    reason="restart intensity exceeded; the tree starts again, and stores "
+                    "are reopened on their next use (ephemeral ones empty)",
+                )
+            _discard(forgotten)
             if not _tree.atexit_registered:
                 # Stop the stores cleanly when the program exits without shutdown():
                 # queued writes are committed and every environment is closed.

@@ -21,11 +21,27 @@ Each run (beamai's agent path, Koog's ChatMemory and Persistence):
 A run that fails leaves the history as it was; a run whose process died stays in
 `Agent.pending_runs` and `Agent.resume` finishes it without calling again the tools
 whose results were recorded. Runs on one conversation in one process take turns.
+
+With an active session (Agently, `activate_session`), a run without a conversation id
+is a turn of that session, and each LLM call is sent the session's window: the
+provider's ``prepare`` of history + turn, then the session's analysis and resize
+handlers (``max_length`` with ``simple_cut`` by default), the turn always kept whole.
+A memo the handlers return is persisted after the turn is committed; a run never
+replaces the stored history (`Session.refresh` applies a resize handler's history).
+The session's ``input_keys`` / ``reply_keys`` choose what the run records of prompt
+data and of a JSON answer. A run with neither a conversation id nor a session gets a
+new ``conversation-<hex>`` id: its turn is stored there and ``RunResult.conversation_id``
+says where.
+
+A store that becomes unavailable fails the turn once: the first store call that
+finds it so raises `StoreUnavailable` (after its deadline), and the run is left as it
+is in the journal (pending, for `resume`) without another call to that store.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,8 +52,16 @@ import structlog
 from memoryd import messages as msgs
 from memoryd.agent.journal import RunJournal
 from memoryd.agent.locks import conversation_lock, run_active
-from memoryd.agent.memory import commit_turn, keep_turn, resolve_memory, store_of
-from memoryd.errors import InvalidMessage, StepLimitExceeded
+from memoryd.agent.memory import (
+    base_version,
+    check_provider_options,
+    commit_turn,
+    keep_turn,
+    resolve_memory,
+    store_of,
+)
+from memoryd.agent.sessions import SessionMethods, Sessions
+from memoryd.errors import InvalidMessage, StepLimitExceeded, StoreUnavailable
 from memoryd.kernel.context import Context
 from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
@@ -47,6 +71,7 @@ from memoryd.messages import CheckedMessages
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
+from memoryd.provider.session_turns import recorded_turn
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["Agent", "PendingRun", "RunResult"]
@@ -62,9 +87,11 @@ class RunResult:
     Attributes:
         message: The final assistant message.
         messages: The whole turn: the input, tool calls, tool results, the answer.
-        conversation_id: The conversation (generated when the run was given none).
+        conversation_id: The conversation the turn was stored in: the one given, the
+            active session's, or a new ``conversation-<hex>`` id.
         run_id: The run id (the commit's idempotency key).
-        version: The conversation's version after the commit; None without memory.
+        version: The conversation's version after the commit; None without memory
+            or with a memory that keeps no versions.
     """
 
     message: Message
@@ -98,6 +125,12 @@ def _input_messages(value: Any) -> CheckedMessages:
     """The run's input, checked once: the only check it gets on its way to the store."""
     if isinstance(value, str):
         return msgs.check([{"role": "user", "content": value}], max_bytes=None)
+    if isinstance(value, dict) and "role" not in value:  # prompt data, sent as JSON
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidMessage(f"prompt data must be JSON-compatible: {exc}") from None
+        return msgs.check([{"role": "user", "content": text}], max_bytes=None)
     if isinstance(value, dict):
         try:
             return msgs.check([value], max_bytes=None)
@@ -123,14 +156,17 @@ def _resolve_journal(journal: Any, provider: MemoryProvider | None) -> RunJourna
     return RunJournal(lambda: store_of(provider))  # type: ignore[arg-type,return-value]
 
 
-class Agent:
+class Agent(SessionMethods):
     """An LLM agent with tools and conversation memory.
 
     Args:
         llm: The chat model.
         memory: ``"default"`` (the shared default store, no window),
             ``memoryd.window(n)`` (default store + safe window of n), a store handle
-            (that store, no window), any `MemoryProvider`, or ``False`` (no memory).
+            or any `memoryd.ChatStore` (that store, no window), any `MemoryProvider`
+            (beamai's four callbacks are enough; see `memoryd.agent.memory` for what
+            a run promises without idempotency keys and expected versions), or
+            ``False`` (no memory).
         tools: `Tool` objects or type-hinted functions.
         system_prompt: Sent first on every LLM call; never stored.
         max_steps: The most LLM calls one run may make.
@@ -167,53 +203,27 @@ class Agent:
             max_steps=check_max_steps(max_steps),
         )
         self.provider: MemoryProvider | None = resolve_memory(memory)
+        self._append_options = check_provider_options(self.provider)
         self._journal = _resolve_journal(journal, self.provider)
         self._session: Session | None = None
+        self._sessions = Sessions()
 
     @property
     def max_steps(self) -> int:
         """The most LLM calls one run may make."""
         return self.kernel.max_steps
 
-    # -- sessions (Agently) ----------------------------------------------------------------
-
-    @property
-    def session(self) -> Session | None:
-        """The active session, or None."""
-        return self._session
-
-    def activate_session(self, session_id: str | None = None) -> Session:
-        """Make later `run` calls without a conversation id use this session's conversation.
-
-        Args:
-            session_id: The conversation id (default: a new one).
-
-        Returns:
-            The active `memoryd.Session`.
-
-        Raises:
-            ValueError: The agent has no memory with a store.
-            InvalidConversationId: A bad ``session_id``.
-        """
-        if store_of(self.provider) is None:
-            raise ValueError(
-                "activate_session needs memory kept in a store (memory='default', "
-                "memoryd.window(n), a store handle, or a provider with a .store)"
-            )
-        self._session = Session(session_id, self.provider)
-        return self._session
-
-    def deactivate_session(self) -> None:
-        """Stop using the active session (later runs without an id get a new conversation)."""
-        self._session = None
-
     # -- runs ----------------------------------------------------------------------------------
 
-    def run(self, input: Any, *, conversation_id: str | None = None) -> RunResult:
+    def run(self, input: Any, conversation_id: str | None = None) -> RunResult:
         """Run one turn: the tool loop, then one atomic commit of the turn.
 
+        ``agent.run("text", "session-1")`` is Koog's positional form.
+
         Args:
-            input: The user's text, a message dict, or a list of messages.
+            input: The user's text, a message dict, a list of messages, or prompt data
+                (a dict without ``"role"``: sent as JSON; a session's ``input_keys``
+                choose what is recorded).
             conversation_id: The conversation (default: the active session's, else a
                 new generated id, returned on the result).
 
@@ -226,6 +236,8 @@ class Agent:
             StepLimitExceeded: No final answer within ``max_steps`` LLM calls.
             ConflictError: The conversation changed during the run (nothing stored).
             LLMError: The model failed (nothing stored).
+            StoreUnavailable: The store is unavailable (the first store call that
+                found it so; the run stays pending in the journal).
         """
         turn = _input_messages(input)
         if conversation_id is None and self._session is not None:
@@ -314,12 +326,15 @@ class Agent:
         owner: Any = store.name if store is not None else id(self.provider)
         return conversation_lock((owner, cid))
 
-    def _load(self, cid: str) -> tuple[int, list[Message]]:
+    def _load(self, cid: str) -> tuple[int | None, list[Message]]:
         if self.provider is None:
-            return 0, []
-        store = store_of(self.provider)
-        base = store.version(cid) if store is not None else 0
-        return base, self.provider.history(cid)
+            return None, []
+        return base_version(self.provider, cid), self.provider.history(cid)
+
+    def _session_of(self, cid: str) -> Session | None:
+        """The active session when the run is one of its turns."""
+        session = self._session
+        return session if session is not None and session.id == cid else None
 
     def _result(self, run_id: str, cid: str, turn: Sequence[Message], version: Any) -> RunResult:
         return RunResult(
@@ -334,19 +349,21 @@ class Agent:
         self,
         run_id: str,
         cid: str,
-        base: int,
+        base: int | None,
         history: list[Message],
         turn: CheckedMessages,
         *,
         inputs: int,
     ) -> RunResult:
+        session = self._session_of(cid)
+        memos: list[Any] = []
         try:
-            turn = self._loop(run_id, cid, history, turn, inputs)
+            turn = self._loop(run_id, cid, history, turn, inputs, session=session, memos=memos)
             version = None
             if self.provider is not None:
-                version = commit_turn(self.provider, cid, turn, run_id=run_id, base_version=base)
+                version = self._commit(run_id, cid, turn, base, inputs=inputs, session=session)
         except Exception as exc:
-            if self._journal is not None:
+            if self._journal is not None and not isinstance(exc, StoreUnavailable):
                 try:
                     self._journal.finish(
                         run_id, cid, status="failed", error=f"{type(exc).__name__}: {exc}"
@@ -356,7 +373,37 @@ class Agent:
             raise
         if self._journal is not None:
             self._journal.finish(run_id, cid, status="committed", version=version)
+        if session is not None:
+            session.forget_window()
+            if memos:
+                session.set_memo(memos[-1])
         return self._result(run_id, cid, turn, version)
+
+    def _commit(
+        self,
+        run_id: str,
+        cid: str,
+        turn: CheckedMessages,
+        base: int | None,
+        *,
+        inputs: int,
+        session: Session | None,
+    ) -> int | None:
+        """Commit the turn; a session's keys choose what is recorded of it."""
+        assert self.provider is not None
+        recorded: Sequence[Message] | None = None
+        if session is not None:
+            recorded = recorded_turn(
+                turn, inputs=inputs, input_keys=session.input_keys, reply_keys=session.reply_keys
+            )
+        return commit_turn(
+            self.provider,
+            cid,
+            turn if recorded is None else msgs.check(recorded, max_bytes=None),
+            run_id=run_id,
+            base_version=base,
+            options=self._append_options,
+        )
 
     def _append(
         self, run_id: str, turn: CheckedMessages, message: CheckedMessages
@@ -379,13 +426,22 @@ class Agent:
         return turn
 
     def _loop(
-        self, run_id: str, cid: str, history: list[Message], turn: CheckedMessages, inputs: int
+        self,
+        run_id: str,
+        cid: str,
+        history: list[Message],
+        turn: CheckedMessages,
+        inputs: int,
+        *,
+        session: Session | None = None,
+        memos: list[Any] | None = None,
     ) -> CheckedMessages:
         """Continue a turn from wherever it is: the input, a tool call, or its results.
 
         Every message joins the turn checked once where it was made (the input in
         `run`, a reply by the kernel, a tool result here), so the turn is committed
-        without another check.
+        without another check. With a ``session`` each call is sent its window, and
+        the memos its handlers return are collected in ``memos``.
         """
         context = Context(conversation_id=cid, metadata={"run_id": run_id})
         step = sum(1 for m in turn[inputs:] if m.get("role") == "assistant")
@@ -412,7 +468,12 @@ class Agent:
                 )
             shown = self._shown(turn)
             sent = [*history, *shown]
-            if self.provider is not None:
+            if session is not None:
+                resized = session.shape(history, sent)
+                if resized.memo is not None and memos is not None:
+                    memos.append(resized.memo)
+                sent = keep_turn(resized.window, shown)
+            elif self.provider is not None:
                 sent = keep_turn(self.provider.prepare(cid, sent), shown)
             reply = self.kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
             turn = self._append(run_id, turn, reply)

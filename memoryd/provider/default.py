@@ -15,6 +15,15 @@ from typing import Any
 from memoryd import messages as msgs
 from memoryd.messages import is_system
 from memoryd.provider import preprocessors as pre
+from memoryd.provider.chat_store import (
+    HANDLE_FEATURES,
+    ChatStore,
+    StoreFeatures,
+    check_store,
+    store_add,
+    store_features,
+    store_get,
+)
 from memoryd.provider.safe_window import check_messages, check_window, safe_window
 from memoryd.store.default import default_store
 from memoryd.store.handle import StoreHandle
@@ -22,24 +31,16 @@ from memoryd.store.handle import StoreHandle
 __all__ = ["DefaultProvider", "window"]
 
 Message = dict[str, Any]
-_STORE_METHODS = ("get", "add", "clear", "version", "events")
-
-
-def _check_store(store: Any) -> Any:
-    missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
-    if missing:
-        raise TypeError(
-            f"store must be a store handle (memoryd.LmdbStore.start(...), "
-            f"memoryd.EphemeralStore.start(), memoryd.default_store()), got {store!r:.80}"
-        )
-    return store
 
 
 class DefaultProvider:
     """beamai's default provider: history from a store, a window applied only in `prepare`.
 
     Args:
-        store: The store handle holding the conversations.
+        store: The store holding the conversations: a store handle, or any
+            `memoryd.ChatStore` (``get``, ``add``, ``clear``; see
+            `memoryd.provider.chat_store` for what a store without the optional
+            methods cannot give).
         window: Send at most the last ``window`` non-system messages (`safe_window`);
             None sends everything.
         preprocessors: Callables ``list -> list`` run in order inside `prepare`, after
@@ -51,25 +52,28 @@ class DefaultProvider:
             False to read whole histories.
 
     Raises:
-        TypeError: ``store`` is not a store handle, or a preprocessor is not callable.
+        TypeError: ``store`` is not a store (the message names what it lacks), or a
+            preprocessor is not callable.
         ValueError: ``window`` is not None or an int >= 0.
     """
 
     def __init__(
         self,
-        store: StoreHandle,
+        store: StoreHandle | ChatStore,
         window: int | None = None,
         *,
         preprocessors: Sequence[pre.Preprocessor] = (),
         store_preprocessors: Sequence[pre.Preprocessor] = (),
         read_tail: bool = True,
     ) -> None:
-        self._store: StoreHandle | None = None
+        self._store: Any = None
         self._resolve: Callable[[], StoreHandle] | None = None
+        self._features: StoreFeatures = HANDLE_FEATURES
         if callable(store) and not hasattr(store, "get"):
             self._resolve = store
         else:
-            self._store = _check_store(store)
+            self._store = check_store(store, user="DefaultProvider")
+            self._features = store_features(self._store)
         self._window = None if window is None else check_window(window, "window")
         self._preprocessors = pre.check_steps(preprocessors, "preprocessors")
         self._store_preprocessors = pre.check_steps(store_preprocessors, "store_preprocessors")
@@ -106,12 +110,17 @@ class DefaultProvider:
     # -- configuration ----------------------------------------------------------------
 
     @property
-    def store(self) -> StoreHandle:
-        """The store handle (the default store is started here on first use)."""
+    def store(self) -> Any:
+        """The store (the default store is started here on first use)."""
         if self._store is not None:
             return self._store
         assert self._resolve is not None
         return self._resolve()
+
+    @property
+    def store_features(self) -> StoreFeatures:
+        """What the store offers beyond `memoryd.ChatStore`."""
+        return self._features
 
     @property
     def window(self) -> int | None:
@@ -165,13 +174,13 @@ class DefaultProvider:
             InvalidConversationId: A bad ``cid``.
             StoreUnavailable: The store is not running.
         """
-        store = self.store
-        if self._window is None or not self._read_tail:
-            return store.get(cid)
+        store, features = self.store, self._features
+        if self._window is None or not self._read_tail or not features.get_limit:
+            return store_get(store, features, cid)
         wanted = self._window
         limit = max(wanted, 1)
         while True:
-            tail = store.get(cid, limit=limit)
+            tail = store_get(store, features, cid, limit=limit)
             if len(tail) < limit or sum(1 for m in tail if not is_system(m)) >= wanted:
                 return tail
             limit *= 2
@@ -189,7 +198,8 @@ class DefaultProvider:
 
         Returns:
             The conversation's version after the write (unchanged when the store
-            preprocessors left nothing to store).
+            preprocessors left nothing to store). A store without versions
+            (`memoryd.ChatStore` alone) answers its message count instead.
 
         Raises:
             InvalidConversationId: A bad ``cid``.
@@ -201,10 +211,9 @@ class DefaultProvider:
         batch = self.to_store(messages)
         store = self.store
         if not batch:
-            return store.version(cid)
-        if not isinstance(store, StoreHandle):  # a user's store gets the list it expects
-            batch = list(batch)
-        return store.add(cid, batch, idempotency_key=idempotency_key)
+            return int(store.version(cid)) if self._features.version else 0
+        version = store_add(store, self._features, cid, batch, idempotency_key=idempotency_key)
+        return version if version is not None else len(store_get(store, self._features, cid))
 
     def to_store(self, messages: Sequence[Message]) -> Sequence[Message]:
         """What `append` stores of ``messages``: checked once, then the store preprocessors.
@@ -263,7 +272,8 @@ class DefaultProvider:
         self.store.clear(cid)
 
     def __repr__(self) -> str:
-        store = self._store.name if self._store is not None else "default store"
+        store = getattr(self._store, "name", self._store) if self._store is not None else None
+        store = "default store" if store is None else store
         return f"DefaultProvider({store!r}, window={self._window!r})"
 
 

@@ -240,7 +240,7 @@ def test_bad_arguments_are_named() -> None:
         memoryd.Kernel(llm=model, tools=[add, add])
     with pytest.raises(ValueError, match="max_steps"):
         memoryd.Kernel(llm=model, max_steps=0)
-    with pytest.raises(TypeError, match="memory_filter needs a store handle"):
+    with pytest.raises(TypeError, match="memory_filter needs a store"):
         memoryd.memory_filter("not a store")
     kernel = memoryd.Kernel(llm=model)
     with pytest.raises(memoryd.InvalidMessage, match="empty"):

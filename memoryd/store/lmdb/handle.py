@@ -145,6 +145,7 @@ class _LmdbHandle(ActorStoreHandle):
                 continue
             out["name"] = self.name
             out["kind"] = self.kind
+            out["recreated_empty"] = lookup.recreated_empty(self.name)
             commits = out["commits"]
             out["mean_batch"] = out["appends"] / commits if commits else 0.0
             return out
