@@ -70,6 +70,7 @@ if _TYPE_CHECKING:
     )
     from memoryd.memory import LongTermMemory
     from memoryd.provider import (
+        ChatStore,
         DefaultProvider,
         Explanation,
         MemoryProvider,
@@ -102,6 +103,7 @@ _LAZY = {
     "LongTermMemory": "memoryd.memory",
     **dict.fromkeys(
         (
+            "ChatStore",
             "DefaultProvider",
             "Explanation",
             "MemoryProvider",
@@ -131,6 +133,7 @@ __all__ = [
     "AuthenticationError",
     "Change",
     "ChatRequest",
+    "ChatStore",
     "ConflictError",
     "Context",
     "CorruptRecord",

@@ -248,8 +248,8 @@ def check_store(store: Any, *, user: str, needs: Sequence[str] = ()) -> Any:
 
 
 _warned_lock = threading.Lock()
-_warned_refs: weakref.WeakSet[Any] = weakref.WeakSet()
-_warned_ids: set[int] = set()
+_warned: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_warned_ids: dict[int, set[str]] = {}
 
 
 def warn_once(subject: Any, event: str, **fields: Any) -> None:
@@ -262,13 +262,12 @@ def warn_once(subject: Any, event: str, **fields: Any) -> None:
     """
     with _warned_lock:
         try:
-            if subject in _warned_refs:
-                return
-            _warned_refs.add(subject)
+            seen = _warned.setdefault(subject, set())
         except TypeError:  # neither hashable nor weakly referable: remember its id
-            if id(subject) in _warned_ids:
-                return
-            _warned_ids.add(id(subject))
+            seen = _warned_ids.setdefault(id(subject), set())
+        if event in seen:
+            return
+        seen.add(event)
     log.warning(event, **fields)
 
 
