@@ -175,6 +175,30 @@ def _already_committed(store: StoreHandle, cid: str, run_id: str, after: int) ->
     return None
 
 
+def _append_turn(
+    provider: MemoryProvider,
+    store: StoreHandle | None,
+    cid: str,
+    turn: Sequence[Message],
+    *,
+    run_id: str,
+    base_version: int | None,
+    options: frozenset[str],
+) -> int | None:
+    """A provider other than `DefaultProvider` appends the turn, with the keywords it takes."""
+    expected = base_version if "expected_version" in options else None
+    if store is not None and expected is None and base_version is not None:
+        done = _already_committed(store, cid, run_id, base_version)
+        if done is not None:
+            return done
+        current = store.version(cid)
+        if current != base_version:
+            raise ConflictError(expected=base_version, actual=current)
+    return provider_append(
+        provider, options, cid, turn, idempotency_key=run_id, expected_version=expected
+    )
+
+
 def commit_turn(
     provider: MemoryProvider,
     cid: str,
@@ -183,6 +207,7 @@ def commit_turn(
     run_id: str,
     base_version: int | None,
     options: frozenset[str] = frozenset(),
+    then_clear: str | None = None,
 ) -> int | None:
     """Append the whole turn as ONE write keyed by the run id, if the conversation is unchanged.
 
@@ -206,6 +231,8 @@ def commit_turn(
         base_version: The conversation's version the run started from (None: the
             memory keeps no versions, nothing is compared).
         options: The provider's `append_options` (ignored for a `DefaultProvider`).
+        then_clear: The run's journal, cleared by the commit's own write with a
+            `DefaultProvider` on a store handle, right after it otherwise.
 
     Returns:
         The conversation's version after the commit, or None when the memory keeps none.
@@ -218,32 +245,47 @@ def commit_turn(
         if type(provider) is DefaultProvider:
             batch = provider.to_store(turn)
             target, features = provider.store, provider.store_features
-            if not batch:
-                return int(target.version(cid)) if features.version else base_version
-            return store_add(
-                target,
-                features,
+            if batch and features.handle:
+                return int(
+                    target.add(
+                        cid,
+                        batch,
+                        idempotency_key=run_id,
+                        expected_version=base_version,
+                        then_clear=then_clear,
+                    )
+                )
+            if batch:
+                version = store_add(
+                    target,
+                    features,
+                    cid,
+                    batch,
+                    idempotency_key=run_id,
+                    expected_version=base_version,
+                )
+            else:
+                version = int(target.version(cid)) if features.version else base_version
+        else:
+            version = _append_turn(
+                provider,
+                store,
                 cid,
-                batch,
-                idempotency_key=run_id,
-                expected_version=base_version,
+                turn,
+                run_id=run_id,
+                base_version=base_version,
+                options=options,
             )
-        expected = base_version if "expected_version" in options else None
-        if store is not None and expected is None and base_version is not None:
-            done = _already_committed(store, cid, run_id, base_version)
-            if done is not None:
-                return done
-            current = store.version(cid)
-            if current != base_version:
-                raise ConflictError(expected=base_version, actual=current)
-        return provider_append(
-            provider, options, cid, turn, idempotency_key=run_id, expected_version=expected
-        )
+        if then_clear is not None and store is not None:
+            store.clear(then_clear)
+        return version
     except ConflictError as exc:
         done = None
         if store is not None and base_version is not None:
             done = _already_committed(store, cid, run_id, base_version)
         if done is not None:
+            if then_clear is not None and store is not None:
+                store.clear(then_clear)
             return done
         raise ConflictError(
             f"conversation {cid!r} changed while run {run_id} was running (it started at "

@@ -8,11 +8,18 @@ from typing import Any
 import pytest
 
 import memoryd
+from memoryd import messages
 from memoryd.client.remote import DEFAULT_TIMEOUT_S, RemoteStore
 from memoryd.llm import ScriptedModel
 from tests.server.daemon import Daemon
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@memoryd.tool
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
 
 
 class CountingStore(RemoteStore):
@@ -32,28 +39,35 @@ class CountingStore(RemoteStore):
             raise
 
 
+def call(name: str, call_id: str) -> dict[str, Any]:
+    return messages.assistant(tool_calls=[messages.tool_call(call_id, name, {"text": "x"})])
+
+
 @pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])
 def test_a_turn_against_a_killed_daemon_fails_at_the_first_call(journal: bool) -> None:
-    """The daemon is SIGKILLed while the model answers: one store call fails, no other
-    is made, and the run raises StoreUnavailable."""
+    """One tool step is journaled; the next tool SIGKILLs the daemon: the store call
+    after it fails, no other is made, and the run raises StoreUnavailable."""
     with Daemon().start() as daemon:
         store = CountingStore(daemon.address, timeout=1.0)
         made: list[int] = []
 
-        def answer_after_the_kill(sent: list[dict[str, Any]]) -> str:
+        @memoryd.tool
+        def kill(text: str) -> str:
+            """SIGKILL the daemon."""
             daemon.kill()
             made.append(len(store.calls))
-            return "an answer nobody will store"
+            return "killed"
 
         agent = memoryd.Agent(
-            llm=ScriptedModel(["hello", answer_after_the_kill]),
+            llm=ScriptedModel(["hello", call("echo", "t1"), call("kill", "t2"), "unstored"]),
             memory=store,
+            tools=[echo, kill],
             journal=None if journal else False,
         )
         assert agent.run("first", conversation_id="c").text == "hello"
         with pytest.raises(memoryd.StoreUnavailable, match="cannot reach the memoryd daemon"):
             agent.run("second", conversation_id="c")
-        assert made, "the model was not called"
+        assert made, "the daemon was not killed"
         after_kill = store.calls[made[0] :]
         assert len(after_kill) == 1, after_kill
         assert store.unavailable == after_kill
