@@ -1,7 +1,8 @@
 """The policy layer: what each LLM call sees; the store keeps the full log.
 
-`MemoryProvider` (beamai's provider), `ChatStore` (the protocol a user's store meets), `DefaultProvider` with `safe_window`, Koog's
-`preprocessors`, Agently's `Session`, the `SummarizingProvider`, and `explain`.
+`MemoryProvider` (beamai's provider), `ChatStore` (the protocol a user's store meets),
+`DefaultProvider` with `safe_window`, Koog's `preprocessors`, Agently's `Session`, the
+`SummarizingProvider`, and `explain`.
 """
 
 from memoryd.provider import preprocessors

@@ -2,8 +2,8 @@
 
 Without keys, a str is recorded as it is and other data as JSON. With keys (dotted paths
 such as ``"input.question"``), only those paths of the data are recorded, as a JSON object
-keyed by path; a path the data does not have is skipped. `recorded_turn` applies the same keys to what
-an agent run records.
+keyed by path; a path the data does not have is skipped. `recorded_turn` applies the same
+keys to what an agent run records.
 """
 
 from __future__ import annotations
