@@ -6,6 +6,7 @@ installs them). Without them a fixture fails with a message that says so.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
@@ -356,7 +357,9 @@ class LossyProxy:
                 _close(client)
                 return
 
-    def _down(self, upstream: socket.socket, client: socket.socket, victim: threading.Event) -> None:
+    def _down(
+        self, upstream: socket.socket, client: socket.socket, victim: threading.Event
+    ) -> None:
         while True:
             try:
                 chunk = upstream.recv(1 << 16)
@@ -382,8 +385,6 @@ class LossyProxy:
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
