@@ -182,6 +182,9 @@ class Batch:
         again: list[int] = []
         self.refused = None
         for i, (plan, reply) in enumerate(zip(plans, replies, strict=True)):
+            if isinstance(reply, StorageError):  # refused before sending (not durable)
+                self.results[plan.index] = (False, reply)
+                continue
             if isinstance(reply, Exception):
                 if not isinstance(reply, _REDIRECTS):
                     raise reply
