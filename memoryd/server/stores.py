@@ -70,9 +70,7 @@ def lmdb_stores(data: Path, *, max_message_bytes: int) -> StartStore:
     return start
 
 
-def redis_stores(
-    url: str, *, max_message_bytes: int, require_durable: bool = True
-) -> StartStore:
+def redis_stores(url: str, *, max_message_bytes: int, require_durable: bool = True) -> StartStore:
     """Durable stores in the Redis at ``url``, each under its `redis_prefix`; with
     ``require_durable`` a Redis that does not fsync every write is refused."""
     from memoryd.store.redis.handle import RedisStore  # noqa: PLC0415 - optional extra
