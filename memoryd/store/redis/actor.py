@@ -29,8 +29,8 @@ class RedisStoreActor(StoreActor[RedisConfig, RedisEngine]):
     """Owns one `RedisEngine` (a redis-py client and its connection pool).
 
     Args:
-        config: the Redis URL, key prefix, cluster flag and replicas to wait
-            for; restarts reuse it.
+        config: the Redis URL, key prefix, cluster flag, replicas to wait for and
+            whether to refuse a server that is not durable; restarts reuse it.
     """
 
     def _open_engine(self) -> RedisEngine:
@@ -46,6 +46,7 @@ class RedisStoreActor(StoreActor[RedisConfig, RedisEngine]):
             cluster=cfg.cluster,
             call_timeout_s=cfg.call_timeout_s,
             wait_replicas=cfg.wait_replicas,
+            require_durable=cfg.require_durable,
         )
 
     def _write_batch(
