@@ -59,6 +59,7 @@ class AsyncStore:
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
+        then_clear: str | None = None,
     ) -> int:
         """`StoreHandle.add`, awaited; returns the new version."""
         return await self.handle.submit(
@@ -67,6 +68,7 @@ class AsyncStore:
                 messages,
                 idempotency_key=idempotency_key,
                 expected_version=expected_version,
+                then_clear=then_clear,
                 max_bytes=self.handle.max_message_bytes,
             )
         )
