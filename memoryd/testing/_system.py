@@ -80,9 +80,7 @@ class SystemContract:
         store.fork("src", "old", at_version=1)
         assert texts(store.get("old", limit=1, system=True)) == ["persona", "a1"]
 
-    def test_a_fork_into_a_cleared_target_drops_its_old_system_messages(
-        self, store: Store
-    ) -> None:
+    def test_a_fork_into_a_cleared_target_drops_its_old_system_messages(self, store: Store) -> None:
         """A cleared target that is forked into holds only what the fork copied."""
         store.add("src", [user("u1"), assistant("a1")])
         store.add("dst", [system("dst persona"), user("mine")])

@@ -21,9 +21,7 @@ from memoryd.testing._writes import WriteContract
 __all__ = ["StoreContract"]
 
 
-class StoreContract(
-    HistoryContract, WriteContract, LogContract, SystemContract, LifecycleContract
-):
+class StoreContract(HistoryContract, WriteContract, LogContract, SystemContract, LifecycleContract):
     """Behaviour every store backend must show.
 
     A backend's test class subclasses this and defines the fixture ``make_store``

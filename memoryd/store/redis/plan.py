@@ -284,11 +284,11 @@ class Planner:
     def _plan_fork(self, index: int, request: Fork, chained: dict[str, str]) -> Plan | None:
         source_meta = lua.conv_keys(self.writer.prefix, request.source).meta
         if self.connections.call(lambda c: c.hget(source_meta, "v")) is None:
-            error = UnknownConversation(
+            unknown = UnknownConversation(
                 f"cannot fork {request.source!r}: it was never written; nothing was "
                 f"written to {request.target!r}"
             )
-            self.results[index] = (False, error)
+            self.results[index] = (False, unknown)
             return None
         try:
             source_version, copied = self.reads.history(request.source, None, request.at_version)
