@@ -3,7 +3,8 @@
     python tools/soak.py [--scale 1.0] [--seed N] [--skip powerloss,...]
 
 Suites: injected actor crashes, 8-client histories with kills, random I/O faults
-under libfiu, the hypothesis state machine, and the FUSE power-loss run with its
+under libfiu, the hypothesis state machine, redis-server SIGKILLed under unkeyed
+Redis writes (needs redis-server on PATH), and the FUSE power-loss run with its
 two negative controls (which must report losses). Exits 1 on any loss,
 duplicate, torn event, verifier failure or blind control.
 """
@@ -116,6 +117,31 @@ def io_faults(cycles: int, seed: int, tmp: Path) -> dict[str, object]:
     return {"cycles": cycles, **totals, "duplicated": 0, "ok": ok}
 
 
+def redis_kills(kills: int, seed: int, tmp: Path) -> dict[str, object]:
+    """4 writers adding and popping without idempotency keys through ``kills`` SIGKILLs
+    of redis-server (appendfsync always), each message audited by its id."""
+    import memoryd
+    from tests.redis_servers import RedisServer
+    from tools.reliability.redis_kills import run
+
+    server = RedisServer(tmp / "redis").start()
+    try:
+        result = run(server, kills=kills, writers=4, seed=seed)
+    finally:
+        server.stop()
+        memoryd.shutdown()
+    for line in result.problems[:3]:
+        print("redis kills:", line)
+    return {
+        "cycles": result.kills,
+        "operations": result.operations,
+        "acknowledged": result.acknowledged,
+        "lost": result.lost,
+        "duplicated": result.duplicated,
+        "ok": result.ok,
+    }
+
+
 def stateful(examples: int, seed: int) -> dict[str, object]:
     """The hypothesis state machine, ``examples`` examples."""
     from tools.reliability.stateful import run_machine
@@ -175,6 +201,10 @@ def main() -> None:
             ("histories + kills", lambda: histories(int(3000 * s), args.seed, tmp)),
             ("I/O faults (libfiu)", lambda: io_faults(int(20 * s), args.seed, tmp)),
             ("stateful (hypothesis)", lambda: stateful(int(2000 * s), args.seed)),
+            (
+                "Redis kill -9 with unkeyed writes (0 duplicates)",
+                lambda: redis_kills(int(100 * s), args.seed, tmp),
+            ),
         ]
         for name, fn in plan:
             if name.split()[0].lower() in skip:

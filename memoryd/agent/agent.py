@@ -26,8 +26,9 @@ whose results were recorded. Runs on one conversation in one process take turns.
 from __future__ import annotations
 
 import copy
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ import structlog
 
 from memoryd import messages as msgs
 from memoryd.agent.journal import RunJournal
-from memoryd.agent.locks import conversation_lock, run_active
+from memoryd.agent.locks import active_runs, conversation_lock, run_active
 from memoryd.agent.memory import commit_turn, keep_turn, resolve_memory, store_of
 from memoryd.errors import InvalidMessage, StepLimitExceeded
 from memoryd.kernel.context import Context
@@ -87,11 +88,26 @@ class PendingRun:
         run_id: The id to pass to `Agent.resume`.
         conversation_id: Its conversation.
         messages: The turn as far as the journal recorded it.
+        owner: The owner id of the process holding the run's lease.
+        orphaned: True when no live process holds it (its owner died, or its lease
+            ran out): it is safe to resume.
     """
 
     run_id: str
     conversation_id: str
     messages: tuple[Message, ...]
+    owner: str = ""
+    orphaned: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Run:
+    """What the loop knows of the run it drives."""
+
+    run_id: str
+    cid: str
+    base: int
+    inputs: int
 
 
 def _input_messages(value: Any) -> CheckedMessages:
@@ -169,6 +185,11 @@ class Agent:
         self.provider: MemoryProvider | None = resolve_memory(memory)
         self._journal = _resolve_journal(journal, self.provider)
         self._session: Session | None = None
+        self.agent_type: str | None = None
+        """The agent type an `AgentSystem` runs this agent as (recorded in its journals)."""
+        self.step_hook: Callable[[str], None] | None = None
+        """Called with the run id at every step boundary (before each LLM and tool call);
+        what it raises ends the run there, its journal kept."""
 
     @property
     def max_steps(self) -> int:
@@ -236,37 +257,59 @@ class Agent:
         run_id = uuid.uuid4().hex
         with run_active(run_id), self._lock(cid):
             base, history = self._load(cid)
-            if self._journal is not None:
-                self._journal.start(run_id, cid, base, turn)
             return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
 
-    def pending_runs(self, conversation_id: str) -> list[PendingRun]:
-        """Runs of the conversation that never finished, oldest first.
+    def pending_runs(self, conversation_id: str | None = None) -> list[PendingRun]:
+        """Unfinished runs that called tools, oldest first (a run without tool steps
+        has nothing to resume: its only write is its commit).
 
         Args:
-            conversation_id: The conversation.
+            conversation_id: Only this conversation's runs; None for the whole store.
 
         Returns:
-            The pending runs (a crashed process's, or ones still running elsewhere).
+            The pending runs (a crashed process's, or ones still running elsewhere:
+            `PendingRun.orphaned` tells them apart).
 
         Raises:
             ValueError: The agent keeps no journal.
         """
         journal = self._need_journal("pending_runs")
-        cid = msgs.validate_conversation_id(conversation_id)
-        out = []
-        for run_id in journal.pending(cid):
-            record = journal.load(run_id)
-            if record.status is None:
-                out.append(PendingRun(run_id=run_id, conversation_id=cid, messages=record.messages))
-        return out
+        cid = None if conversation_id is None else msgs.validate_conversation_id(conversation_id)
+        now, here = time.time(), active_runs()
+        return [
+            PendingRun(
+                run_id=r.run_id,
+                conversation_id=r.conversation_id,
+                messages=r.messages,
+                owner=r.owner,
+                orphaned=r.orphaned(now, r.run_id in here),
+            )
+            for r in journal.pending(cid)
+        ]
+
+    def discard(self, run_id: str) -> None:
+        """Drop a pending run: it is no longer listed and cannot be resumed.
+
+        Args:
+            run_id: The run id (from `pending_runs`).
+
+        Raises:
+            ValueError: The run is running in this process, or the agent keeps no journal.
+        """
+        journal = self._need_journal("discard")
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+        with run_active(run_id):
+            journal.discard(run_id)
+        log.info("run_discarded", run_id=run_id)
 
     def resume(self, run_id: str) -> RunResult:
-        """Finish a run from its last recorded step, then commit its turn.
+        """Finish a pending run from its last recorded step, then commit its turn.
 
-        Tool calls whose results were recorded are not called again. The rest of the
-        run continues on the conversation as it is now (a run that crashed after its
-        commit is only marked finished). A committed run returns its result again.
+        The run is claimed first (compare-and-set on its journal), so of several
+        processes resuming one run, one does. Tool calls whose results were recorded
+        are not called again. The rest of the run continues on the conversation as it
+        is now (a run that crashed after its commit is only cleared).
 
         Args:
             run_id: The run id (from `pending_runs`).
@@ -275,9 +318,11 @@ class Agent:
             The result.
 
         Raises:
-            UnknownRun: The journal holds no such run.
+            UnknownRun: The journal holds no unfinished run ``run_id`` (finished runs
+                leave nothing behind).
+            ConflictError: Another process claimed the run first.
             ValueError: The run is running in this process, or the agent keeps no journal.
-            StepLimitExceeded, ConflictError, LLMError: As for `run`.
+            StepLimitExceeded, LLMError: As for `run`.
         """
         journal = self._need_journal("resume")
         if not isinstance(run_id, str) or not run_id:
@@ -286,13 +331,12 @@ class Agent:
             record = journal.load(run_id)
             cid = record.conversation_id
             with self._lock(cid):
-                if record.status == "committed":
-                    return self._result(run_id, cid, record.messages, record.version)
+                journal.claim(record)
                 store = store_of(self.provider)
                 if store is not None:
                     for event in store.events(cid, after=record.base_version):
                         if event.idempotency_key == run_id:  # crashed after its commit
-                            journal.finish(run_id, cid, status="committed", version=event.version)
+                            journal.discard(run_id)
                             return self._result(run_id, cid, record.messages, event.version)
                 base, history = self._load(cid)
                 log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
@@ -340,30 +384,43 @@ class Agent:
         *,
         inputs: int,
     ) -> RunResult:
+        run = _Run(run_id=run_id, cid=cid, base=base, inputs=inputs)
         try:
-            turn = self._loop(run_id, cid, history, turn, inputs)
+            turn = self._loop(run, history, turn)
             version = None
             if self.provider is not None:
-                version = commit_turn(self.provider, cid, turn, run_id=run_id, base_version=base)
-        except Exception as exc:
-            if self._journal is not None:
+                journal = self._journal.finished_by(run_id) if self._journal else None
+                version = commit_turn(
+                    self.provider, cid, turn, run_id=run_id, base_version=base, then_clear=journal
+                )
+        except Exception:
+            if self._journal is not None and self._journal.journaled(run_id):
                 try:
-                    self._journal.finish(
-                        run_id, cid, status="failed", error=f"{type(exc).__name__}: {exc}"
-                    )
+                    self._journal.discard(run_id)
                 except Exception as journal_exc:  # the run's own error matters more
                     log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
             raise
-        if self._journal is not None:
-            self._journal.finish(run_id, cid, status="committed", version=version)
         return self._result(run_id, cid, turn, version)
 
-    def _append(
-        self, run_id: str, turn: CheckedMessages, message: CheckedMessages
-    ) -> CheckedMessages:
+    def _save_step(self, run: _Run, turn: CheckedMessages, added: CheckedMessages) -> None:
+        """Make one tool step durable (its call and all its results: one write)."""
         if self._journal is not None:
-            self._journal.step(run_id, len(turn), message)
-        return turn.join(message)
+            self._journal.step(
+                run.run_id,
+                cid=run.cid,
+                base_version=run.base,
+                inputs=run.inputs,
+                turn=turn,
+                added=added,
+                agent=self.agent_type,
+            )
+
+    def _boundary(self, run: _Run) -> None:
+        """A step boundary: renew the run's lease, then let the owner stop the run here."""
+        if self._journal is not None:
+            self._journal.renew(run.run_id)
+        if self.step_hook is not None:
+            self.step_hook(run.run_id)
 
     def _shown(self, turn: CheckedMessages) -> Sequence[Message]:
         """The turn as the provider and the kernel's filters see it.
@@ -378,17 +435,19 @@ class Agent:
             return copy.deepcopy(list(turn))
         return turn
 
-    def _loop(
-        self, run_id: str, cid: str, history: list[Message], turn: CheckedMessages, inputs: int
-    ) -> CheckedMessages:
+    def _loop(self, run: _Run, history: list[Message], turn: CheckedMessages) -> CheckedMessages:
         """Continue a turn from wherever it is: the input, a tool call, or its results.
 
         Every message joins the turn checked once where it was made (the input in
         `run`, a reply by the kernel, a tool result here), so the turn is committed
-        without another check.
+        without another check. The messages of a tool step (the call and its results)
+        are journaled in one write once its tools ran; a reply without tool calls is
+        journaled only by the commit.
         """
+        inputs, cid, run_id = run.inputs, run.cid, run.run_id
         context = Context(conversation_id=cid, metadata={"run_id": run_id})
         step = sum(1 for m in turn[inputs:] if m.get("role") == "assistant")
+        unsaved: CheckedMessages | None = None
         while True:
             asked = [i for i in range(inputs, len(turn)) if turn[i].get("role") == "assistant"]
             if asked:
@@ -398,24 +457,32 @@ class Agent:
                 answered = {m.get("tool_call_id") for m in turn[asked[-1] + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
+                        self._boundary(run)
                         result = self.kernel.call_tool(call, context=context)
                         answer = {
                             "role": "tool",
                             "tool_call_id": result.call_id,
                             "content": result.content,
                         }
-                        turn = self._append(run_id, turn, msgs.check([answer], max_bytes=None))
+                        piece = msgs.check([answer], max_bytes=None)
+                        turn = turn.join(piece)
+                        unsaved = piece if unsaved is None else unsaved.join(piece)
+                if unsaved is not None:
+                    self._save_step(run, turn, unsaved)
+                    unsaved = None
             if step >= self.max_steps:
                 raise StepLimitExceeded(
                     f"run {run_id} made {self.max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
+            self._boundary(run)
             shown = self._shown(turn)
             sent = [*history, *shown]
             if self.provider is not None:
                 sent = keep_turn(self.provider.prepare(cid, sent), shown)
             reply = self.kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
-            turn = self._append(run_id, turn, reply)
+            turn = turn.join(reply)
+            unsaved = reply
             step += 1
 
     def __repr__(self) -> str:

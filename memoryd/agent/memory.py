@@ -98,7 +98,13 @@ def _already_committed(store: StoreHandle, cid: str, run_id: str, after: int) ->
 
 
 def commit_turn(
-    provider: MemoryProvider, cid: str, turn: Sequence[Message], *, run_id: str, base_version: int
+    provider: MemoryProvider,
+    cid: str,
+    turn: Sequence[Message],
+    *,
+    run_id: str,
+    base_version: int,
+    then_clear: str | None = None,
 ) -> int:
     """Append the whole turn as ONE write keyed by the run id, if the conversation is unchanged.
 
@@ -116,6 +122,8 @@ def commit_turn(
             check (unless store preprocessors rewrite it).
         run_id: The run id (the idempotency key).
         base_version: The conversation's version the run started from.
+        then_clear: The run's journal, cleared by the commit's own write with a
+            `DefaultProvider`, right after it with another provider.
 
     Returns:
         The conversation's version after the commit.
@@ -127,20 +135,32 @@ def commit_turn(
     try:
         if store is not None and type(provider) is DefaultProvider:
             batch = provider.to_store(turn)
-            if not batch:
-                return store.version(cid)
-            return store.add(cid, batch, idempotency_key=run_id, expected_version=base_version)
-        if store is not None:
-            done = _already_committed(store, cid, run_id, base_version)
-            if done is not None:
-                return done
-            current = store.version(cid)
-            if current != base_version:
-                raise ConflictError(expected=base_version, actual=current)
-        return int(provider.append(cid, list(turn), idempotency_key=run_id))
+            if batch:
+                return store.add(
+                    cid,
+                    batch,
+                    idempotency_key=run_id,
+                    expected_version=base_version,
+                    then_clear=then_clear,
+                )
+            version = store.version(cid)
+        elif store is not None:
+            version = _already_committed(store, cid, run_id, base_version) or -1
+            if version < 0:
+                current = store.version(cid)
+                if current != base_version:
+                    raise ConflictError(expected=base_version, actual=current)
+                version = int(provider.append(cid, list(turn), idempotency_key=run_id))
+        else:
+            return int(provider.append(cid, list(turn), idempotency_key=run_id))
+        if then_clear is not None:
+            store.clear(then_clear)
+        return version
     except ConflictError as exc:
         done = _already_committed(store, cid, run_id, base_version) if store is not None else None
         if done is not None:
+            if then_clear is not None and store is not None:
+                store.clear(then_clear)
             return done
         raise ConflictError(
             f"conversation {cid!r} changed while run {run_id} was running (it started at "

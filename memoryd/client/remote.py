@@ -243,6 +243,8 @@ class RemoteStore(StoreHandle):
                 "idempotency_key": key,
                 "expected_version": request.expected_version,
             }
+            if request.then_clear is not None:
+                body["then_clear"] = request.then_clear
             return self._call("POST", self._conv(request.cid, "messages"), body=body, retry=True)[
                 "version"
             ]

@@ -107,7 +107,9 @@ async def get_messages(request: Request) -> Response:
 
 async def add_messages(request: Request) -> Response:
     """Append messages as one event."""
-    body = await checked_body(request, "add", {"messages", *_CONDITIONS}, {"messages"})
+    body = await checked_body(
+        request, "add", {"messages", "then_clear", *_CONDITIONS}, {"messages"}
+    )
     ctx = ctx_of(request)
     messages = body["messages"]
     if isinstance(messages, list) and len(messages) > ctx.config.max_messages_per_add:
@@ -119,7 +121,13 @@ async def add_messages(request: Request) -> Response:
     return await submit(
         request,
         "add",
-        lambda s: requests.add(cid, messages, **_conditions(body), max_bytes=s.max_message_bytes),
+        lambda s: requests.add(
+            cid,
+            messages,
+            **_conditions(body),
+            then_clear=body.get("then_clear"),
+            max_bytes=s.max_message_bytes,
+        ),
         version_answer,
     )
 

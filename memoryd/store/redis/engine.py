@@ -76,6 +76,8 @@ class RedisEngine:
         call_timeout_s: socket timeout, and how long a batch is retried while
             Redis is unreachable.
         wait_replicas: after each batch, ``WAIT`` for this many replica acknowledgements.
+        require_durable: refuse to write to a server that does not fsync every write
+            (see `durability`).
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class RedisEngine:
         cluster: bool,
         call_timeout_s: float,
         wait_replicas: int = 0,
+        require_durable: bool = True,
     ) -> None:
         self.url = url
         self.prefix = lua.check_prefix(prefix)
@@ -94,7 +97,11 @@ class RedisEngine:
         self.wait_replicas = wait_replicas
         self.feed_stream, self.feed_state = lua.feed_keys(self.prefix)
         self.connections = Connections(
-            url, cluster=cluster, call_timeout_s=call_timeout_s, wait_replicas=wait_replicas
+            url,
+            cluster=cluster,
+            call_timeout_s=call_timeout_s,
+            wait_replicas=wait_replicas,
+            require_durable=require_durable,
         )
         """The pooled client readers borrow and the batch writer's own connections."""
         self.writer = WriterState(self.prefix, cluster=cluster)

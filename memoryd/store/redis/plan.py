@@ -167,6 +167,9 @@ class Planner:
         requests: the batch's writes.
         tokens: each write's fresh token.
         results: each write's answer, filled in here for writes that need no script.
+        resent: the writes an earlier send of which may have been applied; their
+            scripts look their token up whatever the view (the set is the batch's,
+            and grows as the batch goes).
         now: the commit timestamp of every event of the batch.
         connections: the store's connections (the writer's views are read through them).
         writer: the writer's state (views, script keys).
@@ -183,8 +186,10 @@ class Planner:
         connections: Connections,
         writer: WriterState,
         reads: Reads,
+        resent: set[int],
     ) -> None:
         self.connections = connections
+        self.resent = resent
         self.writer = writer
         self.reads = reads
         self.requests = requests
@@ -359,6 +364,7 @@ class Planner:
             count,
             "0" if writer.cluster else "1",
             cid.encode("utf-8").hex(),
+            lua.MAX_TOKENS,
             index_words[0],
             (len(index_words) - 1) // 2,
             *index_words[1:],
@@ -411,6 +417,7 @@ class Planner:
             "0" if writer.cluster else "1",
             hexid,
             lua.MAX_TOKENS,
+            "1" if index in self.resent else "0",
             *self._index_words(cid, view, event.kind, event.messages),
         )
         first = view.version + 1 if event.clear else view.first
