@@ -43,6 +43,7 @@ from memoryd.errors import (
     StoreNotRunning,
     StoreUnavailable,
     ToolArgumentError,
+    UnknownConversation,
     UnknownRun,
     WriteTimeout,
 )
@@ -174,6 +175,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolCall",
     "ToolResult",
+    "UnknownConversation",
     "UnknownRun",
     "WriteTimeout",
     "__version__",

@@ -115,10 +115,18 @@ class AsyncStore:
         return await self.handle.submit(requests.fork(source, target, at_version=at_version))
 
     async def get(
-        self, cid: str, *, limit: int | None = None, at_version: int | None = None
+        self,
+        cid: str,
+        *,
+        limit: int | None = None,
+        at_version: int | None = None,
+        system: bool = False,
     ) -> list[dict[str, Any]]:
-        """`StoreHandle.get` off the event loop: the history, chronological."""
-        return await asyncio.to_thread(self.handle.get, cid, limit=limit, at_version=at_version)
+        """`StoreHandle.get` off the event loop: the history, chronological (with
+        ``system``, the system messages before the last ``limit`` too)."""
+        return await asyncio.to_thread(
+            self.handle.get, cid, limit=limit, at_version=at_version, system=system
+        )
 
     async def version(self, cid: str) -> int:
         """`StoreHandle.version` off the event loop."""

@@ -6,6 +6,7 @@ MemorydError
 │   └── InvalidSessionItem(TypeError)  an OpenAI Agents session item of the wrong type
 ├── InvalidConversationId(ValueError)  a conversation id is empty, too long or has controls
 ├── ConflictError                      add(expected_version=...) did not match
+├── UnknownConversation(LookupError)   fork() was given a source never written
 ├── AlreadyStarted                     a store name or a data directory is already in use
 ├── AuthenticationError(PermissionError)  the daemon refused the token, Host or Origin
 ├── StoreUnavailable                   not running, or not back within the call timeout
@@ -85,6 +86,7 @@ __all__ = [
     "StoreUnavailable",
     "ToolArgumentError",
     "TransportFailed",
+    "UnknownConversation",
     "UnknownRun",
     "WouldWait",
     "WriteTimeout",
@@ -163,6 +165,11 @@ class ConflictError(MemorydError):
             The reduce tuple.
         """
         return (_rebuild_conflict, (str(self), self.expected, self.actual))
+
+
+class UnknownConversation(MemorydError, LookupError):
+    """A conversation that was never written was named where one must exist (a fork's
+    source). Nothing was written."""
 
 
 class AlreadyStarted(MemorydError):

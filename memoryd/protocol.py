@@ -157,6 +157,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (errors.InvalidMessage, 422),
     (errors.InvalidConversationId, 400),
     (errors.ConflictError, 409),
+    (errors.UnknownConversation, 404),
     (errors.AlreadyStarted, 409),
     (errors.AuthenticationError, 401),
     (errors.WriteTimeout, 504),

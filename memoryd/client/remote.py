@@ -288,6 +288,13 @@ class RemoteStore(StoreHandle):
         )["messages"]
         return messages
 
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        params = {"limit": limit, "system": "true"}
+        messages: list[dict[str, Any]] = self._call(
+            "GET", self._conv(cid, "messages"), params=params, retry=True
+        )["messages"]
+        return messages
+
     def _version(self, cid: str) -> int:
         return int(self._call("GET", self._conv(cid, "version"), retry=True)["version"])
 

@@ -2,8 +2,10 @@
 
 The window and the preprocessors shape only what is sent (`prepare`); the store always
 keeps the full history. With a window, `history` reads only the tail of the
-conversation the window can use (``get(limit=...)``), so a long conversation costs
-O(window) per call, not O(history).
+conversation the window can use and the system messages before it
+(``get(limit=..., system=True)``, one read of the store's system-message index), so a
+long conversation costs O(window) per call, not O(history), and what `prepare` sends
+is exactly `safe_window` of the whole log: no system message is ever left behind.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ class DefaultProvider:
         store_preprocessors: Callables ``list -> list`` run in order on the messages
             `append` records, before they are stored (for example `preprocessors.redact`).
         read_tail: With a window, let `history` read only the last messages the window
-            can use. System messages stored before that tail are then not loaded; pass
-            False to read whole histories.
+            can use, after every system message stored before them (a store that is not
+            a `StoreHandle` is read whole). False reads whole histories.
 
     Raises:
         TypeError: ``store`` is not a store (the message names what it lacks), or a
@@ -159,10 +161,12 @@ class DefaultProvider:
     # -- MemoryProvider -----------------------------------------------------------------
 
     def history(self, cid: str) -> list[Message]:
-        """The stored history; with a window, only the tail the window can use.
+        """The stored history; with a window, only what the window can use.
 
         With a window of ``n`` (and ``read_tail``), reads the last messages until they
-        hold ``n`` non-system messages or the history is exhausted.
+        hold ``n`` non-system messages or the history is exhausted, after every system
+        message stored before them, in one read each: `safe_window` of the result
+        equals `safe_window` of the whole history.
 
         Args:
             cid: The conversation id.
@@ -175,14 +179,16 @@ class DefaultProvider:
             StoreUnavailable: The store is not running.
         """
         store, features = self.store, self._features
-        if self._window is None or not self._read_tail or not features.get_limit:
+        if self._window is None or not self._read_tail or not isinstance(store, StoreHandle):
             return store_get(store, features, cid)
         wanted = self._window
         limit = max(wanted, 1)
         while True:
-            tail = store_get(store, features, cid, limit=limit)
-            if len(tail) < limit or sum(1 for m in tail if not is_system(m)) >= wanted:
-                return tail
+            # Fewer than `limit` messages: the history is exhausted (the system messages
+            # before a tail are only there when the history is longer than the tail).
+            found = store.get(cid, limit=limit, system=True)
+            if len(found) < limit or sum(1 for m in found if not is_system(m)) >= wanted:
+                return found
             limit *= 2
 
     def append(

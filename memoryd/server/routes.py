@@ -92,13 +92,15 @@ async def conversations(request: Request) -> Response:
 
 
 async def get_messages(request: Request) -> Response:
-    """The conversation's history (``limit``, ``at_version``)."""
+    """The conversation's history (``limit``, ``at_version``; ``system``: also the system
+    messages before the last ``limit``, read with them as one snapshot)."""
     cid = request.path_params["cid"]
     limit = int_param(request, "limit")
     at = int_param(request, "at_version")
+    system = bool_param(request, "system")
 
     def call(store: StoreHandle) -> dict[str, Any]:
-        return {"messages": store.get(cid, limit=limit, at_version=at)}
+        return {"messages": store.get(cid, limit=limit, at_version=at, system=system)}
 
     return read_inline(request, "get", limit, call) or await answer(request, "get", call)
 

@@ -19,6 +19,7 @@ from memoryd.errors import WouldWait
 from memoryd.events import Change, Event
 from memoryd.store import requests
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.systems import with_system
 
 __all__ = [
     "INLINE_READ_LIMIT",
@@ -217,6 +218,7 @@ class StoreHandle(abc.ABC):
             ``target``'s new version.
 
         Raises:
+            UnknownConversation: ``source`` was never written (nothing is written).
             ValueError: ``source == target``, or ``at_version`` out of range.
             ConflictError: ``target`` holds messages.
         """
@@ -266,24 +268,44 @@ class StoreHandle(abc.ABC):
     # -- reads ------------------------------------------------------------------
 
     def get(
-        self, cid: str, *, limit: int | None = None, at_version: int | None = None
+        self,
+        cid: str,
+        *,
+        limit: int | None = None,
+        at_version: int | None = None,
+        system: bool = False,
     ) -> list[dict[str, Any]]:
         """The conversation's history, chronological: fresh copies.
+
+        With ``system=True`` and a ``limit``, the last ``limit`` messages come after
+        every system (and developer) message stored before them, in their order: all
+        a window needs (`memoryd.safe_window` keeps every system message), read in
+        O(limit + system messages) from the conversation's system-message index. It is
+        a flag of `get`, not a method of its own, so that the system messages and the
+        tail are one read of one state: no write can fall between them (on LMDB one
+        read transaction, on Redis one script, on the daemon one request).
 
         Args:
             cid: the conversation id.
             limit: only the last ``limit`` messages (read in O(limit)).
-            at_version: the history as it was right after that version.
+            at_version: the history as it was right after that version (with
+                ``system``, read whole and cut: the index holds the current state).
+            system: also return the system messages before the last ``limit``.
 
         Raises:
-            ValueError: a bad ``limit``, or ``at_version`` past the end or before a clear.
+            ValueError: a bad ``limit`` or ``system``, or ``at_version`` past the end or
+                before a clear.
         """
         cid = msgs.validate_conversation_id(cid)
-        return self._get(
-            cid,
-            requests.check_optional_count(limit, "limit"),
-            requests.check_optional_count(at_version, "at_version"),
-        )
+        limit = requests.check_optional_count(limit, "limit")
+        at_version = requests.check_optional_count(at_version, "at_version")
+        if not isinstance(system, bool):
+            raise ValueError(f"system must be True or False, not {system!r}")
+        if not system or limit is None:
+            return self._get(cid, limit, at_version)
+        if at_version is not None:
+            return with_system(self._get(cid, None, at_version), limit)
+        return self._get_system(cid, limit)
 
     def version(self, cid: str) -> int:
         """The conversation's version: 0 if it was never written."""
@@ -362,6 +384,14 @@ class StoreHandle(abc.ABC):
 
     @abc.abstractmethod
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]: ...
+
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` messages after the system messages before them, as one read.
+
+        This default reads the whole history; a backend with a system-message index
+        overrides it.
+        """
+        return with_system(self._get(cid, None, None), limit)
 
     @abc.abstractmethod
     def _version(self, cid: str) -> int: ...

@@ -35,6 +35,7 @@ from memoryd.errors import (
     StoreNotRunning,
     StoreUnavailable,
     ToolArgumentError,
+    UnknownConversation,
     UnknownRun,
     WriteTimeout,
 )
@@ -57,6 +58,7 @@ PARENTS = {
     ScriptExhausted: (LLMError,),
     StepLimitExceeded: (MemorydError,),
     ToolArgumentError: (MemorydError, ValueError),
+    UnknownConversation: (MemorydError, LookupError),
     UnknownRun: (MemorydError, LookupError),
     SchemaError: (MemorydError, ValueError),
     ExtractionError: (MemorydError, ValueError),

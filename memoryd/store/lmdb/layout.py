@@ -1,6 +1,13 @@
 """The LMDB layout of a store: its sub-databases, a conversation's metadata, and the
 counters a write batch advances (conversation numbers, change positions, live count).
 
+Beside the five sub-databases of `keys`, ``sys`` holds store-wide counters and
+``system`` each conversation's index of live system messages
+(`memoryd.store.systems`): key conv BE8 + ordinal BE8, value the message (packed by
+the codec), and the key conv BE8 alone (empty value) once the index is complete. A
+conversation first written before the index existed has no such marker: its reads
+fall back to one full read, and its next write fills the index.
+
 Pure functions of an open transaction, like the reads and writes beside it.
 """
 
@@ -17,6 +24,7 @@ from memoryd.store.lmdb import keys
 
 __all__ = [
     "LIVE",
+    "SYSTEM_DB",
     "SYS_DB",
     "Counters",
     "Dbs",
@@ -25,9 +33,12 @@ __all__ = [
     "meta_of",
     "open_dbs",
     "put_meta",
+    "system_key",
 ]
 
 SYS_DB = b"sys"
+SYSTEM_DB = b"system"
+"""Sub-database: conv BE8 + ordinal BE8 -> a live system message; conv BE8 -> b"" (indexed)."""
 LIVE = b"live_conversations"
 """The sys key holding how many conversations hold messages."""
 _META_CACHE_SIZE = 1 << 16
@@ -43,6 +54,7 @@ class Dbs:
     meta: Any
     idem: Any
     sys: Any
+    system: Any
 
 
 def open_dbs(env: lmdb.Environment) -> Dbs:
@@ -54,18 +66,28 @@ def open_dbs(env: lmdb.Environment) -> Dbs:
         meta=env.open_db(keys.META_DB),
         idem=env.open_db(keys.IDEMPOTENCY_DB),
         sys=env.open_db(SYS_DB),
+        system=env.open_db(SYSTEM_DB),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class Meta:
-    """Per-conversation metadata: its number, version, first live version, message count."""
+    """Per-conversation metadata: its number, version, first live version, message count,
+    and whether its system-message index is complete (not stored in the record: the
+    ``system`` sub-database's marker says it)."""
 
     conv: int
     version: int
     first: int
     count: int
     cid: str
+    indexed: bool = True
+
+
+def system_key(conv: int, ordinal: int | None = None) -> bytes:
+    """The ``system`` sub-database key of an index entry, or of the index marker (None)."""
+    head = keys.conv_num_bytes(conv)
+    return head if ordinal is None else head + ordinal.to_bytes(keys.U64_SIZE, "big")
 
 
 def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
@@ -78,7 +100,8 @@ def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
     if packed is None:
         raise CorruptRecord(f"conversation {cid!r} has a number but no metadata")
     version, first, count, _ = codec.unpack_meta(packed)
-    return Meta(conv, version, first, count, cid)
+    indexed = txn.get(system_key(conv), db=dbs.system) is not None
+    return Meta(conv, version, first, count, cid, indexed)
 
 
 def put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:

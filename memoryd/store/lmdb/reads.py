@@ -12,13 +12,15 @@ from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, walk_back
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import LIVE, Dbs, Meta, counter
+from memoryd.store.lmdb.layout import LIVE, Dbs, Meta, counter, system_key
+from memoryd.store.systems import with_system
 
 __all__ = [
     "check_version",
     "conversations",
     "events",
     "history",
+    "history_with_system",
     "iter_event_records",
     "live_conversations",
     "tail",
@@ -68,6 +70,32 @@ def history(
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
         raise CorruptRecord(f"event {upto} of {meta.cid!r} is missing")
     return walk_back(_kinds_and_messages(cursor, lowest), limit)
+
+
+def history_with_system(
+    txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, limit: int | None
+) -> list[dict[str, Any]]:
+    """The last ``limit`` messages after every system message before them, chronological.
+
+    The tail is the reverse walk of `history`; the system messages before it come
+    from the conversation's index, all in this one transaction, so both are one
+    snapshot. A conversation without an index (written before there was one) is read
+    whole, once per call, until its next write fills the index.
+    """
+    if meta is None or limit is None:
+        return history(txn, dbs, meta, limit=limit)
+    if not meta.indexed:
+        return with_system(history(txn, dbs, meta), limit)
+    tail = history(txn, dbs, meta, limit=limit)
+    boundary = system_key(meta.conv, meta.count - len(tail))
+    head: list[dict[str, Any]] = []
+    cursor = txn.cursor(db=dbs.system)
+    if cursor.set_range(system_key(meta.conv, 0)):
+        for key, value in cursor:
+            if bytes(key) >= boundary:
+                break
+            head.append(codec.unpack_value(value))
+    return head + tail
 
 
 def _kinds_and_messages(

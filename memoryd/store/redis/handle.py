@@ -209,6 +209,9 @@ class RedisStore(ActorStoreHandle):
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         return self._redis_read(lambda e: e.history(cid, limit, at_version))[1]
 
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        return self._redis_read(lambda e: e.history_with_system(cid, limit))
+
     def _version(self, cid: str) -> int:
         return self._redis_read(lambda e: e.version(cid))
 

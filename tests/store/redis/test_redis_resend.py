@@ -23,7 +23,7 @@ from tests.redis_servers import LossyProxy, RedisServer
 
 WRITE = b"EVALSHA"
 """Every write but an import is sent as EVALSHA of the write script."""
-IMPORT = b"for i = 8, #ARGV, 5"
+IMPORT = b"for i = entries_end + 1, #ARGV, 5"
 """A line of the import script (sent as EVAL)."""
 
 
