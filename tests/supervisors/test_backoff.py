@@ -98,7 +98,7 @@ def test_a_crash_loop_past_the_intensity_does_not_stop_the_supervisor() -> None:
     for _ in range(20):
         old = wait_until(lambda: whereis("b"))
         kill("b")
-        wait_until(lambda: (ref := whereis("b")) is not None and ref is not old)
+        wait_until(lambda old=old: (ref := whereis("b")) is not None and ref is not old)
     assert sup.is_alive()
     assert whereis("s") is sibling
     assert journal.count("init", "b") == 21
