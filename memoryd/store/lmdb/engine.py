@@ -21,7 +21,7 @@ import lmdb
 import structlog
 
 from memoryd.errors import DiskFull, EngineBusy, EngineClosed, MemorydError, StorageError
-from memoryd.store.lmdb.dirlock import DirLock
+from memoryd.store.lmdb.dirlock import DirLock, fsync_dir, make_dir
 from memoryd.store.lmdb.layout import Counters, Dbs, open_dbs
 from memoryd.store.lmdb.reads import live_conversations
 
@@ -93,26 +93,6 @@ def out_of_space(exc: Exception, free: int, size: int) -> bool:
     return _IO_ERRORS[1] in text and free < low_water(size)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_dir(path: Path) -> None:
-    """Create ``path`` (0700) and make its entry durable in the parent directory."""
-    missing = []
-    probe = path
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for created in reversed(missing):
-        _fsync_dir(created.parent)
-
-
 Op = Callable[[Any, Dbs, Counters], Any]
 T = TypeVar("T")
 
@@ -142,7 +122,7 @@ class LmdbEngine:
         self._pausing = False
         self.changed = threading.Condition()
         self.last_position = 0
-        _make_dir(path)
+        make_dir(path)
         self._lock = DirLock(path)
         self._lock.acquire()
         try:
@@ -166,7 +146,7 @@ class LmdbEngine:
             self._clear_stale_readers()
             self.dbs = open_dbs(self.env)
             if durable:
-                _fsync_dir(path)
+                fsync_dir(path)
             with self.env.begin() as txn:
                 self.counters = Counters.load(txn, self.dbs)
             self.last_position = self.counters.next_pos - 1
