@@ -228,8 +228,8 @@ class LmdbEngine:
         Raises:
             StorageError: LMDB failed; nothing in the batch may be assumed committed.
         """
-        if self._disk_full and (refused := self._still_full(len(ops))) is not None:
-            return refused
+        if self._disk_full and (held := self._still_full(len(ops))) is not None:
+            return held
         if self._commits_since_reader_check >= READER_CHECK_EVERY:
             self._clear_stale_readers()
         while True:
