@@ -3,8 +3,10 @@
     python tools/soak.py [--scale 1.0] [--seed N] [--skip powerloss,...]
 
 Suites: injected actor crashes, 8-client histories with kills, random I/O faults
-under libfiu, the hypothesis state machine, and the FUSE power-loss run with its
-two negative controls (which must report losses). Exits 1 on any loss,
+under libfiu, the hypothesis state machine, a real daemon on a full disk (``daemon``
+in ``--skip`` skips both daemon rows) and on a disk failing 5 % of its writes for
+60 s, and the FUSE power-loss run with its two negative controls (which must report
+losses). Exits 1 on any loss,
 duplicate, torn event, verifier failure or blind control.
 """
 
@@ -116,6 +118,50 @@ def io_faults(cycles: int, seed: int, tmp: Path) -> dict[str, object]:
     return {"cycles": cycles, **totals, "duplicated": 0, "ok": ok}
 
 
+def daemon_disk_full(tmp: Path) -> dict[str, object]:
+    """A real daemon on a 4 MiB tmpfs filled to the brim; then the space is freed."""
+    from tools.reliability import daemon_faults
+
+    run = daemon_faults.disk_full(tmp / "full", refusals=200)
+    for line in run.problems[:3]:
+        print("daemon disk full:", line)
+    print(
+        f"daemon disk full: {len(run.acked)} acknowledged, {run.refused_full} refused with "
+        f"DiskFull, first write after freeing {run.recovery_s * 1e3:.1f} ms, "
+        f"daemon exited: {run.exited is not None}"
+    )
+    return {
+        "cycles": 1,
+        "operations": len(run.acked) + run.refused_full,
+        "acknowledged": len(run.acked),
+        "lost": sum(1 for p in run.problems if "lost" in p or "stored at None" in p),
+        "duplicated": sum(1 for p in run.problems if "twice" in p),
+        "ok": run.ok and run.refused_full == 200,
+    }
+
+
+def daemon_flaky_disk(seconds: float, tmp: Path) -> dict[str, object]:
+    """A real daemon under libfiu: 5 % EIO on fdatasync/pwrite/pwritev/writev for ``seconds``."""
+    from tools.reliability import daemon_faults
+
+    run = daemon_faults.flaky_disk(tmp / "flaky", seconds)
+    for line in run.problems[:3]:
+        print("daemon flaky disk:", line)
+    print(
+        f"daemon flaky disk: {len(run.acked)} acknowledged, errors {run.errors}, 503 seen: "
+        f"{run.unhealthy_seen}, first write after the fault cleared "
+        f"{run.recovery_s * 1e3:.1f} ms, daemon exited: {run.exited is not None}"
+    )
+    return {
+        "cycles": 1,
+        "operations": len(run.acked) + sum(run.errors.values()),
+        "acknowledged": len(run.acked),
+        "lost": sum(1 for p in run.problems if "lost" in p),
+        "duplicated": sum(1 for p in run.problems if "twice" in p),
+        "ok": run.ok,
+    }
+
+
 def stateful(examples: int, seed: int) -> dict[str, object]:
     """The hypothesis state machine, ``examples`` examples."""
     from tools.reliability.stateful import run_machine
@@ -175,6 +221,8 @@ def main() -> None:
             ("histories + kills", lambda: histories(int(3000 * s), args.seed, tmp)),
             ("I/O faults (libfiu)", lambda: io_faults(int(20 * s), args.seed, tmp)),
             ("stateful (hypothesis)", lambda: stateful(int(2000 * s), args.seed)),
+            ("daemon disk full", lambda: daemon_disk_full(tmp)),
+            ("daemon flaky disk 5 % EIO", lambda: daemon_flaky_disk(60.0 * s, tmp)),
         ]
         for name, fn in plan:
             if name.split()[0].lower() in skip:
