@@ -14,7 +14,9 @@ MemorydError
 │   └── WriteTimeout                   the outcome is unknown: retry with the same
 │                                      idempotency_key
 ├── StorageError                       the backend failed (the store crashes and restarts)
-│   └── CorruptRecord                  stored bytes cannot be decoded
+│   ├── CorruptRecord                  stored bytes cannot be decoded
+│   └── DiskFull                       the disk holding the store is full: nothing was
+│                                      written; free space and retry
 ├── ProtocolError                      the daemon answered something the client cannot read
 ├── ExportFormatError(ValueError)      a line of an export file is not valid (it is named)
 ├── LLMError                           a chat model failed to answer
@@ -65,6 +67,7 @@ __all__ = [
     "ConnectFailed",
     "CorruptRecord",
     "DenseUnavailable",
+    "DiskFull",
     "EngineBusy",
     "EngineClosed",
     "ExportFormatError",
@@ -220,6 +223,15 @@ class StorageError(MemorydError):
 
 class CorruptRecord(StorageError):
     """Stored bytes cannot be decoded into the record they should hold."""
+
+
+class DiskFull(StorageError):
+    """The file system holding the store has no space left: nothing of the write was stored.
+
+    The store keeps running and serves reads; it refuses writes at once while the disk
+    stays full, and writes again once space is freed. Retry later, with the same
+    ``idempotency_key``.
+    """
 
 
 class ProtocolError(MemorydError):

@@ -164,6 +164,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (errors.StoreNotRunning, 503),
     (errors.StoreUnavailable, 503),
     (errors.CorruptRecord, 500),
+    (errors.DiskFull, 507),
     (errors.StorageError, 500),
     (ValueError, 400),
 )

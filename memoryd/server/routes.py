@@ -36,7 +36,7 @@ from memoryd.server.calls import (
     version_answer,
 )
 from memoryd.server.http import HttpError, encode, error_response, wants_msgpack
-from memoryd.server.metrics import CONTENT_TYPE
+from memoryd.server.metrics import CONTENT_TYPE, stores_up
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 from supervisors import kill
@@ -331,13 +331,19 @@ async def crash_store(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """Liveness: the daemon answers and its default store runs."""
+    """Health: 200 while the default store and every other running store are up; 503
+    (naming the stores that are down) while one is down or restarting, or the daemon stops."""
     request.scope["memoryd.op"] = "healthz"
     ctx = ctx_of(request)
-    running = ctx.stores.running()
-    ok = wire.DEFAULT_STORE_NAME in running and not ctx.stopping.is_set()
+    up = stores_up(ctx.stores)
+    down = sorted(name for name, running in up.items() if not running)
+    ok = up.get(wire.DEFAULT_STORE_NAME, False) and not down and not ctx.stopping.is_set()
     return JSONResponse(
-        {"status": "ok" if ok else "unavailable", "version": _version.__version__},
+        {
+            "status": "ok" if ok else "unavailable",
+            "version": _version.__version__,
+            "stores_down": down,
+        },
         status_code=200 if ok else 503,
     )
 

@@ -24,6 +24,7 @@ from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
 from memoryd.server.config import ServerConfig
 from memoryd.store import lookup
 from memoryd.store.handle import StoreHandle
+from memoryd.store.lmdb.dirlock import make_dir
 from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
 from supervisors import whereis as actor_whereis
 
@@ -61,8 +62,9 @@ def lmdb_stores(data: Path, *, max_message_bytes: int) -> StartStore:
     def start(name: str) -> StoreHandle:
         if name == DEFAULT_STORE_NAME:
             return LmdbStore.start(data, name=name, max_message_bytes=max_message_bytes)
-        # the parent of the store directories is as private as the data directory
-        (data / "stores").mkdir(mode=0o700, exist_ok=True)
+        # the parent of the store directories is as private as the data directory, and
+        # durable in it: a power cut must not take every named store away
+        make_dir(data / "stores")
         return LmdbStore.start(
             data / "stores" / name, name=name, max_message_bytes=max_message_bytes
         )

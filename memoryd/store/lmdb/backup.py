@@ -16,7 +16,8 @@ import lmdb
 
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import lookup
-from memoryd.store.lmdb.engine import LmdbEngine, _make_dir
+from memoryd.store.lmdb.dirlock import make_dir
+from memoryd.store.lmdb.engine import LmdbEngine
 
 __all__ = ["backup"]
 
@@ -72,7 +73,7 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
     target = Path(os.path.realpath(os.fspath(dest)))
     if target.exists() and any(target.iterdir()):
         raise StorageError(f"backup destination {target} is not empty; choose a new directory")
-    _make_dir(target)
+    make_dir(target)
     try:
         engine = _running_engine(source)
         if engine is not None:
