@@ -28,7 +28,9 @@ def _give_up(name: str) -> None:
         if ref is not None:
             supervisors.kill(app.STORES)
         wait_until(
-            lambda: not root.is_alive() or supervisors.whereis(app.STORES) not in (None, ref),
+            lambda old=ref: (
+                not root.is_alive() or supervisors.whereis(app.STORES) not in (None, old)
+            ),
             timeout=30,
             message="the stores supervisor was not restarted",
         )
