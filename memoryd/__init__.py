@@ -28,6 +28,7 @@ from memoryd.errors import (
     ConflictError,
     CorruptRecord,
     DenseUnavailable,
+    DiskFull,
     ExportFormatError,
     ExtractionError,
     InvalidConversationId,
@@ -43,6 +44,7 @@ from memoryd.errors import (
     StoreNotRunning,
     StoreUnavailable,
     ToolArgumentError,
+    UnknownConversation,
     UnknownRun,
     WriteTimeout,
 )
@@ -70,6 +72,7 @@ if _TYPE_CHECKING:
     )
     from memoryd.memory import LongTermMemory
     from memoryd.provider import (
+        ChatStore,
         DefaultProvider,
         Explanation,
         MemoryProvider,
@@ -102,6 +105,7 @@ _LAZY = {
     "LongTermMemory": "memoryd.memory",
     **dict.fromkeys(
         (
+            "ChatStore",
             "DefaultProvider",
             "Explanation",
             "MemoryProvider",
@@ -131,11 +135,13 @@ __all__ = [
     "AuthenticationError",
     "Change",
     "ChatRequest",
+    "ChatStore",
     "ConflictError",
     "Context",
     "CorruptRecord",
     "DefaultProvider",
     "DenseUnavailable",
+    "DiskFull",
     "EphemeralStore",
     "Event",
     "EventKind",
@@ -171,6 +177,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolCall",
     "ToolResult",
+    "UnknownConversation",
     "UnknownRun",
     "WriteTimeout",
     "__version__",

@@ -59,6 +59,7 @@ class AsyncStore:
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
+        then_clear: str | None = None,
     ) -> int:
         """`StoreHandle.add`, awaited; returns the new version."""
         return await self.handle.submit(
@@ -67,6 +68,7 @@ class AsyncStore:
                 messages,
                 idempotency_key=idempotency_key,
                 expected_version=expected_version,
+                then_clear=then_clear,
                 max_bytes=self.handle.max_message_bytes,
             )
         )
@@ -113,10 +115,18 @@ class AsyncStore:
         return await self.handle.submit(requests.fork(source, target, at_version=at_version))
 
     async def get(
-        self, cid: str, *, limit: int | None = None, at_version: int | None = None
+        self,
+        cid: str,
+        *,
+        limit: int | None = None,
+        at_version: int | None = None,
+        system: bool = False,
     ) -> list[dict[str, Any]]:
-        """`StoreHandle.get` off the event loop: the history, chronological."""
-        return await asyncio.to_thread(self.handle.get, cid, limit=limit, at_version=at_version)
+        """`StoreHandle.get` off the event loop: the history, chronological (with
+        ``system``, the system messages before the last ``limit`` too)."""
+        return await asyncio.to_thread(
+            self.handle.get, cid, limit=limit, at_version=at_version, system=system
+        )
 
     async def version(self, cid: str) -> int:
         """`StoreHandle.version` off the event loop."""

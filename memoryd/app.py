@@ -6,6 +6,10 @@ Supervisor "memoryd"            one_for_one, intensity 3 / 5 s
 └── Server "memoryd.server"              only in the daemon (start_server)
 ```
 
+A store is restarted with `STORE_BACKOFF`: a store that keeps crashing (a failing
+disk) or cannot reopen is retried with growing pauses, never given up on, so one
+store's failure never takes the tree, or the daemon, down.
+
 The tree knows its store children by record only: a `memoryd.store.spec.StoreSpec`
 says which actor class to start with which config, and nothing here names a
 backend. The table of started stores is `memoryd.store.lookup`'s: handles start
@@ -31,6 +35,7 @@ from memoryd.errors import AlreadyStarted, StorageError, StoreUnavailable
 from memoryd.store import lookup
 from memoryd.store.spec import StoreSpec
 from supervisors import (
+    Backoff,
     ChildSpec,
     ChildSpecError,
     DynamicSupervisor,
@@ -44,6 +49,7 @@ from supervisors import (
 __all__ = [
     "ROOT",
     "STORES",
+    "STORE_BACKOFF",
     "running",
     "shutdown",
     "start_server",
@@ -55,6 +61,12 @@ log = structlog.get_logger(__name__)
 
 ROOT = "memoryd"
 STORES = "memoryd.stores"
+
+STORE_BACKOFF = Backoff(initial_s=0.05, max_s=2.0, factor=2.0)
+"""How a crash-looping store is restarted: past the stores supervisor's window (5 in
+5 s) each restart waits 50 ms, 100 ms, ... up to 2 s, and never counts toward the
+tree's intensity. A store whose disk fails for a while is retried until it opens and
+writes again, and the other stores, the listener and the daemon live on."""
 
 
 class _Tree:
@@ -77,13 +89,14 @@ def _child_spec(spec: StoreSpec[Any]) -> ChildSpec:
         restart=Restart.PERMANENT,
         shutdown_s=60.0,
         start_timeout_s=60.0,
+        backoff=STORE_BACKOFF,
     )
 
 
 def _start_stores() -> DynamicSupervisor:
     """Start the stores supervisor with every store started so far.
 
-    When the stores supervisor itself is restarted (its stores crashed too often),
+    When the stores supervisor itself is restarted (it crashed),
     the root restarts it and it reopens the stores users started, so handles
     reach them again; if they cannot start, the failure escalates to the root.
     """
@@ -94,7 +107,17 @@ def _start_stores() -> DynamicSupervisor:
 def _stores(timeout_s: float = 10.0) -> DynamicSupervisor:
     with _lock:
         if _tree.root is None or not _tree.root.is_alive():
-            _discard(lookup.forget_all())
+            gave_up = _tree.root is not None
+            forgotten = lookup.forget_all()
+            if gave_up:
+                log.error(
+                    "tree_gave_up",
+                    supervisor=ROOT,
+                    stores=[spec.name for spec in forgotten],
+                    reason="restart intensity exceeded; the tree starts again, and stores "
+                    "are reopened on their next use (ephemeral ones empty)",
+                )
+            _discard(forgotten)
             if not _tree.atexit_registered:
                 # Stop the stores cleanly when the program exits without shutdown():
                 # queued writes are committed and every environment is closed.

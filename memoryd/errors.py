@@ -6,6 +6,7 @@ MemorydError
 │   └── InvalidSessionItem(TypeError)  an OpenAI Agents session item of the wrong type
 ├── InvalidConversationId(ValueError)  a conversation id is empty, too long or has controls
 ├── ConflictError                      add(expected_version=...) did not match
+├── UnknownConversation(LookupError)   fork() was given a source never written
 ├── AlreadyStarted                     a store name or a data directory is already in use
 ├── AuthenticationError(PermissionError)  the daemon refused the token, Host or Origin
 ├── StoreUnavailable                   not running, or not back within the call timeout
@@ -13,7 +14,9 @@ MemorydError
 │   └── WriteTimeout                   the outcome is unknown: retry with the same
 │                                      idempotency_key
 ├── StorageError                       the backend failed (the store crashes and restarts)
-│   └── CorruptRecord                  stored bytes cannot be decoded
+│   ├── CorruptRecord                  stored bytes cannot be decoded
+│   └── DiskFull                       the disk holding the store is full: nothing was
+│                                      written; free space and retry
 ├── ProtocolError                      the daemon answered something the client cannot read
 ├── ExportFormatError(ValueError)      a line of an export file is not valid (it is named)
 ├── LLMError                           a chat model failed to answer
@@ -64,6 +67,7 @@ __all__ = [
     "ConnectFailed",
     "CorruptRecord",
     "DenseUnavailable",
+    "DiskFull",
     "EngineBusy",
     "EngineClosed",
     "ExportFormatError",
@@ -85,6 +89,7 @@ __all__ = [
     "StoreUnavailable",
     "ToolArgumentError",
     "TransportFailed",
+    "UnknownConversation",
     "UnknownRun",
     "WouldWait",
     "WriteTimeout",
@@ -165,6 +170,11 @@ class ConflictError(MemorydError):
         return (_rebuild_conflict, (str(self), self.expected, self.actual))
 
 
+class UnknownConversation(MemorydError, LookupError):
+    """A conversation that was never written was named where one must exist (a fork's
+    source). Nothing was written."""
+
+
 class AlreadyStarted(MemorydError):
     """A store name or a data directory is already in use.
 
@@ -213,6 +223,15 @@ class StorageError(MemorydError):
 
 class CorruptRecord(StorageError):
     """Stored bytes cannot be decoded into the record they should hold."""
+
+
+class DiskFull(StorageError):
+    """The file system holding the store has no space left: nothing of the write was stored.
+
+    The store keeps running and serves reads; it refuses writes at once while the disk
+    stays full, and writes again once space is freed. Retry later, with the same
+    ``idempotency_key``.
+    """
 
 
 class ProtocolError(MemorydError):

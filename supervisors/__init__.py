@@ -19,6 +19,7 @@ sup = Supervisor.start(name="root", strategy=Strategy.ONE_FOR_ONE, children=[
 """
 
 from supervisors._actor import Killed, SupervisedActor, kill, linked, shutdown_actor
+from supervisors._backoff import Backoff, BackoffWindow
 from supervisors._errors import (
     CallTimeout,
     ChildRunning,
@@ -37,6 +38,8 @@ from supervisors._supervisor import DynamicSupervisor, Supervisor
 from supervisors._supervisor_actor import ChildInfo
 
 __all__ = [
+    "Backoff",
+    "BackoffWindow",
     "CallTimeout",
     "ChildInfo",
     "ChildRunning",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from supervisors._backoff import Backoff
 from supervisors._errors import ChildSpecError
 
 __all__ = ["ChildSpec", "Restart", "Strategy", "validate_children", "validate_spec"]
@@ -49,6 +50,9 @@ class ChildSpec:
         shutdown_s: how long the child is given to stop.
         start_timeout_s: how long the child is given to confirm it is ready.
         supervisor: True if the child is itself a supervisor (reporting only).
+        backoff: if given, restarts of this child past the supervisor's restart
+            window are delayed (see `Backoff`) instead of counted toward the
+            supervisor's intensity: the supervisor never gives up because of it.
     """
 
     id: str
@@ -58,6 +62,7 @@ class ChildSpec:
     shutdown_s: float = 5.0
     start_timeout_s: float = 10.0
     supervisor: bool = False
+    backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
         validate_spec(self)
@@ -97,6 +102,10 @@ def validate_spec(spec: ChildSpec) -> None:
     _positive(spec.start_timeout_s, "start_timeout_s", spec.id)
     if not isinstance(spec.supervisor, bool):
         raise ChildSpecError(f"child {spec.id!r}: supervisor must be a bool")
+    if spec.backoff is not None and not isinstance(spec.backoff, Backoff):
+        raise ChildSpecError(
+            f"child {spec.id!r}: backoff must be a Backoff or None, not {spec.backoff!r}"
+        )
 
 
 def validate_children(children: Iterable[object]) -> tuple[ChildSpec, ...]:

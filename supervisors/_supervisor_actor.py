@@ -17,6 +17,7 @@ import structlog
 from pykka.messages import ProxyCall
 
 from supervisors._actor import SupervisedActor, linked, shutdown_actor
+from supervisors._backoff import BackoffWindow
 from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
 from supervisors._exit import Exit, ExitKind
 from supervisors._intensity import RestartIntensity
@@ -49,12 +50,20 @@ class ChildInfo:
 
 
 class _Child:
-    __slots__ = ("link", "ref", "spec")
+    __slots__ = ("link", "ref", "spec", "waiting", "window")
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
         self.ref: pykka.ActorRef[Any] | None = None
         self.link: Any = None
+        self.window: BackoffWindow | None = None
+        self.waiting: threading.Timer | None = None
+        """The timer of a delayed restart (a child with a backoff), or None."""
+
+    def cancel_restart(self) -> None:
+        timer, self.waiting = self.waiting, None
+        if timer is not None:
+            timer.cancel()
 
     @property
     def id(self) -> str:
@@ -138,6 +147,7 @@ class _SupervisorActor(SupervisedActor):
     def terminate_child(self, child_id: str) -> None:
         """Stop a child; a static supervisor keeps its spec. Runs in the actor's thread."""
         child = self._find(child_id)
+        child.cancel_restart()
         self._stop_child(child)
         if self._dynamic:
             self._children.remove(child)
@@ -147,6 +157,7 @@ class _SupervisorActor(SupervisedActor):
         child = self._find(child_id)
         if child.ref is not None:
             raise ChildRunning(f"child {child_id!r} of {self._label!r} is running")
+        child.cancel_restart()
         return self._start_child(child)
 
     def delete_child(self, child_id: str) -> None:
@@ -156,6 +167,7 @@ class _SupervisorActor(SupervisedActor):
             raise ChildRunning(
                 f"child {child_id!r} of {self._label!r} is running; terminate it first"
             )
+        child.cancel_restart()
         self._children.remove(child)
 
     # -- events -------------------------------------------------------------
@@ -176,17 +188,62 @@ class _SupervisorActor(SupervisedActor):
             if restart is Restart.TEMPORARY or self._dynamic:
                 self._children.remove(child)
             return
-        self._restart(child.id)
+        if child.spec.backoff is not None:
+            self._restart_backed_off(child)
+        else:
+            self._restart(child.id)
 
     def _try_again(self, child_id: str) -> None:
         """Retry a restart that failed to start. Runs in the actor's thread."""
         if any(c.id == child_id and c.ref is None for c in self._children):
             self._restart(child_id)
 
+    def _restart_due(self, child_id: str, timer: threading.Timer) -> None:
+        """A delayed restart's time has come. Runs in the actor's thread."""
+        child = next((c for c in self._children if c.id == child_id), None)
+        if child is None or child.waiting is not timer or child.ref is not None:
+            return  # cancelled: terminated, deleted or started by hand meanwhile
+        child.waiting = None
+        self._restart(child_id, counted=False)
+
     # -- internals ----------------------------------------------------------
 
-    def _restart(self, child_id: str) -> None:
-        if not self._intensity.record(self._clock()):
+    def _restart_backed_off(self, child: _Child) -> None:
+        """Restart a child with a backoff: at once inside its window, later past it.
+
+        Its restarts never count toward the supervisor's intensity.
+        """
+        assert child.spec.backoff is not None
+        if child.window is None:
+            child.window = BackoffWindow(
+                child.spec.backoff, self._intensity.max_restarts, self._intensity.period_s
+            )
+        delay = child.window.next_delay(self._clock())
+        if delay <= 0:
+            self._restart(child.id, counted=False)
+            return
+        me = self.actor_ref
+
+        def due() -> None:
+            message = ProxyCall(attr_path=("_restart_due",), args=(child.id, timer), kwargs={})
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(message)
+
+        timer = threading.Timer(delay, due)
+        timer.daemon = True
+        child.cancel_restart()
+        child.waiting = timer
+        log.warning(
+            "child_restart_delayed",
+            supervisor=self._label,
+            child=child.id,
+            delay_s=round(delay, 3),
+            restarts_past_window=child.window.over,
+        )
+        timer.start()
+
+    def _restart(self, child_id: str, *, counted: bool = True) -> None:
+        if counted and not self._intensity.record(self._clock()):
             log.error(
                 "reached_max_restart_intensity",
                 supervisor=self._label,
@@ -194,8 +251,11 @@ class _SupervisorActor(SupervisedActor):
                 max_restarts=self._intensity.max_restarts,
                 period_s=self._intensity.period_s,
             )
-            self._finish(Exit(kind=ExitKind.SHUTDOWN, detail="reached_max_restart_intensity"))
+            # Dead to every observer first (is_alive() turns False), then stop the
+            # children: a call waiting on a child sees the tree gone at once, not
+            # after the children's shutdown.
             self._halt()
+            self._finish(Exit(kind=ExitKind.SHUTDOWN, detail="reached_max_restart_intensity"))
             return
         plan = plan_restart(
             self._strategy, [(c.id, c.spec.restart) for c in self._children], child_id
@@ -211,7 +271,12 @@ class _SupervisorActor(SupervisedActor):
                 self._start_child(child)
             except StartError as exc:
                 log.error("restart_failed", supervisor=self._label, child=cid, error=str(exc))
-                self.actor_ref.tell(ProxyCall(attr_path=("_try_again",), args=(cid,), kwargs={}))
+                if child.spec.backoff is not None:
+                    self._restart_backed_off(child)
+                else:
+                    self.actor_ref.tell(
+                        ProxyCall(attr_path=("_try_again",), args=(cid,), kwargs={})
+                    )
                 return
             log.info(
                 "child_restarted",
@@ -271,6 +336,7 @@ class _SupervisorActor(SupervisedActor):
 
     def _stop_all(self) -> None:
         for child in reversed(self._children):
+            child.cancel_restart()
             self._stop_child(child)
 
     def _find(self, child_id: str) -> _Child:

@@ -6,10 +6,13 @@ installs them). Without them a fixture fails with a message that says so.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import redis
 
 from tests.helpers import wait_until
 
-__all__ = ["RedisCluster", "RedisServer", "free_port", "require_binaries"]
+__all__ = ["LossyProxy", "RedisCluster", "RedisServer", "free_port", "require_binaries"]
 
 _CLUSTER_OPTIONS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
@@ -65,13 +68,19 @@ class RedisServer:
     """
 
     def __init__(
-        self, directory: Path, *, port: int | None = None, extra: tuple[str, ...] = ()
+        self,
+        directory: Path,
+        *,
+        port: int | None = None,
+        extra: tuple[str, ...] = (),
+        durable: tuple[str, ...] = DURABLE,
     ) -> None:
         require_binaries()
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.port = port if port is not None else free_port(with_bus=bool(extra))
         self.extra = extra
+        self.durable = durable
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -106,7 +115,7 @@ class RedisServer:
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.directory),
-            *DURABLE,
+            *self.durable,
             *self.extra,
         ]  # fmt: skip
         log = (self.directory / "server.log").open("ab")
@@ -261,3 +270,121 @@ class RedisCluster:
         """Kill every node."""
         for node in self.nodes:
             node.stop()
+
+
+class LossyProxy:
+    """A TCP proxy in front of a redis-server that can lose one reply on purpose.
+
+    Everything is passed through both ways until `lose_reply_to` arms it: then the
+    first request holding ``marker`` is passed on, Redis runs it, and its reply is
+    dropped; ``then()`` runs (flush the script cache, kill and restart the server,
+    ...), and the client's connection is closed, so the client sees a lost
+    connection after its command was applied.
+
+    Args:
+        port: the redis-server's port on 127.0.0.1.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.lost = threading.Event()
+        """Set once a reply was dropped."""
+        self._lock = threading.Lock()
+        self._armed: tuple[bytes, Callable[[], None]] | None = None
+        self._socks: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<proxy port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def lose_reply_to(self, marker: bytes, then: Callable[[], None]) -> None:
+        """Drop the reply to the next request holding ``marker``, run ``then``, and
+        close that client connection."""
+        with self._lock:
+            self.lost.clear()
+            self._armed = (marker, then)
+
+    def close(self) -> None:
+        """Stop accepting and close every connection."""
+        self._listener.close()
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for sock in socks:
+            _close(sock)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._socks += [client, upstream]
+            victim = threading.Event()
+            threading.Thread(target=self._up, args=(client, upstream, victim), daemon=True).start()
+            threading.Thread(
+                target=self._down, args=(upstream, client, victim), daemon=True
+            ).start()
+
+    def _up(self, client: socket.socket, upstream: socket.socket, victim: threading.Event) -> None:
+        tail = b""
+        while True:
+            try:
+                chunk = client.recv(1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                _close(upstream)
+                return
+            with self._lock:
+                armed = self._armed
+                if armed is not None and armed[0] in tail + chunk:
+                    victim.set()
+            tail = chunk[-256:]
+            try:
+                upstream.sendall(chunk)
+            except OSError:
+                _close(client)
+                return
+
+    def _down(
+        self, upstream: socket.socket, client: socket.socket, victim: threading.Event
+    ) -> None:
+        while True:
+            try:
+                chunk = upstream.recv(1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                _close(client)
+                return
+            if victim.is_set():
+                with self._lock:
+                    armed, self._armed = self._armed, None
+                if armed is not None:
+                    armed[1]()
+                _close(client)
+                _close(upstream)
+                self.lost.set()
+                return
+            try:
+                client.sendall(chunk)
+            except OSError:
+                _close(upstream)
+                return
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()

@@ -56,6 +56,7 @@ def test_contract_names_from_the_design_are_exported() -> None:
         "shutdown",
         "Event",
         "Change",
+        "ChatStore",
         "MemorydError",
         "InvalidMessage",
         "InvalidConversationId",

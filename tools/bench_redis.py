@@ -114,7 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 pool.rpush(f"rpush:{run}:{t}", record)
 
-            store = memoryd.RedisStore.start(server.url, prefix=f"bench-{run}", cluster=False)
+            store = memoryd.RedisStore.start(
+                server.url,
+                prefix=f"bench-{run}",
+                cluster=False,
+                require_durable=args.fsync == "always",
+            )
             lmdb = memoryd.LmdbStore.start(base / f"lmdb-{run}")
 
             def ours(t: int, i: int, store: memoryd.RedisStore = store, run: str = run) -> None:

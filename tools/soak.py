@@ -4,9 +4,11 @@
 
 Suites: injected actor crashes, 8-client histories with kills, random I/O faults
 under libfiu, the hypothesis state machine, corruption trials (bits flipped and pages
-zeroed in a data file), and the FUSE power-loss run with its
-two negative controls (which must report losses). Exits 1 on any loss,
-duplicate, torn event, verifier failure or blind control.
+zeroed in a data file), redis-server SIGKILLed under unkeyed Redis writes (needs
+redis-server on PATH), a real daemon on a full disk (``daemon`` in ``--skip`` skips
+both daemon rows) and on a disk failing 5 % of its writes for 60 s, and the FUSE
+power-loss run with its two negative controls (which must report losses). Exits 1 on
+any loss, duplicate, torn event, verifier failure or blind control.
 """
 
 from __future__ import annotations
@@ -120,6 +122,75 @@ def io_faults(cycles: int, seed: int, tmp: Path) -> dict[str, object]:
     return {"cycles": cycles, **totals, "duplicated": 0, "ok": ok}
 
 
+def redis_kills(kills: int, seed: int, tmp: Path) -> dict[str, object]:
+    """4 writers adding and popping without idempotency keys through ``kills`` SIGKILLs
+    of redis-server (appendfsync always), each message audited by its id."""
+    import memoryd
+    from tests.redis_servers import RedisServer
+    from tools.reliability.redis_kills import run
+
+    server = RedisServer(tmp / "redis").start()
+    try:
+        result = run(server, kills=kills, writers=4, seed=seed)
+    finally:
+        server.stop()
+        memoryd.shutdown()
+    for line in result.problems[:3]:
+        print("redis kills:", line)
+    return {
+        "cycles": result.kills,
+        "operations": result.operations,
+        "acknowledged": result.acknowledged,
+        "lost": result.lost,
+        "duplicated": result.duplicated,
+        "ok": result.ok,
+    }
+
+
+def daemon_disk_full(tmp: Path) -> dict[str, object]:
+    """A real daemon on a 4 MiB tmpfs filled to the brim; then the space is freed."""
+    from tools.reliability import daemon_faults
+
+    run = daemon_faults.disk_full(tmp / "full", refusals=200)
+    for line in run.problems[:3]:
+        print("daemon disk full:", line)
+    print(
+        f"daemon disk full: {len(run.acked)} acknowledged, {run.refused_full} refused with "
+        f"DiskFull, first write after freeing {run.recovery_s * 1e3:.1f} ms, "
+        f"daemon exited: {run.exited is not None}"
+    )
+    return {
+        "cycles": 1,
+        "operations": len(run.acked) + run.refused_full,
+        "acknowledged": len(run.acked),
+        "lost": sum(1 for p in run.problems if "lost" in p or "stored at None" in p),
+        "duplicated": sum(1 for p in run.problems if "twice" in p),
+        "ok": run.ok and run.refused_full == 200,
+    }
+
+
+def daemon_flaky_disk(seconds: float, tmp: Path) -> dict[str, object]:
+    """A real daemon under libfiu: 5 % EIO on fdatasync/pwrite/pwritev/writev for ``seconds``."""
+    from tools.reliability import daemon_faults
+
+    run = daemon_faults.flaky_disk(tmp / "flaky", seconds)
+    for line in run.problems[:3]:
+        print("daemon flaky disk:", line)
+    print(
+        f"daemon flaky disk: {len(run.acked)} acknowledged, errors {run.errors}, 503 seen: "
+        f"{run.unhealthy_seen}, first write after the fault cleared "
+        f"{run.recovery_s * 1e3:.1f} ms, daemon exited: {run.exited is not None}"
+    )
+    return {
+        "cycles": 1,
+        "operations": len(run.acked) + sum(run.errors.values()),
+        "acknowledged": len(run.acked),
+        "lost": sum(1 for p in run.problems if "lost" in p),
+        "duplicated": sum(1 for p in run.problems if "twice" in p),
+        "ok": run.ok,
+    }
+
+
 def stateful(examples: int, seed: int) -> dict[str, object]:
     """The hypothesis state machine, ``examples`` examples."""
     from tools.reliability.stateful import run_machine
@@ -202,6 +273,12 @@ def main() -> None:
             ("I/O faults (libfiu)", lambda: io_faults(int(20 * s), args.seed, tmp)),
             ("stateful (hypothesis)", lambda: stateful(int(2000 * s), args.seed)),
             ("corruption trials", lambda: corruption(int(80 * s), args.seed, tmp)),
+            (
+                "Redis kill -9 with unkeyed writes (0 duplicates)",
+                lambda: redis_kills(int(100 * s), args.seed, tmp),
+            ),
+            ("daemon disk full", lambda: daemon_disk_full(tmp)),
+            ("daemon flaky disk 5 % EIO", lambda: daemon_flaky_disk(60.0 * s, tmp)),
         ]
         for name, fn in plan:
             if name.split()[0].lower() in skip:

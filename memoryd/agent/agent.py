@@ -21,23 +21,48 @@ Each run (beamai's agent path, Koog's ChatMemory and Persistence):
 A run that fails leaves the history as it was; a run whose process died stays in
 `Agent.pending_runs` and `Agent.resume` finishes it without calling again the tools
 whose results were recorded. Runs on one conversation in one process take turns.
+
+With an active session (Agently, `activate_session`), a run without a conversation id
+is a turn of that session, and each LLM call is sent the session's window: the
+provider's ``prepare`` of history + turn, then the session's analysis and resize
+handlers (``max_length`` with ``simple_cut`` by default), the turn always kept whole.
+A memo the handlers return is persisted after the turn is committed; a run never
+replaces the stored history (`Session.refresh` applies a resize handler's history).
+The session's ``input_keys`` / ``reply_keys`` choose what the run records of prompt
+data and of a JSON answer. A run with neither a conversation id nor a session gets a
+new ``conversation-<hex>`` id: its turn is stored there and ``RunResult.conversation_id``
+says where.
+
+A store that becomes unavailable fails the turn once: the first store call that
+finds it so raises `StoreUnavailable` (after its deadline), and the run is left as it
+is in the journal (pending, for `resume`) without another call to that store.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from memoryd import messages as msgs
 from memoryd.agent.journal import RunJournal
-from memoryd.agent.locks import conversation_lock, run_active
-from memoryd.agent.memory import commit_turn, keep_turn, resolve_memory, store_of
-from memoryd.errors import InvalidMessage, StepLimitExceeded
+from memoryd.agent.locks import active_runs, conversation_lock, run_active
+from memoryd.agent.memory import (
+    base_version,
+    check_provider_options,
+    commit_turn,
+    keep_turn,
+    resolve_memory,
+    store_of,
+)
+from memoryd.agent.sessions import SessionMethods, Sessions
+from memoryd.errors import InvalidMessage, StepLimitExceeded, StoreUnavailable
 from memoryd.kernel.context import Context
 from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
@@ -47,6 +72,7 @@ from memoryd.messages import CheckedMessages
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
+from memoryd.provider.session_turns import recorded_turn
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["Agent", "PendingRun", "RunResult"]
@@ -62,9 +88,11 @@ class RunResult:
     Attributes:
         message: The final assistant message.
         messages: The whole turn: the input, tool calls, tool results, the answer.
-        conversation_id: The conversation (generated when the run was given none).
+        conversation_id: The conversation the turn was stored in: the one given, the
+            active session's, or a new ``conversation-<hex>`` id.
         run_id: The run id (the commit's idempotency key).
-        version: The conversation's version after the commit; None without memory.
+        version: The conversation's version after the commit; None without memory
+            or with a memory that keeps no versions.
     """
 
     message: Message
@@ -87,17 +115,40 @@ class PendingRun:
         run_id: The id to pass to `Agent.resume`.
         conversation_id: Its conversation.
         messages: The turn as far as the journal recorded it.
+        owner: The owner id of the process holding the run's lease.
+        orphaned: True when no live process holds it (its owner died, or its lease
+            ran out): it is safe to resume.
     """
 
     run_id: str
     conversation_id: str
     messages: tuple[Message, ...]
+    owner: str = ""
+    orphaned: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Run:
+    """What the loop knows of the run it drives."""
+
+    run_id: str
+    cid: str
+    base: int | None
+    inputs: int
+    session: Session | None = None
+    memos: list[Any] = field(default_factory=list)
 
 
 def _input_messages(value: Any) -> CheckedMessages:
     """The run's input, checked once: the only check it gets on its way to the store."""
     if isinstance(value, str):
         return msgs.check([{"role": "user", "content": value}], max_bytes=None)
+    if isinstance(value, dict) and "role" not in value:  # prompt data, sent as JSON
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidMessage(f"prompt data must be JSON-compatible: {exc}") from None
+        return msgs.check([{"role": "user", "content": text}], max_bytes=None)
     if isinstance(value, dict):
         try:
             return msgs.check([value], max_bytes=None)
@@ -123,14 +174,17 @@ def _resolve_journal(journal: Any, provider: MemoryProvider | None) -> RunJourna
     return RunJournal(lambda: store_of(provider))  # type: ignore[arg-type,return-value]
 
 
-class Agent:
+class Agent(SessionMethods):
     """An LLM agent with tools and conversation memory.
 
     Args:
         llm: The chat model.
         memory: ``"default"`` (the shared default store, no window),
             ``memoryd.window(n)`` (default store + safe window of n), a store handle
-            (that store, no window), any `MemoryProvider`, or ``False`` (no memory).
+            or any `memoryd.ChatStore` (that store, no window), any `MemoryProvider`
+            (beamai's four callbacks are enough; see `memoryd.agent.memory` for what
+            a run promises without idempotency keys and expected versions), or
+            ``False`` (no memory).
         tools: `Tool` objects or type-hinted functions.
         system_prompt: Sent first on every LLM call; never stored.
         max_steps: The most LLM calls one run may make.
@@ -167,53 +221,32 @@ class Agent:
             max_steps=check_max_steps(max_steps),
         )
         self.provider: MemoryProvider | None = resolve_memory(memory)
+        self._append_options = check_provider_options(self.provider)
         self._journal = _resolve_journal(journal, self.provider)
         self._session: Session | None = None
+        self._sessions = Sessions()
+        self.agent_type: str | None = None
+        """The agent type an `AgentSystem` runs this agent as (recorded in its journals)."""
+        self.step_hook: Callable[[str], None] | None = None
+        """Called with the run id at every step boundary (before each LLM and tool call);
+        what it raises ends the run there, its journal kept."""
 
     @property
     def max_steps(self) -> int:
         """The most LLM calls one run may make."""
         return self.kernel.max_steps
 
-    # -- sessions (Agently) ----------------------------------------------------------------
-
-    @property
-    def session(self) -> Session | None:
-        """The active session, or None."""
-        return self._session
-
-    def activate_session(self, session_id: str | None = None) -> Session:
-        """Make later `run` calls without a conversation id use this session's conversation.
-
-        Args:
-            session_id: The conversation id (default: a new one).
-
-        Returns:
-            The active `memoryd.Session`.
-
-        Raises:
-            ValueError: The agent has no memory with a store.
-            InvalidConversationId: A bad ``session_id``.
-        """
-        if store_of(self.provider) is None:
-            raise ValueError(
-                "activate_session needs memory kept in a store (memory='default', "
-                "memoryd.window(n), a store handle, or a provider with a .store)"
-            )
-        self._session = Session(session_id, self.provider)
-        return self._session
-
-    def deactivate_session(self) -> None:
-        """Stop using the active session (later runs without an id get a new conversation)."""
-        self._session = None
-
     # -- runs ----------------------------------------------------------------------------------
 
-    def run(self, input: Any, *, conversation_id: str | None = None) -> RunResult:
+    def run(self, input: Any, conversation_id: str | None = None) -> RunResult:
         """Run one turn: the tool loop, then one atomic commit of the turn.
 
+        ``agent.run("text", "session-1")`` is Koog's positional form.
+
         Args:
-            input: The user's text, a message dict, or a list of messages.
+            input: The user's text, a message dict, a list of messages, or prompt data
+                (a dict without ``"role"``: sent as JSON; a session's ``input_keys``
+                choose what is recorded).
             conversation_id: The conversation (default: the active session's, else a
                 new generated id, returned on the result).
 
@@ -226,6 +259,8 @@ class Agent:
             StepLimitExceeded: No final answer within ``max_steps`` LLM calls.
             ConflictError: The conversation changed during the run (nothing stored).
             LLMError: The model failed (nothing stored).
+            StoreUnavailable: The store is unavailable (the first store call that
+                found it so; the run stays pending in the journal).
         """
         turn = _input_messages(input)
         if conversation_id is None and self._session is not None:
@@ -236,37 +271,59 @@ class Agent:
         run_id = uuid.uuid4().hex
         with run_active(run_id), self._lock(cid):
             base, history = self._load(cid)
-            if self._journal is not None:
-                self._journal.start(run_id, cid, base, turn)
             return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
 
-    def pending_runs(self, conversation_id: str) -> list[PendingRun]:
-        """Runs of the conversation that never finished, oldest first.
+    def pending_runs(self, conversation_id: str | None = None) -> list[PendingRun]:
+        """Unfinished runs that called tools, oldest first (a run without tool steps
+        has nothing to resume: its only write is its commit).
 
         Args:
-            conversation_id: The conversation.
+            conversation_id: Only this conversation's runs; None for the whole store.
 
         Returns:
-            The pending runs (a crashed process's, or ones still running elsewhere).
+            The pending runs (a crashed process's, or ones still running elsewhere:
+            `PendingRun.orphaned` tells them apart).
 
         Raises:
             ValueError: The agent keeps no journal.
         """
         journal = self._need_journal("pending_runs")
-        cid = msgs.validate_conversation_id(conversation_id)
-        out = []
-        for run_id in journal.pending(cid):
-            record = journal.load(run_id)
-            if record.status is None:
-                out.append(PendingRun(run_id=run_id, conversation_id=cid, messages=record.messages))
-        return out
+        cid = None if conversation_id is None else msgs.validate_conversation_id(conversation_id)
+        now, here = time.time(), active_runs()
+        return [
+            PendingRun(
+                run_id=r.run_id,
+                conversation_id=r.conversation_id,
+                messages=r.messages,
+                owner=r.owner,
+                orphaned=r.orphaned(now, r.run_id in here),
+            )
+            for r in journal.pending(cid)
+        ]
+
+    def discard(self, run_id: str) -> None:
+        """Drop a pending run: it is no longer listed and cannot be resumed.
+
+        Args:
+            run_id: The run id (from `pending_runs`).
+
+        Raises:
+            ValueError: The run is running in this process, or the agent keeps no journal.
+        """
+        journal = self._need_journal("discard")
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+        with run_active(run_id):
+            journal.discard(run_id)
+        log.info("run_discarded", run_id=run_id)
 
     def resume(self, run_id: str) -> RunResult:
-        """Finish a run from its last recorded step, then commit its turn.
+        """Finish a pending run from its last recorded step, then commit its turn.
 
-        Tool calls whose results were recorded are not called again. The rest of the
-        run continues on the conversation as it is now (a run that crashed after its
-        commit is only marked finished). A committed run returns its result again.
+        The run is claimed first (compare-and-set on its journal), so of several
+        processes resuming one run, one does. Tool calls whose results were recorded
+        are not called again. The rest of the run continues on the conversation as it
+        is now (a run that crashed after its commit is only cleared).
 
         Args:
             run_id: The run id (from `pending_runs`).
@@ -275,9 +332,11 @@ class Agent:
             The result.
 
         Raises:
-            UnknownRun: The journal holds no such run.
+            UnknownRun: The journal holds no unfinished run ``run_id`` (finished runs
+                leave nothing behind).
+            ConflictError: Another process claimed the run first.
             ValueError: The run is running in this process, or the agent keeps no journal.
-            StepLimitExceeded, ConflictError, LLMError: As for `run`.
+            StepLimitExceeded, LLMError: As for `run`.
         """
         journal = self._need_journal("resume")
         if not isinstance(run_id, str) or not run_id:
@@ -286,13 +345,12 @@ class Agent:
             record = journal.load(run_id)
             cid = record.conversation_id
             with self._lock(cid):
-                if record.status == "committed":
-                    return self._result(run_id, cid, record.messages, record.version)
+                journal.claim(record)
                 store = store_of(self.provider)
                 if store is not None:
                     for event in store.events(cid, after=record.base_version):
                         if event.idempotency_key == run_id:  # crashed after its commit
-                            journal.finish(run_id, cid, status="committed", version=event.version)
+                            journal.discard(run_id)
                             return self._result(run_id, cid, record.messages, event.version)
                 base, history = self._load(cid)
                 log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
@@ -314,12 +372,15 @@ class Agent:
         owner: Any = store.name if store is not None else id(self.provider)
         return conversation_lock((owner, cid))
 
-    def _load(self, cid: str) -> tuple[int, list[Message]]:
+    def _load(self, cid: str) -> tuple[int | None, list[Message]]:
         if self.provider is None:
-            return 0, []
-        store = store_of(self.provider)
-        base = store.version(cid) if store is not None else 0
-        return base, self.provider.history(cid)
+            return None, []
+        return base_version(self.provider, cid), self.provider.history(cid)
+
+    def _session_of(self, cid: str) -> Session | None:
+        """The active session when the run is one of its turns."""
+        session = self._session
+        return session if session is not None and session.id == cid else None
 
     def _result(self, run_id: str, cid: str, turn: Sequence[Message], version: Any) -> RunResult:
         return RunResult(
@@ -334,36 +395,77 @@ class Agent:
         self,
         run_id: str,
         cid: str,
-        base: int,
+        base: int | None,
         history: list[Message],
         turn: CheckedMessages,
         *,
         inputs: int,
     ) -> RunResult:
+        run = _Run(run_id=run_id, cid=cid, base=base, inputs=inputs, session=self._session_of(cid))
         try:
-            turn = self._loop(run_id, cid, history, turn, inputs)
+            turn = self._loop(run, history, turn)
             version = None
             if self.provider is not None:
-                version = commit_turn(self.provider, cid, turn, run_id=run_id, base_version=base)
+                journal = self._journal.finished_by(run_id) if self._journal else None
+                version = self._commit(run, turn, then_clear=journal)
         except Exception as exc:
-            if self._journal is not None:
+            # A store found unavailable is not called again: the run stays pending.
+            if (
+                self._journal is not None
+                and not isinstance(exc, StoreUnavailable)
+                and self._journal.journaled(run_id)
+            ):
                 try:
-                    self._journal.finish(
-                        run_id, cid, status="failed", error=f"{type(exc).__name__}: {exc}"
-                    )
+                    self._journal.discard(run_id)
                 except Exception as journal_exc:  # the run's own error matters more
                     log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
             raise
-        if self._journal is not None:
-            self._journal.finish(run_id, cid, status="committed", version=version)
+        if run.session is not None:
+            run.session.forget_window()
+            if run.memos:
+                run.session.set_memo(run.memos[-1])
         return self._result(run_id, cid, turn, version)
 
-    def _append(
-        self, run_id: str, turn: CheckedMessages, message: CheckedMessages
-    ) -> CheckedMessages:
+    def _commit(self, run: _Run, turn: CheckedMessages, *, then_clear: str | None) -> int | None:
+        """Commit the turn; a session's keys choose what is recorded of it."""
+        assert self.provider is not None
+        recorded: Sequence[Message] | None = None
+        if run.session is not None:
+            recorded = recorded_turn(
+                turn,
+                inputs=run.inputs,
+                input_keys=run.session.input_keys,
+                reply_keys=run.session.reply_keys,
+            )
+        return commit_turn(
+            self.provider,
+            run.cid,
+            turn if recorded is None else msgs.check(recorded, max_bytes=None),
+            run_id=run.run_id,
+            base_version=run.base,
+            options=self._append_options,
+            then_clear=then_clear,
+        )
+
+    def _save_step(self, run: _Run, turn: CheckedMessages, added: CheckedMessages) -> None:
+        """Make one tool step durable (its call and all its results: one write)."""
         if self._journal is not None:
-            self._journal.step(run_id, len(turn), message)
-        return turn.join(message)
+            self._journal.step(
+                run.run_id,
+                cid=run.cid,
+                base_version=0 if run.base is None else run.base,
+                inputs=run.inputs,
+                turn=turn,
+                added=added,
+                agent=self.agent_type,
+            )
+
+    def _boundary(self, run: _Run) -> None:
+        """A step boundary: renew the run's lease, then let the owner stop the run here."""
+        if self._journal is not None:
+            self._journal.renew(run.run_id)
+        if self.step_hook is not None:
+            self.step_hook(run.run_id)
 
     def _shown(self, turn: CheckedMessages) -> Sequence[Message]:
         """The turn as the provider and the kernel's filters see it.
@@ -378,17 +480,20 @@ class Agent:
             return copy.deepcopy(list(turn))
         return turn
 
-    def _loop(
-        self, run_id: str, cid: str, history: list[Message], turn: CheckedMessages, inputs: int
-    ) -> CheckedMessages:
+    def _loop(self, run: _Run, history: list[Message], turn: CheckedMessages) -> CheckedMessages:
         """Continue a turn from wherever it is: the input, a tool call, or its results.
 
         Every message joins the turn checked once where it was made (the input in
         `run`, a reply by the kernel, a tool result here), so the turn is committed
-        without another check.
+        without another check. The messages of a tool step (the call and its results)
+        are journaled in one write once its tools ran; a reply without tool calls is
+        journaled only by the commit. With the run's session each call is sent its
+        window, and the memos its handlers return are kept on the run.
         """
+        inputs, cid, run_id = run.inputs, run.cid, run.run_id
         context = Context(conversation_id=cid, metadata={"run_id": run_id})
         step = sum(1 for m in turn[inputs:] if m.get("role") == "assistant")
+        unsaved: CheckedMessages | None = None
         while True:
             asked = [i for i in range(inputs, len(turn)) if turn[i].get("role") == "assistant"]
             if asked:
@@ -398,24 +503,37 @@ class Agent:
                 answered = {m.get("tool_call_id") for m in turn[asked[-1] + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
+                        self._boundary(run)
                         result = self.kernel.call_tool(call, context=context)
                         answer = {
                             "role": "tool",
                             "tool_call_id": result.call_id,
                             "content": result.content,
                         }
-                        turn = self._append(run_id, turn, msgs.check([answer], max_bytes=None))
+                        piece = msgs.check([answer], max_bytes=None)
+                        turn = turn.join(piece)
+                        unsaved = piece if unsaved is None else unsaved.join(piece)
+                if unsaved is not None:
+                    self._save_step(run, turn, unsaved)
+                    unsaved = None
             if step >= self.max_steps:
                 raise StepLimitExceeded(
                     f"run {run_id} made {self.max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
+            self._boundary(run)
             shown = self._shown(turn)
             sent = [*history, *shown]
-            if self.provider is not None:
+            if run.session is not None:
+                resized = run.session.shape(history, sent)
+                if resized.memo is not None:
+                    run.memos.append(resized.memo)
+                sent = keep_turn(resized.window, shown)
+            elif self.provider is not None:
                 sent = keep_turn(self.provider.prepare(cid, sent), shown)
             reply = self.kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
-            turn = self._append(run_id, turn, reply)
+            turn = turn.join(reply)
+            unsaved = reply
             step += 1
 
     def __repr__(self) -> str:

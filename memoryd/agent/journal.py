@@ -1,45 +1,79 @@
-"""The run journal: every step of an agent run, checkpointed in the store as it happens.
+"""The run journal: the tool steps of unfinished agent runs, with a lease on each run.
 
-Koog's Persistence, done as events on the public store API only:
+A run pays for its journal only when it calls tools (Koog's Persistence, at the price
+of one write per tool step):
 
-* each run has a companion conversation ``memoryd.run/<run id>`` whose log holds
-  ``memo`` events: ``start`` (the conversation, its version, the input messages), one
-  ``step`` per message the run produced (the assistant message or the tool result, in
-  the event's ``messages``), and ``end`` (committed or failed);
-* each conversation has an index conversation ``memoryd.runs/<sha256 of its id>``
-  whose newest ``memo`` event holds the ids of its unfinished runs; it is updated with
-  ``expected_version`` (compare-and-set), so concurrent runs never lose an entry.
+* a turn without tool calls writes nothing here: its one write is the turn's commit;
+* after each tool step, the step's messages (the assistant's tool calls and all of
+  their results: one write however many calls ran in parallel) are appended to the
+  run's journal conversation ``memoryd.run/<run id>``; the first such write also holds
+  a header (the conversation, its base version, how many messages are the input, the
+  owner) and the input itself;
+* the turn's commit clears the journal in the same write (`StoreHandle.add`'s
+  ``then_clear``), so k tool steps cost k + 1 writes and a finished run leaves
+  nothing listed: journal ids start with `memoryd.store.requests.HIDDEN_PREFIX`, which
+  `conversations`, `tail` and exports skip.
 
-Why ``memo`` events in companion conversations: a memo event leaves ``get()``'s
-history unchanged, so the journal never shows up in what a provider loads, and a
-conversation holding no messages is not listed by ``conversations()``; the user's
-conversation itself is not touched until the turn commits (its version stays the
-base the commit's ``expected_version`` checks, and a session's memo, which is the
-newest memo event *of that conversation*, is not disturbed). The index is a snapshot
-rather than a log of start/end records so `pending` reads one event, whatever the
-number of runs the conversation ever had. Ids stay within the 256-byte limit: a run
-id is 32 hex digits and the index hashes the conversation id.
+The unfinished runs of a store are the journal conversations holding messages
+(`RunJournal.pending`, store-wide). Every write to a journal is compare-and-set on its
+version, so a run has one writer: resuming *claims* it first (a ``memo`` event naming
+the new owner), and a former owner's next write then fails. A run's lease is its
+owner and the time of its journal's last event: a live owner renews it
+(`RunJournal.renew`) within ``lease_s``, so a run whose lease has run out, or whose
+owner is this process but which is not running here, is orphaned.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd import messages as msgs
 from memoryd.errors import ConflictError, UnknownRun
 from memoryd.messages import CheckedMessages
 from memoryd.store.handle import StoreHandle
+from memoryd.store.requests import HIDDEN_PREFIX
 
-__all__ = ["RunJournal", "RunRecord", "index_id", "journal_id"]
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "JOURNAL_PREFIX",
+    "OWNER",
+    "RunJournal",
+    "RunRecord",
+    "journal_id",
+]
 
 Message = dict[str, Any]
-_MAX_CAS_ATTEMPTS = 100
+JOURNAL_PREFIX = HIDDEN_PREFIX
+DEFAULT_LEASE_S = 30.0
+"""How long a run's lease lasts after its journal's last event."""
+OWNER = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+"""This process's owner id in run leases."""
+_HEADER_KEY = "memoryd_run"
+
+
+def _gone(owner: str) -> bool:
+    """True when ``owner`` names a process of this host that no longer exists."""
+    host, _, rest = owner.partition("/")
+    pid = rest.partition("/")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def journal_id(run_id: str) -> str:
-    """The companion conversation holding one run's journal.
+    """The hidden conversation holding one run's journal.
 
     Args:
         run_id: The run id.
@@ -47,24 +81,12 @@ def journal_id(run_id: str) -> str:
     Returns:
         ``memoryd.run/<run id>``.
     """
-    return f"memoryd.run/{run_id}"
-
-
-def index_id(cid: str) -> str:
-    """The conversation holding the ids of a conversation's unfinished runs.
-
-    Args:
-        cid: The user's conversation id.
-
-    Returns:
-        ``memoryd.runs/<sha256 hex of the id>``.
-    """
-    return f"memoryd.runs/{hashlib.sha256(cid.encode('utf-8')).hexdigest()}"
+    return f"{JOURNAL_PREFIX}{run_id}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunRecord:
-    """A run as its journal records it.
+    """An unfinished run as its journal records it.
 
     Attributes:
         run_id: The run id.
@@ -72,9 +94,11 @@ class RunRecord:
         base_version: The conversation's version when the run started.
         messages: The turn so far: the input, then every recorded step.
         inputs: How many of ``messages`` are the run's input.
-        status: None while unfinished, else ``"committed"`` or ``"failed"``.
-        version: The committed version (for ``"committed"``).
-        error: What failed (for ``"failed"``).
+        owner: The owner id of the process holding its lease.
+        heartbeat: When the lease was last renewed (seconds since the epoch).
+        lease_s: How long the lease lasts after ``heartbeat``.
+        journal_version: The journal's version (the compare-and-set base of its next write).
+        agent: The agent type that runs it, when a system named one.
     """
 
     run_id: str
@@ -82,9 +106,32 @@ class RunRecord:
     base_version: int
     messages: tuple[Message, ...]
     inputs: int
-    status: str | None = None
-    version: int | None = None
-    error: str | None = None
+    owner: str
+    heartbeat: float
+    lease_s: float
+    journal_version: int
+    agent: str | None = None
+
+    def orphaned(self, now: float, running_here: bool = False) -> bool:
+        """True when no live process holds the run: its lease ran out, its owner is a
+        process of this host that is gone, or it is this process's run but not running
+        here.
+
+        Args:
+            now: The time (seconds since the epoch).
+            running_here: Whether the run is running in this process.
+        """
+        if self.owner == OWNER:
+            return not running_here
+        return now > self.heartbeat + self.lease_s or _gone(self.owner)
+
+
+@dataclass(slots=True)
+class _Live:
+    """A journaled run this process writes: its journal version (the CAS base)."""
+
+    version: int
+    written_at: float
 
 
 class RunJournal:
@@ -93,10 +140,21 @@ class RunJournal:
     Args:
         store: The store, or a function returning it (resolved on every call, so a
             journal on the default store survives ``memoryd.shutdown()``).
+        lease_s: How long a run's lease lasts after its last journal write.
+        clock: Wall-clock time (seconds since the epoch), for leases.
     """
 
-    def __init__(self, store: StoreHandle | Callable[[], StoreHandle]) -> None:
+    def __init__(
+        self,
+        store: StoreHandle | Callable[[], StoreHandle],
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._store = store
+        self.lease_s = lease_s
+        self._clock = clock
+        self._live: dict[str, _Live] = {}
 
     @property
     def store(self) -> StoreHandle:
@@ -105,107 +163,145 @@ class RunJournal:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def start(self, run_id: str, cid: str, base_version: int, messages: Sequence[Message]) -> None:
-        """Record a run's start and list it as unfinished.
+    def journaled(self, run_id: str) -> bool:
+        """True once this journal wrote (or claimed) the run's journal."""
+        return run_id in self._live
+
+    def step(
+        self,
+        run_id: str,
+        *,
+        cid: str,
+        base_version: int,
+        inputs: int,
+        turn: CheckedMessages,
+        added: CheckedMessages,
+        agent: str | None = None,
+    ) -> None:
+        """Record a tool step: ONE compare-and-set write of the messages it ``added``.
+
+        The run's first step writes the header and the whole ``turn`` instead.
+        Messages are written as they were checked, without a second check.
 
         Args:
             run_id: The run id.
             cid: The conversation.
             base_version: The conversation's version when the run started.
-            messages: The input messages (a `CheckedMessages` is recorded as it is,
-                without a second check).
+            inputs: How many of ``turn``'s messages are the input.
+            turn: The turn so far.
+            added: The messages this step added (the end of ``turn``).
+            agent: The agent type, recorded in the header for recovery.
+
+        Raises:
+            ConflictError: Another process took the run over (its lease ran out);
+                the run is no longer this journal's to write.
         """
-        data = {"type": "start", "conversation_id": cid, "base_version": base_version}
-        batch = messages if isinstance(messages, CheckedMessages) else list(messages)
-        self.store.record(
-            journal_id(run_id), "memo", messages=batch, data=data, idempotency_key="start"
-        )
-        self._update_index(cid, add=run_id)
-
-    def step(self, run_id: str, index: int, message: Message | CheckedMessages) -> None:
-        """Record one message the run produced.
-
-        Args:
-            run_id: The run id.
-            index: The message's position in the turn (part of the idempotency key).
-            message: The assistant message or tool result, or a `CheckedMessages`
-                holding just it (recorded as it is, without a second check).
-        """
-        self.store.record(
-            journal_id(run_id),
-            "memo",
-            messages=message if isinstance(message, CheckedMessages) else [message],
-            data={"type": "step", "index": index},
-            idempotency_key=f"step/{index}",
-        )
-
-    def finish(
-        self,
-        run_id: str,
-        cid: str,
-        *,
-        status: str,
-        version: int | None = None,
-        error: str | None = None,
-    ) -> None:
-        """Record how a run ended and drop it from the unfinished list.
-
-        Args:
-            run_id: The run id.
-            cid: The conversation.
-            status: ``"committed"`` or ``"failed"``.
-            version: The committed version.
-            error: What failed.
-        """
-        data = {"type": "end", "status": status, "version": version, "error": error}
-        self.store.record(journal_id(run_id), "memo", data=data, idempotency_key=f"end/{status}")
-        self._update_index(cid, remove=run_id)
-
-    def _update_index(self, cid: str, *, add: str | None = None, remove: str | None = None) -> None:
         store = self.store
-        target = index_id(cid)
-        for _ in range(_MAX_CAS_ATTEMPTS):
-            version, pending = self._snapshot(store, target)
-            wanted = [r for r in pending if r != remove]
-            if add is not None and add not in wanted:
-                wanted.append(add)
-            if wanted == pending:
-                return
-            try:
-                store.record(target, "memo", data={"pending": wanted}, expected_version=version)
-                return
-            except ConflictError:
-                continue
-        raise ConflictError(  # pragma: no cover - needs 100 concurrent writers in a row
-            f"the run index of {cid!r} kept changing; try again",
-            expected=None,
-            actual=store.version(target),
-        )
+        live = self._live.get(run_id)
+        if live is None:
+            header = {
+                "conversation_id": cid,
+                "base_version": base_version,
+                "inputs": inputs,
+                "owner": OWNER,
+                "lease_s": self.lease_s,
+                "agent": agent,
+            }
+            head = msgs.check(
+                [{"role": "system", "content": "run journal", _HEADER_KEY: header}],
+                max_bytes=None,
+            )
+            batch, expected = head.join(turn), 0
+        else:
+            batch, expected = added, live.version
+        try:
+            version = store.add(journal_id(run_id), batch, expected_version=expected)
+        except ConflictError:
+            self._live.pop(run_id, None)
+            raise
+        self._live[run_id] = _Live(version, self._clock())
 
-    @staticmethod
-    def _snapshot(store: StoreHandle, target: str) -> tuple[int, list[str]]:
-        version = store.version(target)
-        events = store.events(target, after=max(0, version - 1))
-        if not events:
-            return version, []
-        last = events[-1]
-        return last.version, list((last.data or {}).get("pending", []))
+    def renew(self, run_id: str) -> bool:
+        """Renew the lease of a run this process writes, if half of it has passed.
+
+        Returns:
+            True when a renewal was written.
+
+        Raises:
+            ConflictError: Another process took the run over.
+        """
+        live = self._live.get(run_id)
+        if live is None or self._clock() - live.written_at < self.lease_s / 2:
+            return False
+        try:
+            version = self.store.record(
+                journal_id(run_id),
+                "memo",
+                data={"owner": OWNER, "lease_s": self.lease_s},
+                expected_version=live.version,
+            )
+        except ConflictError:
+            self._live.pop(run_id, None)
+            raise
+        self._live[run_id] = _Live(version, self._clock())
+        return True
+
+    def claim(self, record: RunRecord) -> None:
+        """Take a run over for this process (compare-and-set: one claimant wins).
+
+        Raises:
+            ConflictError: Someone wrote to the run since ``record`` was read.
+        """
+        version = self.store.record(
+            journal_id(record.run_id),
+            "memo",
+            data={"owner": OWNER, "lease_s": self.lease_s},
+            expected_version=record.journal_version,
+        )
+        self._live[record.run_id] = _Live(version, self._clock())
+
+    def finished_by(self, run_id: str) -> str | None:
+        """The journal to clear with the turn's commit, and forget the run here.
+
+        Returns:
+            The journal id when the run wrote one, else None.
+        """
+        return journal_id(run_id) if self._live.pop(run_id, None) is not None else None
+
+    def discard(self, run_id: str) -> None:
+        """Drop a run: it is no longer pending (its journal is cleared).
+
+        Args:
+            run_id: The run id.
+        """
+        self._live.pop(run_id, None)
+        self.store.clear(journal_id(run_id))
 
     # -- reads ----------------------------------------------------------------------------
 
-    def pending(self, cid: str) -> list[str]:
-        """The ids of the conversation's unfinished runs, oldest first.
+    def pending(self, cid: str | None = None) -> list[RunRecord]:
+        """The unfinished runs of the store (or of one conversation), oldest first.
 
         Args:
-            cid: The conversation.
+            cid: Only this conversation's runs (None: every run in the store).
 
         Returns:
-            Run ids.
+            Their records.
         """
-        return self._snapshot(self.store, index_id(cid))[1]
+        store = self.store
+        records = []
+        for journal in store.conversations(prefix=JOURNAL_PREFIX):
+            try:
+                record = self.load(journal[len(JOURNAL_PREFIX) :])
+            except UnknownRun:  # finished meanwhile
+                continue
+            if cid is None or record.conversation_id == cid:
+                records.append(record)
+        records.sort(key=lambda r: r.heartbeat)
+        return records
 
     def load(self, run_id: str) -> RunRecord:
-        """Replay one run's journal.
+        """Replay one unfinished run's journal.
 
         Args:
             run_id: The run id.
@@ -214,30 +310,39 @@ class RunJournal:
             The record.
 
         Raises:
-            UnknownRun: No journal for ``run_id``.
+            UnknownRun: No unfinished run ``run_id`` is recorded.
         """
-        events = self.store.events(journal_id(run_id))
-        if not events or (events[0].data or {}).get("type") != "start":
-            raise UnknownRun(
-                f"no run {run_id!r} is recorded in the journal of store {self.store.name!r}; "
-                "check the id (agent.pending_runs(conversation_id) lists them)"
-            )
-        start = events[0].data or {}
-        messages: list[Message] = list(events[0].messages)
-        status = version = error = None
-        for event in events[1:]:
-            data = event.data or {}
-            if data.get("type") == "step":
+        store = self.store
+        events = store.events(journal_id(run_id))
+        messages: list[Message] = []
+        owner, lease_s = "", self.lease_s
+        for event in events:
+            if event.kind == "cleared":
+                messages = []
+            elif event.kind == "appended":
                 messages.extend(event.messages)
-            elif data.get("type") == "end":
-                status, version, error = data.get("status"), data.get("version"), data.get("error")
+            elif event.kind == "memo":
+                data = event.data or {}
+                owner = str(data.get("owner", owner))
+                lease_s = float(data.get("lease_s", lease_s))
+        header = messages[0].get(_HEADER_KEY) if messages else None
+        if not isinstance(header, dict):
+            raise UnknownRun(
+                f"no unfinished run {run_id!r} is recorded in store {store.name!r}; "
+                "check the id (pending_runs() lists them)"
+            )
+        first = next(e for e in events if e.kind == "appended")
+        if not any(e.kind == "memo" and e.version > first.version for e in events):
+            owner, lease_s = str(header["owner"]), float(header["lease_s"])
         return RunRecord(
             run_id=run_id,
-            conversation_id=str(start["conversation_id"]),
-            base_version=int(start["base_version"]),
-            messages=tuple(messages),
-            inputs=len(events[0].messages),
-            status=status,
-            version=version,
-            error=error,
+            conversation_id=str(header["conversation_id"]),
+            base_version=int(header["base_version"]),
+            messages=tuple(messages[1:]),
+            inputs=int(header["inputs"]),
+            owner=owner,
+            heartbeat=events[-1].timestamp,
+            lease_s=lease_s,
+            journal_version=events[-1].version,
+            agent=header.get("agent"),
         )

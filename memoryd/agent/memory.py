@@ -1,4 +1,21 @@
-"""The agent's ``memory=`` forms, the current-turn-preserving view, and the turn commit."""
+"""The agent's ``memory=`` forms, the current-turn-preserving view, and the turn commit.
+
+What the Agent promises depends on what its memory offers (see
+`memoryd.provider.protocol` and `memoryd.provider.chat_store`):
+
+* on a memoryd store handle (``"default"``, ``memoryd.window(n)``, a handle, or a
+  `DefaultProvider` on one): the turn is one write keyed by the run id and checked
+  against the version the run started from, atomically; a retry or a ``resume`` never
+  stores it twice; runs are journaled;
+* on a provider whose ``append`` takes ``idempotency_key`` / ``expected_version``, or a
+  store whose ``add`` does: the same, for each keyword it takes;
+* without them: the turn is appended once, never retried, and only after the run
+  succeeded; runs on one conversation in one process still take turns, and a
+  version the store or provider exposes is compared right before the append, but a
+  commit that failed midway may or may not be stored, and writers in other processes
+  are not excluded. A warning says so once per provider (``memory_provider_degraded``)
+  or store (``chat_store_degraded``).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +24,25 @@ from typing import Any
 
 from memoryd import messages as msgs
 from memoryd.errors import ConflictError
+from memoryd.provider.chat_store import check_store, looks_like_store, store_add, warn_once
 from memoryd.provider.default import DefaultProvider
-from memoryd.provider.protocol import MemoryProvider
+from memoryd.provider.protocol import MemoryProvider, append_options, provider_append
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["commit_turn", "keep_turn", "resolve_memory", "store_of"]
+__all__ = [
+    "base_version",
+    "check_provider_options",
+    "commit_turn",
+    "keep_turn",
+    "resolve_memory",
+    "store_of",
+]
 
 Message = dict[str, Any]
 
 _FORMS = (
-    '"default" (the shared default store), memoryd.window(n), a store handle, '
-    "a MemoryProvider, or False (no memory)"
+    '"default" (the shared default store), memoryd.window(n), a store handle or any '
+    "memoryd.ChatStore, a MemoryProvider, or False (no memory)"
 )
 
 
@@ -25,7 +50,8 @@ def resolve_memory(memory: Any) -> MemoryProvider | None:
     """The provider a ``memory=`` value stands for (beamai's five forms).
 
     Args:
-        memory: ``"default"``, ``memoryd.window(n)`` (a provider), a store handle, any
+        memory: ``"default"``, ``memoryd.window(n)`` (a provider), a store handle or
+            any `memoryd.ChatStore` (wrapped in a `DefaultProvider`), any
             `MemoryProvider`, or ``False``/``None`` for no memory.
 
     Returns:
@@ -45,6 +71,8 @@ def resolve_memory(memory: Any) -> MemoryProvider | None:
         return DefaultProvider(memory)
     if isinstance(memory, MemoryProvider):
         return memory
+    if looks_like_store(memory):
+        return DefaultProvider(check_store(memory, user="Agent(memory=...)"))
     raise TypeError(f"memory={memory!r:.60} is not a memory form; use {_FORMS}")
 
 
@@ -59,6 +87,56 @@ def store_of(provider: MemoryProvider | None) -> StoreHandle | None:
     """
     store = getattr(provider, "store", None) if provider is not None else None
     return store if isinstance(store, StoreHandle) else None
+
+
+def base_version(provider: MemoryProvider | None, cid: str) -> int | None:
+    """The version a run starts from, when its memory keeps versions; else None.
+
+    Args:
+        provider: The provider.
+        cid: The conversation id.
+
+    Returns:
+        The conversation's version, or None.
+    """
+    store = store_of(provider)
+    if store is not None:
+        return store.version(cid)
+    if isinstance(provider, DefaultProvider) and provider.store_features.version:
+        return int(provider.store.version(cid))
+    return None
+
+
+def check_provider_options(provider: MemoryProvider | None) -> frozenset[str]:
+    """The optional ``append`` keywords ``provider`` honours; warn once when it lacks any.
+
+    Args:
+        provider: The provider (None: no memory).
+
+    Returns:
+        Its `append_options` (a `DefaultProvider` offers what its store offers).
+    """
+    if provider is None or isinstance(provider, DefaultProvider):
+        return frozenset()
+    options = append_options(provider)
+    degraded = [
+        consequence
+        for name, consequence in _WITHOUT.items()
+        if name not in options and not (name == "expected_version" and store_of(provider))
+    ]
+    if degraded:
+        warn_once(
+            provider, "memory_provider_degraded", provider=f"{provider!r:.80}", degraded=degraded
+        )
+    return options
+
+
+_WITHOUT = {
+    "idempotency_key": "idempotent commits (append takes no idempotency_key): a turn is "
+    "appended once, never retried, and a failed append may or may not have stored it",
+    "expected_version": "turn-atomic commits (append takes no expected_version): writers "
+    "in other processes are not excluded",
+}
 
 
 def _shape(message: Message) -> tuple[Any, ...]:
@@ -97,17 +175,52 @@ def _already_committed(store: StoreHandle, cid: str, run_id: str, after: int) ->
     return None
 
 
+def _append_turn(
+    provider: MemoryProvider,
+    store: StoreHandle | None,
+    cid: str,
+    turn: Sequence[Message],
+    *,
+    run_id: str,
+    base_version: int | None,
+    options: frozenset[str],
+) -> int | None:
+    """A provider other than `DefaultProvider` appends the turn, with the keywords it takes."""
+    expected = base_version if "expected_version" in options else None
+    if store is not None and expected is None and base_version is not None:
+        done = _already_committed(store, cid, run_id, base_version)
+        if done is not None:
+            return done
+        current = store.version(cid)
+        if current != base_version:
+            raise ConflictError(expected=base_version, actual=current)
+    return provider_append(
+        provider, options, cid, turn, idempotency_key=run_id, expected_version=expected
+    )
+
+
 def commit_turn(
-    provider: MemoryProvider, cid: str, turn: Sequence[Message], *, run_id: str, base_version: int
-) -> int:
+    provider: MemoryProvider,
+    cid: str,
+    turn: Sequence[Message],
+    *,
+    run_id: str,
+    base_version: int | None,
+    options: frozenset[str] = frozenset(),
+    then_clear: str | None = None,
+) -> int | None:
     """Append the whole turn as ONE write keyed by the run id, if the conversation is unchanged.
 
-    With a `DefaultProvider` the check is atomic: the store's ``add`` gets
-    ``expected_version=base_version`` (after the provider's store preprocessors, as
-    its ``append`` would run them). With another provider on a store, the version is
-    compared right before its ``append`` (the agent's conversation lock makes that
-    exact within one process). A commit the store already holds (same run id) is
-    found and its version returned, so committing twice writes once.
+    With a `DefaultProvider` the write goes to its store (after the provider's store
+    preprocessors, as its ``append`` would run them) with ``idempotency_key=run_id`` and
+    ``expected_version=base_version``, as far as the store takes them (on a store
+    handle: an atomic check). With another provider, ``append`` gets those of the two
+    keywords it honours (``options``); when it takes no ``expected_version`` but has a
+    store handle, the version is compared right before its ``append`` (the agent's
+    conversation lock makes that exact within one process). A commit the store
+    already holds (same run id) is found and its version returned, so committing
+    twice writes once. What the Agent promises without these is in this module's
+    docstring.
 
     Args:
         provider: The memory provider.
@@ -115,32 +228,64 @@ def commit_turn(
         turn: The run's messages; a `CheckedMessages` reaches the store without another
             check (unless store preprocessors rewrite it).
         run_id: The run id (the idempotency key).
-        base_version: The conversation's version the run started from.
+        base_version: The conversation's version the run started from (None: the
+            memory keeps no versions, nothing is compared).
+        options: The provider's `append_options` (ignored for a `DefaultProvider`).
+        then_clear: The run's journal, cleared by the commit's own write with a
+            `DefaultProvider` on a store handle, right after it otherwise.
 
     Returns:
-        The conversation's version after the commit.
+        The conversation's version after the commit, or None when the memory keeps none.
 
     Raises:
         ConflictError: The conversation changed since the run started.
     """
     store = store_of(provider)
     try:
-        if store is not None and type(provider) is DefaultProvider:
+        if type(provider) is DefaultProvider:
             batch = provider.to_store(turn)
-            if not batch:
-                return store.version(cid)
-            return store.add(cid, batch, idempotency_key=run_id, expected_version=base_version)
-        if store is not None:
-            done = _already_committed(store, cid, run_id, base_version)
-            if done is not None:
-                return done
-            current = store.version(cid)
-            if current != base_version:
-                raise ConflictError(expected=base_version, actual=current)
-        return int(provider.append(cid, list(turn), idempotency_key=run_id))
+            target, features = provider.store, provider.store_features
+            if batch and features.handle:
+                return int(
+                    target.add(
+                        cid,
+                        batch,
+                        idempotency_key=run_id,
+                        expected_version=base_version,
+                        then_clear=then_clear,
+                    )
+                )
+            if batch:
+                version = store_add(
+                    target,
+                    features,
+                    cid,
+                    batch,
+                    idempotency_key=run_id,
+                    expected_version=base_version,
+                )
+            else:
+                version = int(target.version(cid)) if features.version else base_version
+        else:
+            version = _append_turn(
+                provider,
+                store,
+                cid,
+                turn,
+                run_id=run_id,
+                base_version=base_version,
+                options=options,
+            )
+        if then_clear is not None and store is not None:
+            store.clear(then_clear)
+        return version
     except ConflictError as exc:
-        done = _already_committed(store, cid, run_id, base_version) if store is not None else None
+        done = None
+        if store is not None and base_version is not None:
+            done = _already_committed(store, cid, run_id, base_version)
         if done is not None:
+            if then_clear is not None and store is not None:
+                store.clear(then_clear)
             return done
         raise ConflictError(
             f"conversation {cid!r} changed while run {run_id} was running (it started at "

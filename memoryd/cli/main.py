@@ -42,6 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
             no_auth=args.no_auth,
             fault_injection=args.fault_injection,
             backend=args.backend,
+            require_durable=not args.redis_not_durable,
         )
     except ValueError as exc:
         print(f"memoryd serve: {exc}", file=sys.stderr)

@@ -80,6 +80,13 @@ def _serve(sub: Any) -> None:
         help="keep every store in Redis (redis://HOST:PORT/DB, rediss://, unix://); "
         "several daemons may serve one Redis or Redis Cluster",
     )
+    serve.add_argument(
+        "--redis-not-durable",
+        action="store_true",
+        help="with --backend: accept a Redis that does not fsync every write (appendonly "
+        "no, or appendfsync other than always), which loses acknowledged writes when it "
+        "restarts; refused by default",
+    )
     serve.add_argument("--fault-injection", action="store_true", help=argparse.SUPPRESS)
 
 

@@ -243,6 +243,8 @@ class RemoteStore(StoreHandle):
                 "idempotency_key": key,
                 "expected_version": request.expected_version,
             }
+            if request.then_clear is not None:
+                body["then_clear"] = request.then_clear
             return self._call("POST", self._conv(request.cid, "messages"), body=body, retry=True)[
                 "version"
             ]
@@ -281,6 +283,13 @@ class RemoteStore(StoreHandle):
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         params = {"limit": limit, "at_version": at_version}
+        messages: list[dict[str, Any]] = self._call(
+            "GET", self._conv(cid, "messages"), params=params, retry=True
+        )["messages"]
+        return messages
+
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        params = {"limit": limit, "system": "true"}
         messages: list[dict[str, Any]] = self._call(
             "GET", self._conv(cid, "messages"), params=params, retry=True
         )["messages"]

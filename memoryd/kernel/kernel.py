@@ -11,7 +11,8 @@ Without a memory filter the kernel runs in *full mode*: the loop accumulates the
 messages of the invoke locally and sends all of them each round; nothing persists.
 With one it runs in *delta mode* (see `memoryd.kernel.memory`): each round hands the
 chain only the new messages and the filter swaps in the stored history. An invoke
-without a conversation id then gets an ephemeral one, cleared when it ends.
+without a conversation id then gets a made-up one whose history the memory filter keeps
+in memory only, for that invoke: a one-off leaves nothing in the store.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ class InvokeResult:
         message: The final assistant message.
         messages: Everything the invoke produced, in order: assistant messages with
             tool calls, tool results, and the final answer.
-        context: The context the invoke ran with (its conversation id included; an
-            ephemeral id is reported but no longer exists).
+        context: The context the invoke ran with (its conversation id included; a
+            one-off's made-up id is reported but was never stored).
         steps: How many LLM calls were made.
     """
 
@@ -335,6 +336,9 @@ class Kernel:
         ephemeral = bool(self._memory) and context.conversation_id is None
         if ephemeral:
             context = context.with_conversation_id(f"{EPHEMERAL_PREFIX}{invoke_id}")
+            assert context.conversation_id is not None
+            for memory in self._memory:
+                memory.begin_one_off(context.conversation_id)
         try:
             return self._loop(batch, context, invoke_id)
         finally:

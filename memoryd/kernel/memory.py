@@ -11,19 +11,34 @@ messages first, then the tool results). The memory filter, around each LLM call:
 Every write carries an idempotency key made of the invoke id, the step and the
 direction, so a retry filter placed *outside* the memory filter, which re-runs the
 inner chain with the same delta, cannot store it twice (beamai documents that hazard
-and ships no guard; the store's idempotency keys make the guard free here).
+and ships no guard; the store's idempotency keys make the guard free here; a store
+without idempotency keys, a `memoryd.ChatStore` alone, has no such guard).
+
+An invoke without a conversation id (beamai's one-off) keeps its history in memory
+only, in a scratch list the filter holds for that invoke: nothing reaches the store,
+so no conversation, change or export shows it.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 from typing import Any
 
 from memoryd.kernel.filters import ChatNext, ChatRequest, Filter, Message
+from memoryd.provider.chat_store import (
+    ChatStore,
+    StoreFeatures,
+    check_store,
+    store_add,
+    store_features,
+    store_get,
+)
 
 __all__ = ["MemoryFilter", "memory_filter"]
 
 EPHEMERAL_PREFIX = "memoryd.ephemeral/"
-"""Conversation ids the kernel makes up for an invoke without one (cleared at its end)."""
+"""Conversation ids the kernel makes up for an invoke without one (kept in memory only)."""
 
 
 def _key(invoke_id: str, step: int, direction: str) -> str | None:
@@ -34,20 +49,18 @@ class MemoryFilter(Filter):
     """The memory layer of a kernel; build it with `memory_filter`.
 
     Args:
-        store: The store handle holding the conversations.
+        store: The store holding the conversations: a store handle or any
+            `memoryd.ChatStore`.
 
     Raises:
-        TypeError: ``store`` has no ``add``, ``get`` and ``clear``.
+        TypeError: ``store`` is not a store (the message names what it lacks).
     """
 
-    def __init__(self, store: Any) -> None:
-        missing = [n for n in ("add", "get", "clear") if not callable(getattr(store, n, None))]
-        if missing:
-            raise TypeError(
-                f"memory_filter needs a store handle (memoryd.LmdbStore.start(...), "
-                f"memoryd.default_store(), ...), got {store!r:.80}"
-            )
-        self.store = store
+    def __init__(self, store: ChatStore | Any) -> None:
+        self.store = check_store(store, user="memory_filter")
+        self._features: StoreFeatures = store_features(self.store)
+        self._scratch: dict[str, list[Message]] = {}
+        self._scratch_lock = threading.Lock()
 
     def around_chat(self, request: ChatRequest, next: ChatNext) -> Message:
         """Store the delta, send the stored history, store the reply.
@@ -71,9 +84,15 @@ class MemoryFilter(Filter):
             )
         delta = list(request.messages)
         self.store_delta(cid, delta, invoke_id=request.invoke_id, step=request.step)
-        history = self.store.get(cid)
+        scratch = self._scratch.get(cid)
+        if scratch is not None:
+            reply = next(request.with_messages(copy.deepcopy(scratch)))
+            scratch.append(copy.deepcopy(reply))
+            return reply
+        history = store_get(self.store, self._features, cid)
         reply = next(request.with_messages(history))
-        self.store.add(cid, [reply], idempotency_key=_key(request.invoke_id, request.step, "out"))
+        key = _key(request.invoke_id, request.step, "out")
+        store_add(self.store, self._features, cid, [reply], idempotency_key=key)
         return reply
 
     def store_delta(self, cid: str, messages: list[Message], *, invoke_id: str, step: int) -> None:
@@ -85,16 +104,32 @@ class MemoryFilter(Filter):
             invoke_id: The invoke's id (part of the idempotency key).
             step: The step (part of the idempotency key).
         """
-        if messages:
-            self.store.add(cid, messages, idempotency_key=_key(invoke_id, step, "in"))
+        if not messages:
+            return
+        scratch = self._scratch.get(cid)
+        if scratch is not None:
+            scratch.extend(copy.deepcopy(messages))
+            return
+        key = _key(invoke_id, step, "in")
+        store_add(self.store, self._features, cid, messages, idempotency_key=key)
+
+    def begin_one_off(self, cid: str) -> None:
+        """Keep conversation ``cid`` in memory only, until `forget` (an invoke without id).
+
+        Args:
+            cid: The made-up conversation id.
+        """
+        with self._scratch_lock:
+            self._scratch[cid] = []
 
     def forget(self, cid: str) -> None:
-        """Clear an ephemeral conversation.
+        """Drop a one-off conversation's history kept in memory.
 
         Args:
             cid: The conversation id.
         """
-        self.store.clear(cid)
+        with self._scratch_lock:
+            self._scratch.pop(cid, None)
 
     def __repr__(self) -> str:
         return f"memory_filter({self.store!r})"
@@ -108,12 +143,13 @@ def memory_filter(store: Any) -> MemoryFilter:
     ```
 
     Args:
-        store: The store handle holding the conversations.
+        store: The store holding the conversations: a store handle or any
+            `memoryd.ChatStore`.
 
     Returns:
         The filter.
 
     Raises:
-        TypeError: ``store`` is not a store handle.
+        TypeError: ``store`` is not a store (the message names what it lacks).
     """
     return MemoryFilter(store)

@@ -38,8 +38,9 @@ from memoryd.memory.records import GLOBAL, SCOPES, SESSION, MemoryRecord
 from memoryd.memory.retrieve import DEFAULT_RERANK_INSTRUCTION, Recall, inject
 from memoryd.memory.schema import DEFAULT_BODY_SCHEMA, check_schema
 from memoryd.memory.search import Searcher
+from memoryd.provider.chat_store import check_store, looks_like_store
 from memoryd.provider.default import DefaultProvider
-from memoryd.provider.protocol import MemoryProvider
+from memoryd.provider.protocol import MemoryProvider, append_options, provider_append
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["LongTermMemory"]
@@ -50,20 +51,18 @@ Message = dict[str, Any]
 _CACHE_SIZE = 1024
 
 
-def _is_provider(value: Any) -> bool:
-    return all(callable(getattr(value, n, None)) for n in ("history", "append", "prepare", "clear"))
-
-
 class LongTermMemory:
     """A `MemoryProvider` adding scoped long-term memory records to another provider.
 
     Args:
-        provider_or_store: The provider whose history this wraps, or a store handle
+        provider_or_store: The provider whose history this wraps (beamai's four
+            callbacks are enough), or a store handle or any `memoryd.ChatStore`
             (wrapped in a `DefaultProvider`).
         llm: The `ChatModel` that extracts facts (and plans and reranks, when enabled).
         scopes: The scopes read and written: ``"global"`` (shared by every
             conversation of the store) and/or ``"session"`` (one conversation's own).
-        store: Where records live; default the wrapped provider's ``.store``.
+        store: Where records live: a store handle; default the wrapped provider's
+            ``.store`` when that is one (a `memoryd.ChatStore` alone cannot hold records).
         extraction_instruction: The system prompt of the extraction call.
         body_schema: The JSON schema subset every record body must match, or Agently's flat
             form (`{"preference": "string", ...}`), translated by `check_schema`.
@@ -86,8 +85,9 @@ class LongTermMemory:
         clock: Epoch-seconds clock for record timestamps.
 
     Raises:
-        TypeError: ``provider_or_store`` is neither a provider nor a store, no store can
-            be found, or ``llm`` has no ``complete``.
+        TypeError: ``provider_or_store`` is neither a provider nor a store (the message
+            names what a store lacks), no store handle for the records can be found,
+            or ``llm`` has no ``complete``.
         ValueError: An unknown scope or retrieval mode, a malformed schema, or a number
             out of range.
         DenseUnavailable: ``retrieval`` is dense or hybrid and the ``dense`` extra is not
@@ -121,15 +121,23 @@ class LongTermMemory:
         inner: Any = provider_or_store
         if isinstance(provider_or_store, StoreHandle):
             inner = DefaultProvider(provider_or_store)
-        elif not _is_provider(provider_or_store):
-            raise TypeError(
-                f"provider_or_store must be a MemoryProvider or a store handle, "
-                f"got {provider_or_store!r:.80}"
-            )
+        elif not isinstance(provider_or_store, MemoryProvider):
+            if not looks_like_store(provider_or_store):
+                raise TypeError(
+                    "LongTermMemory needs a MemoryProvider (history, append, prepare, clear) "
+                    f"or a store (get, add, clear), got {provider_or_store!r:.80}"
+                )
+            inner = DefaultProvider(check_store(provider_or_store, user="LongTermMemory"))
         self.inner: MemoryProvider = inner
+        self.append_options = append_options(inner)
         found = store if store is not None else getattr(inner, "store", None)
         if not isinstance(found, StoreHandle):
-            raise TypeError("no store for the records: pass store=<store handle>")
+            raise TypeError(
+                "LongTermMemory keeps its records in a memoryd store handle, and "
+                f"{found if found is not None else inner!r:.80} is none (a store with only "
+                "get/add/clear cannot hold records): pass store=<store handle>, for "
+                "example memoryd.LmdbStore.start(...)"
+            )
         if not callable(getattr(llm, "complete", None)):
             raise TypeError(f"llm must be a ChatModel with a complete() method, got {llm!r:.80}")
         self.llm = llm
@@ -315,8 +323,11 @@ class LongTermMemory:
 
     def append(
         self, cid: str, messages: list[Message], *, idempotency_key: str | None = None
-    ) -> int:
+    ) -> int | None:
         """Append through the wrapped provider, then extract facts from ``messages``.
+
+        ``idempotency_key`` is passed on only when the wrapped provider honours it
+        (``append_options`` says whether this instance does).
 
         Args:
             cid: The conversation id.
@@ -324,11 +335,13 @@ class LongTermMemory:
             idempotency_key: As in the wrapped provider's ``append``.
 
         Returns:
-            The version of the append.
+            The version of the append (None when the wrapped provider keeps none).
         """
-        version = int(self.inner.append(cid, messages, idempotency_key=idempotency_key))
+        version = provider_append(
+            self.inner, self.append_options, cid, messages, idempotency_key=idempotency_key
+        )
         try:
-            self.extract(cid, messages, versions=[version])
+            self.extract(cid, messages, versions=[] if version is None else [version])
         except Exception as exc:  # a store failure writing records must not fail the turn
             log.warning(
                 "memory_extraction_failed",

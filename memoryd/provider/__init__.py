@@ -1,10 +1,12 @@
 """The policy layer: what each LLM call sees; the store keeps the full log.
 
-`MemoryProvider` (beamai's provider), `DefaultProvider` with `safe_window`, Koog's
-`preprocessors`, Agently's `Session`, the `SummarizingProvider`, and `explain`.
+`MemoryProvider` (beamai's provider), `ChatStore` (the protocol a user's store meets),
+`DefaultProvider` with `safe_window`, Koog's `preprocessors`, Agently's `Session`, the
+`SummarizingProvider`, and `explain`.
 """
 
 from memoryd.provider import preprocessors
+from memoryd.provider.chat_store import ChatStore
 from memoryd.provider.default import DefaultProvider, window
 from memoryd.provider.explain import Explanation, explain
 from memoryd.provider.protocol import MemoryProvider
@@ -13,6 +15,7 @@ from memoryd.provider.session import Session
 from memoryd.provider.summarizing import SummarizingProvider
 
 __all__ = [
+    "ChatStore",
     "DefaultProvider",
     "Explanation",
     "MemoryProvider",

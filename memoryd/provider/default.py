@@ -2,8 +2,10 @@
 
 The window and the preprocessors shape only what is sent (`prepare`); the store always
 keeps the full history. With a window, `history` reads only the tail of the
-conversation the window can use (``get(limit=...)``), so a long conversation costs
-O(window) per call, not O(history).
+conversation the window can use and the system messages before it
+(``get(limit=..., system=True)``, one read of the store's system-message index), so a
+long conversation costs O(window) per call, not O(history), and what `prepare` sends
+is exactly `safe_window` of the whole log: no system message is ever left behind.
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ from typing import Any
 from memoryd import messages as msgs
 from memoryd.messages import is_system
 from memoryd.provider import preprocessors as pre
+from memoryd.provider.chat_store import (
+    HANDLE_FEATURES,
+    ChatStore,
+    StoreFeatures,
+    check_store,
+    store_add,
+    store_features,
+    store_get,
+)
 from memoryd.provider.safe_window import check_messages, check_window, safe_window
 from memoryd.store.default import default_store
 from memoryd.store.handle import StoreHandle
@@ -22,24 +33,16 @@ from memoryd.store.handle import StoreHandle
 __all__ = ["DefaultProvider", "window"]
 
 Message = dict[str, Any]
-_STORE_METHODS = ("get", "add", "clear", "version", "events")
-
-
-def _check_store(store: Any) -> Any:
-    missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
-    if missing:
-        raise TypeError(
-            f"store must be a store handle (memoryd.LmdbStore.start(...), "
-            f"memoryd.EphemeralStore.start(), memoryd.default_store()), got {store!r:.80}"
-        )
-    return store
 
 
 class DefaultProvider:
     """beamai's default provider: history from a store, a window applied only in `prepare`.
 
     Args:
-        store: The store handle holding the conversations.
+        store: The store holding the conversations: a store handle, or any
+            `memoryd.ChatStore` (``get``, ``add``, ``clear``; see
+            `memoryd.provider.chat_store` for what a store without the optional
+            methods cannot give).
         window: Send at most the last ``window`` non-system messages (`safe_window`);
             None sends everything.
         preprocessors: Callables ``list -> list`` run in order inside `prepare`, after
@@ -47,29 +50,32 @@ class DefaultProvider:
         store_preprocessors: Callables ``list -> list`` run in order on the messages
             `append` records, before they are stored (for example `preprocessors.redact`).
         read_tail: With a window, let `history` read only the last messages the window
-            can use. System messages stored before that tail are then not loaded; pass
-            False to read whole histories.
+            can use, after every system message stored before them (a store that is not
+            a `StoreHandle` is read whole). False reads whole histories.
 
     Raises:
-        TypeError: ``store`` is not a store handle, or a preprocessor is not callable.
+        TypeError: ``store`` is not a store (the message names what it lacks), or a
+            preprocessor is not callable.
         ValueError: ``window`` is not None or an int >= 0.
     """
 
     def __init__(
         self,
-        store: StoreHandle,
+        store: StoreHandle | ChatStore,
         window: int | None = None,
         *,
         preprocessors: Sequence[pre.Preprocessor] = (),
         store_preprocessors: Sequence[pre.Preprocessor] = (),
         read_tail: bool = True,
     ) -> None:
-        self._store: StoreHandle | None = None
+        self._store: Any = None
         self._resolve: Callable[[], StoreHandle] | None = None
+        self._features: StoreFeatures = HANDLE_FEATURES
         if callable(store) and not hasattr(store, "get"):
             self._resolve = store
         else:
-            self._store = _check_store(store)
+            self._store = check_store(store, user="DefaultProvider")
+            self._features = store_features(self._store)
         self._window = None if window is None else check_window(window, "window")
         self._preprocessors = pre.check_steps(preprocessors, "preprocessors")
         self._store_preprocessors = pre.check_steps(store_preprocessors, "store_preprocessors")
@@ -106,12 +112,17 @@ class DefaultProvider:
     # -- configuration ----------------------------------------------------------------
 
     @property
-    def store(self) -> StoreHandle:
-        """The store handle (the default store is started here on first use)."""
+    def store(self) -> Any:
+        """The store (the default store is started here on first use)."""
         if self._store is not None:
             return self._store
         assert self._resolve is not None
         return self._resolve()
+
+    @property
+    def store_features(self) -> StoreFeatures:
+        """What the store offers beyond `memoryd.ChatStore`."""
+        return self._features
 
     @property
     def window(self) -> int | None:
@@ -150,10 +161,12 @@ class DefaultProvider:
     # -- MemoryProvider -----------------------------------------------------------------
 
     def history(self, cid: str) -> list[Message]:
-        """The stored history; with a window, only the tail the window can use.
+        """The stored history; with a window, only what the window can use.
 
         With a window of ``n`` (and ``read_tail``), reads the last messages until they
-        hold ``n`` non-system messages or the history is exhausted.
+        hold ``n`` non-system messages or the history is exhausted, after every system
+        message stored before them, in one read each: `safe_window` of the result
+        equals `safe_window` of the whole history.
 
         Args:
             cid: The conversation id.
@@ -165,15 +178,17 @@ class DefaultProvider:
             InvalidConversationId: A bad ``cid``.
             StoreUnavailable: The store is not running.
         """
-        store = self.store
-        if self._window is None or not self._read_tail:
-            return store.get(cid)
+        store, features = self.store, self._features
+        if self._window is None or not self._read_tail or not isinstance(store, StoreHandle):
+            return store_get(store, features, cid)
         wanted = self._window
         limit = max(wanted, 1)
         while True:
-            tail = store.get(cid, limit=limit)
-            if len(tail) < limit or sum(1 for m in tail if not is_system(m)) >= wanted:
-                return tail
+            # Fewer than `limit` messages: the history is exhausted (the system messages
+            # before a tail are only there when the history is longer than the tail).
+            found = store.get(cid, limit=limit, system=True)
+            if len(found) < limit or sum(1 for m in found if not is_system(m)) >= wanted:
+                return found
             limit *= 2
 
     def append(
@@ -189,7 +204,8 @@ class DefaultProvider:
 
         Returns:
             The conversation's version after the write (unchanged when the store
-            preprocessors left nothing to store).
+            preprocessors left nothing to store). A store without versions
+            (`memoryd.ChatStore` alone) answers its message count instead.
 
         Raises:
             InvalidConversationId: A bad ``cid``.
@@ -201,10 +217,9 @@ class DefaultProvider:
         batch = self.to_store(messages)
         store = self.store
         if not batch:
-            return store.version(cid)
-        if not isinstance(store, StoreHandle):  # a user's store gets the list it expects
-            batch = list(batch)
-        return store.add(cid, batch, idempotency_key=idempotency_key)
+            return int(store.version(cid)) if self._features.version else 0
+        version = store_add(store, self._features, cid, batch, idempotency_key=idempotency_key)
+        return version if version is not None else len(store_get(store, self._features, cid))
 
     def to_store(self, messages: Sequence[Message]) -> Sequence[Message]:
         """What `append` stores of ``messages``: checked once, then the store preprocessors.
@@ -263,7 +278,8 @@ class DefaultProvider:
         self.store.clear(cid)
 
     def __repr__(self) -> str:
-        store = self._store.name if self._store is not None else "default store"
+        store = getattr(self._store, "name", self._store) if self._store is not None else None
+        store = "default store" if store is None else store
         return f"DefaultProvider({store!r}, window={self._window!r})"
 
 

@@ -8,6 +8,17 @@ dict that resize handlers update; it is persisted as a ``memo`` event in the
 conversation's log, so it survives restarts. The exported document is described in
 `memoryd.provider.session_export`.
 
+A session works on any provider: with a store (a `DefaultProvider` on a store handle or
+on any `memoryd.ChatStore`) ``full_context`` is the store's whole history; with a
+provider that exposes none (beamai's four callbacks) it is the provider's ``history``.
+The memo is persisted only in a store with ``events`` and ``record`` (every memoryd
+store handle); elsewhere it lives in the session object, which a ``session_memo_volatile``
+warning says once per store or provider.
+
+History is never replaced by accident: `set_chat_history` and the restores
+(`from_dict`, `load_json`, `load_yaml`) into a conversation that holds messages raise
+`ConflictError`, writing nothing, unless given ``replace=True``.
+
 ```python
 session = memoryd.Session("support-demo", store, max_length=12_000)
 session.add_chat_history(messages.user("My order is A-100."))
@@ -25,12 +36,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 from memoryd import messages as msgs
+from memoryd.errors import ConflictError
+from memoryd.provider.chat_store import check_store, looks_like_store, warn_once
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session_export import FORMAT, dump, parse
 from memoryd.provider.session_handlers import (
     AnalysisHandler,
     Message,
+    Resized,
     ResizeHandler,
     WindowHandlers,
     as_messages,
@@ -41,8 +55,12 @@ from memoryd.store.handle import StoreHandle
 
 __all__ = ["AnalysisHandler", "ResizeHandler", "Session"]
 
-ProviderOrStore: TypeAlias = MemoryProvider | StoreHandle | None
-"""A provider with a ``store``, a store handle, or None for the default store."""
+ProviderOrStore: TypeAlias = MemoryProvider | StoreHandle | Any
+"""A provider, a store handle or any `memoryd.ChatStore`, or None for the default store."""
+
+_SETTINGS = ("max_length", "input_keys", "reply_keys", "settings")
+"""The session settings `Session.configure` takes by name; any other name is a handler
+setting."""
 
 
 class Session:
@@ -50,8 +68,9 @@ class Session:
 
     Args:
         conversation_id: The conversation (default: a new ``session-<hex>`` id).
-        provider: A provider with a ``store`` (`DefaultProvider`, `SummarizingProvider`),
-            a store handle (wrapped in a `DefaultProvider`), or None for the default store.
+        provider: Any `MemoryProvider` (beamai's four callbacks are enough), a store
+            handle or any `memoryd.ChatStore` (wrapped in a `DefaultProvider`), or None
+            for the default store.
         max_length: The ``simple_cut`` budget in characters of compact JSON; None for
             no length control.
         settings: JSON-compatible settings passed to handlers (``max_length`` is added).
@@ -60,7 +79,8 @@ class Session:
 
     Raises:
         InvalidConversationId: A bad ``conversation_id``.
-        TypeError: ``provider`` has no ``store``; bad keys or settings.
+        TypeError: ``provider`` is neither a provider nor a store (the message names
+            what a store lacks); bad keys or settings.
         ValueError: ``max_length`` is not None or an int >= 1.
     """
 
@@ -81,11 +101,13 @@ class Session:
             provider = DefaultProvider.on_default_store()
         elif isinstance(provider, StoreHandle):
             provider = DefaultProvider(provider)
-        if not hasattr(provider, "store") or not isinstance(provider, MemoryProvider):
-            raise TypeError(
-                "Session needs a MemoryProvider with a .store (DefaultProvider, "
-                f"SummarizingProvider) or a store handle, got {provider!r:.80}"
-            )
+        elif not isinstance(provider, MemoryProvider):
+            if not looks_like_store(provider):
+                raise TypeError(
+                    "Session needs a MemoryProvider (history, append, prepare, clear) or a "
+                    f"store (get, add, clear), got {provider!r:.80}"
+                )
+            provider = DefaultProvider(check_store(provider, user="Session"))
         self._provider: MemoryProvider = provider
         self._settings = settings_for(max_length, settings)
         self.input_keys = check_keys(input_keys, "input_keys")
@@ -107,10 +129,23 @@ class Session:
         return self._provider
 
     @property
-    def store(self) -> StoreHandle:
-        """The provider's store."""
-        store: StoreHandle = self._provider.store  # type: ignore[attr-defined]
-        return store
+    def store(self) -> Any:
+        """The provider's store, or None when the provider exposes none."""
+        store = getattr(self._provider, "store", None)
+        return store if store is not None and looks_like_store(store) else None
+
+    def _memo_store(self) -> Any:
+        """The store that keeps the memo (``events`` and ``record``), or None."""
+        store = self.store
+        if all(callable(getattr(store, name, None)) for name in ("events", "record")):
+            return store
+        warn_once(
+            store if store is not None else self._provider,
+            "session_memo_volatile",
+            session=self._cid,
+            reason="the store has no events/record: the memo lives in the Session object",
+        )
+        return None
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -119,8 +154,11 @@ class Session:
 
     @property
     def full_context(self) -> list[Message]:
-        """The whole stored history (fresh copies)."""
-        return self.store.get(self._cid)
+        """The whole stored history (fresh copies); the provider's history without a store."""
+        store = self.store
+        if store is None:
+            return self._provider.history(self._cid)
+        return copy.deepcopy(list(store.get(self._cid)))
 
     @property
     def context_window(self) -> list[Message]:
@@ -135,7 +173,8 @@ class Session:
         """The latest persisted memo (a copy; ``{}`` when none was set)."""
         if self._memo is None:
             self._memo = {}
-            for event in self.store.events(self._cid):
+            store = self._memo_store()
+            for event in store.events(self._cid) if store is not None else ():
                 if event.kind == "memo":
                     self._memo = dict(event.data or {})
         return copy.deepcopy(self._memo)
@@ -154,8 +193,35 @@ class Session:
             raise TypeError(f"memo must be a dict, not {type(memo).__name__}")
         if dict(memo) == self.memo:
             return
-        self.store.record(self._cid, "memo", data=memo)
+        store = self._memo_store()
+        if store is not None:
+            store.record(self._cid, "memo", data=memo)
         self._memo = copy.deepcopy(dict(memo))
+
+    def configure(self, **settings: Any) -> Session:
+        """Change the session's settings (Agently's ``session.*`` settings).
+
+        Args:
+            settings: ``max_length`` (int >= 1 or None), ``input_keys`` and ``reply_keys``
+                (dotted paths or None), ``settings`` (a mapping merged into the handler
+                settings); any other name is a handler setting of its own.
+
+        Returns:
+            The session (for chaining).
+
+        Raises:
+            ValueError, TypeError: A bad value (nothing is changed).
+        """
+        merged = {k: v for k, v in self._settings.items() if k != "max_length"}
+        merged.update(settings.pop("settings", None) or {})
+        merged.update({k: v for k, v in settings.items() if k not in _SETTINGS})
+        max_length = settings.get("max_length", self._settings.get("max_length"))
+        chosen = settings_for(max_length, merged)
+        input_keys = check_keys(settings.get("input_keys", self.input_keys), "input_keys")
+        reply_keys = check_keys(settings.get("reply_keys", self.reply_keys), "reply_keys")
+        self._settings, self.input_keys, self.reply_keys = chosen, input_keys, reply_keys
+        self._window = None
+        return self
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -192,6 +258,24 @@ class Session:
         self._handlers.add_resize(name, handler)
         self._window = None
         return self
+
+    def shape(self, history: list[Message], messages: list[Message]) -> Resized:
+        """What one LLM call of a run is sent: ``prepare``, then the handlers. No write.
+
+        Args:
+            history: The stored history the run loaded (the handlers' ``full_context``).
+            messages: History and the turn so far, oldest first.
+
+        Returns:
+            The window to send, and the history and memo the handlers returned (the
+            caller decides whether to apply them).
+        """
+        window = self._provider.prepare(self._cid, copy.deepcopy(messages))
+        return self._handlers.run(history, window, self.memo, self._settings)
+
+    def forget_window(self) -> None:
+        """Drop the cached context window (the history changed elsewhere)."""
+        self._window = None
 
     def refresh(self) -> list[Message]:
         """Recompute the context window, running the handlers; persist a changed memo.
@@ -241,20 +325,41 @@ class Session:
         self.refresh()
         return self
 
-    def set_chat_history(self, messages: Sequence[Message]) -> Session:
-        """Replace the history with ``messages`` (a clear, then one write).
+    def _check_replace(self, replace: bool) -> None:
+        """Raise `ConflictError` when the conversation holds messages and not ``replace``."""
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be True or False, not {replace!r}")
+        if replace:
+            return
+        held = len(self.full_context)
+        if held:
+            raise ConflictError(
+                f"conversation {self._cid!r} holds {held} messages; nothing was written. "
+                "Pass replace=True to replace its history (the store's log keeps a "
+                "cleared marker), or use another conversation id",
+                expected=0,
+                actual=held,
+            )
+
+    def set_chat_history(self, messages: Sequence[Message], *, replace: bool = False) -> Session:
+        """Set the history to ``messages`` (a clear, then one write).
 
         Args:
             messages: The new history.
+            replace: Required when the conversation already holds messages.
 
         Returns:
             The session (for chaining).
 
         Raises:
+            ConflictError: The conversation holds messages and ``replace`` is False
+                (nothing is written).
             InvalidMessage: A bad message (nothing is changed).
         """
+        batch = as_messages(messages)
+        self._check_replace(replace)
         memo = self.memo
-        self._replace(as_messages(messages))
+        self._replace(batch)
         self._memo = None
         self.set_memo(memo)  # a clear deletes the log, memo events included
         self.refresh()
@@ -325,20 +430,25 @@ class Session:
         provider: ProviderOrStore = None,
         *,
         conversation_id: str | None = None,
+        replace: bool = False,
     ) -> Session:
-        """Restore an exported session into a store, replacing that conversation's history.
+        """Restore an exported session into a store.
 
         Args:
             data: What `to_dict` returned.
             provider: Where to restore it (as in the constructor).
             conversation_id: The conversation to write (default: the exported id).
+            replace: Required when that conversation already holds messages (its
+                history is then replaced).
 
         Returns:
             The restored session.
 
         Raises:
             ValueError: ``data`` is not an exported session.
-            InvalidMessage: It holds a bad message.
+            InvalidMessage: It holds a bad message (nothing is written).
+            ConflictError: The conversation holds messages and ``replace`` is False
+                (nothing is written).
         """
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise ValueError(f"not an exported memoryd session (expected format {FORMAT!r})")
@@ -352,6 +462,7 @@ class Session:
             reply_keys=data.get("reply_keys"),
         )
         history = as_messages(data.get("full_context") or [])
+        session._check_replace(replace)
         session._replace(history)
         session._memo = None
         session.set_memo(dict(data.get("memo") or {}))
@@ -360,25 +471,41 @@ class Session:
 
     @classmethod
     def load_json(
-        cls, text: str, provider: ProviderOrStore = None, *, conversation_id: str | None = None
+        cls,
+        text: str,
+        provider: ProviderOrStore = None,
+        *,
+        conversation_id: str | None = None,
+        replace: bool = False,
     ) -> Session:
         """Restore a session from `to_json` text (see `from_dict`).
 
         Raises:
             ValueError: The text is not JSON of an exported session.
+            ConflictError: The conversation holds messages and ``replace`` is False.
         """
-        return cls.from_dict(parse(text, "json"), provider, conversation_id=conversation_id)
+        return cls.from_dict(
+            parse(text, "json"), provider, conversation_id=conversation_id, replace=replace
+        )
 
     @classmethod
     def load_yaml(
-        cls, text: str, provider: ProviderOrStore = None, *, conversation_id: str | None = None
+        cls,
+        text: str,
+        provider: ProviderOrStore = None,
+        *,
+        conversation_id: str | None = None,
+        replace: bool = False,
     ) -> Session:
         """Restore a session from `to_yaml` text (see `from_dict`).
 
         Raises:
             ValueError: The text is not YAML of an exported session.
+            ConflictError: The conversation holds messages and ``replace`` is False.
         """
-        return cls.from_dict(parse(text, "yaml"), provider, conversation_id=conversation_id)
+        return cls.from_dict(
+            parse(text, "yaml"), provider, conversation_id=conversation_id, replace=replace
+        )
 
     def __repr__(self) -> str:
         return f"<Session {self._cid!r}>"

@@ -25,7 +25,7 @@ from memoryd.events import Event, EventKind
 from memoryd.llm.base import ChatModel
 from memoryd.messages import is_system
 from memoryd.provider.budget import Counter, default_counter, fit
-from memoryd.provider.default import _check_store
+from memoryd.provider.chat_store import check_store
 from memoryd.provider.safe_window import check_messages, check_window, safe_window
 from memoryd.store.handle import StoreHandle
 
@@ -125,7 +125,9 @@ class SummarizingProvider:
         counter: Counter | None = None,
         prompt: str = DEFAULT_PROMPT,
     ) -> None:
-        self._store = _check_store(store)
+        self._store = check_store(
+            store, user="SummarizingProvider", needs=("version", "events", "record")
+        )
         if not callable(getattr(llm, "complete", None)):
             raise TypeError(f"llm must be a ChatModel with a complete() method, got {llm!r:.80}")
         self.llm = llm

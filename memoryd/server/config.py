@@ -72,6 +72,8 @@ class ServerConfig:
         fault_injection: enable ``POST /v1/stores/{name}/crash`` (tests only).
         backend: ``redis://``, ``rediss://`` or ``unix://`` URL of a Redis (or Redis
             Cluster node) holding every store, or None for LMDB in ``data``.
+        require_durable: refuse a ``backend`` that does not fsync every write
+            (``RedisStore.start(require_durable=...)``); False only with a backend.
     """
 
     data: Path
@@ -88,8 +90,13 @@ class ServerConfig:
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
     fault_injection: bool = False
     backend: str | None = None
+    require_durable: bool = True
 
     def __post_init__(self) -> None:
+        if not self.require_durable and self.backend is None:
+            raise ValueError(
+                "--redis-not-durable applies to a Redis backend only: pass --backend too"
+            )
         if self.backend is not None and not self.backend.startswith(
             ("redis://", "rediss://", "unix://")
         ):

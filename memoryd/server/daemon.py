@@ -24,6 +24,7 @@ from memoryd.errors import AlreadyStarted, MemorydError
 from memoryd.server.config import ServerConfig
 from memoryd.server.listener import SERVER, Server
 from memoryd.server.stores import StoreRegistry, durable_stores
+from memoryd.store.lmdb.dirlock import make_dir
 from supervisors import ChildSpec, Restart, StartError, whereis
 
 __all__ = ["run", "usage_text"]
@@ -102,7 +103,7 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     if config.listen is not None and config.no_auth:
         log.warning("tcp_without_auth", listen=f"{config.listen[0]}:{config.listen[1]}")
     try:
-        config.data.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_dir(config.data)  # durable: created entries fsynced, parents too
         stores = StoreRegistry(durable_stores(config), max_message_bytes=config.max_message_bytes)
         stores.start_default()
     except AlreadyStarted as exc:

@@ -26,8 +26,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryd.errors import MemorydError
 from memoryd.server.stores import StoreRegistry
+from memoryd.store import lookup
 
-__all__ = ["CLIENT_CLOSED_REQUEST", "CONTENT_TYPE", "Metrics", "Observe"]
+__all__ = ["CLIENT_CLOSED_REQUEST", "CONTENT_TYPE", "Metrics", "Observe", "stores_up"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 CLIENT_CLOSED_REQUEST = 499
@@ -48,6 +49,16 @@ _GAUGES = (
 )
 
 
+def stores_up(stores: StoreRegistry) -> dict[str, bool]:
+    """Each running store's state: True while it has an open engine, False while it is
+    down (crashed, waiting for its restart, or failing to reopen)."""
+    up = {}
+    for name in stores.running():
+        engine = lookup.engine(name)
+        up[name] = engine is not None and not engine.closed
+    return up
+
+
 class _StoreCollector(Collector):
     def __init__(self, stores: StoreRegistry) -> None:
         self.stores = stores
@@ -64,6 +75,18 @@ class _StoreCollector(Collector):
         restarts = CounterMetricFamily(
             "memoryd_store_restarts", "store restarts observed by the daemon", labels=["store"]
         )
+        up = GaugeMetricFamily(
+            "memoryd_store_up",
+            "1 while the store has an open engine, 0 while it is down or restarting",
+            labels=["store"],
+        )
+        for name, running in stores_up(self.stores).items():
+            up.add_metric([name], 1.0 if running else 0.0)
+        full = GaugeMetricFamily(
+            "memoryd_store_disk_full",
+            "1 while the store refuses writes because its disk is full",
+            labels=["store"],
+        )
         for name, count in self.stores.restarts().items():
             restarts.add_metric([name], count)
             try:
@@ -78,9 +101,13 @@ class _StoreCollector(Collector):
                 value = stats.get(key)
                 if isinstance(value, int | float):
                     gauge.add_metric([name], float(value))
+            if "disk_full" in stats:
+                full.add_metric([name], 1.0 if stats["disk_full"] else 0.0)
         yield from counters.values()
         yield from gauges.values()
         yield restarts
+        yield up
+        yield full
 
 
 class Metrics:

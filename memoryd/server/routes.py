@@ -36,7 +36,7 @@ from memoryd.server.calls import (
     version_answer,
 )
 from memoryd.server.http import HttpError, encode, error_response, wants_msgpack
-from memoryd.server.metrics import CONTENT_TYPE
+from memoryd.server.metrics import CONTENT_TYPE, stores_up
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 from supervisors import kill
@@ -92,20 +92,24 @@ async def conversations(request: Request) -> Response:
 
 
 async def get_messages(request: Request) -> Response:
-    """The conversation's history (``limit``, ``at_version``)."""
+    """The conversation's history (``limit``, ``at_version``; ``system``: also the system
+    messages before the last ``limit``, read with them as one snapshot)."""
     cid = request.path_params["cid"]
     limit = int_param(request, "limit")
     at = int_param(request, "at_version")
+    system = bool_param(request, "system")
 
     def call(store: StoreHandle) -> dict[str, Any]:
-        return {"messages": store.get(cid, limit=limit, at_version=at)}
+        return {"messages": store.get(cid, limit=limit, at_version=at, system=system)}
 
     return read_inline(request, "get", limit, call) or await answer(request, "get", call)
 
 
 async def add_messages(request: Request) -> Response:
     """Append messages as one event."""
-    body = await checked_body(request, "add", {"messages", *_CONDITIONS}, {"messages"})
+    body = await checked_body(
+        request, "add", {"messages", "then_clear", *_CONDITIONS}, {"messages"}
+    )
     ctx = ctx_of(request)
     messages = body["messages"]
     if isinstance(messages, list) and len(messages) > ctx.config.max_messages_per_add:
@@ -117,7 +121,13 @@ async def add_messages(request: Request) -> Response:
     return await submit(
         request,
         "add",
-        lambda s: requests.add(cid, messages, **_conditions(body), max_bytes=s.max_message_bytes),
+        lambda s: requests.add(
+            cid,
+            messages,
+            **_conditions(body),
+            then_clear=body.get("then_clear"),
+            max_bytes=s.max_message_bytes,
+        ),
         version_answer,
     )
 
@@ -321,13 +331,19 @@ async def crash_store(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """Liveness: the daemon answers and its default store runs."""
+    """Health: 200 while the default store and every other running store are up; 503
+    (naming the stores that are down) while one is down or restarting, or the daemon stops."""
     request.scope["memoryd.op"] = "healthz"
     ctx = ctx_of(request)
-    running = ctx.stores.running()
-    ok = wire.DEFAULT_STORE_NAME in running and not ctx.stopping.is_set()
+    up = stores_up(ctx.stores)
+    down = sorted(name for name, running in up.items() if not running)
+    ok = up.get(wire.DEFAULT_STORE_NAME, False) and not down and not ctx.stopping.is_set()
     return JSONResponse(
-        {"status": "ok" if ok else "unavailable", "version": _version.__version__},
+        {
+            "status": "ok" if ok else "unavailable",
+            "version": _version.__version__,
+            "stores_down": down,
+        },
         status_code=200 if ok else 503,
     )
 

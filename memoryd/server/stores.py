@@ -24,6 +24,7 @@ from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
 from memoryd.server.config import ServerConfig
 from memoryd.store import lookup
 from memoryd.store.handle import StoreHandle
+from memoryd.store.lmdb.dirlock import make_dir
 from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
 from supervisors import whereis as actor_whereis
 
@@ -61,8 +62,9 @@ def lmdb_stores(data: Path, *, max_message_bytes: int) -> StartStore:
     def start(name: str) -> StoreHandle:
         if name == DEFAULT_STORE_NAME:
             return LmdbStore.start(data, name=name, max_message_bytes=max_message_bytes)
-        # the parent of the store directories is as private as the data directory
-        (data / "stores").mkdir(mode=0o700, exist_ok=True)
+        # the parent of the store directories is as private as the data directory, and
+        # durable in it: a power cut must not take every named store away
+        make_dir(data / "stores")
         return LmdbStore.start(
             data / "stores" / name, name=name, max_message_bytes=max_message_bytes
         )
@@ -70,13 +72,18 @@ def lmdb_stores(data: Path, *, max_message_bytes: int) -> StartStore:
     return start
 
 
-def redis_stores(url: str, *, max_message_bytes: int) -> StartStore:
-    """Durable stores in the Redis at ``url``, each under its `redis_prefix`."""
+def redis_stores(url: str, *, max_message_bytes: int, require_durable: bool = True) -> StartStore:
+    """Durable stores in the Redis at ``url``, each under its `redis_prefix`; with
+    ``require_durable`` a Redis that does not fsync every write is refused."""
     from memoryd.store.redis.handle import RedisStore  # noqa: PLC0415 - optional extra
 
     def start(name: str) -> StoreHandle:
         return RedisStore.start(
-            url, name=name, prefix=redis_prefix(name), max_message_bytes=max_message_bytes
+            url,
+            name=name,
+            prefix=redis_prefix(name),
+            max_message_bytes=max_message_bytes,
+            require_durable=require_durable,
         )
 
     return start
@@ -85,7 +92,11 @@ def redis_stores(url: str, *, max_message_bytes: int) -> StartStore:
 def durable_stores(config: ServerConfig) -> StartStore:
     """How the daemon of ``config`` starts its durable stores: Redis if it has a backend URL."""
     if config.backend is not None:
-        return redis_stores(config.backend, max_message_bytes=config.max_message_bytes)
+        return redis_stores(
+            config.backend,
+            max_message_bytes=config.max_message_bytes,
+            require_durable=config.require_durable,
+        )
     return lmdb_stores(config.data, max_message_bytes=config.max_message_bytes)
 
 

@@ -10,6 +10,7 @@ import abc
 import asyncio
 import contextlib
 import contextvars
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -18,6 +19,7 @@ from memoryd.errors import WouldWait
 from memoryd.events import Change, Event
 from memoryd.store import requests
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.systems import with_system
 
 __all__ = [
     "INLINE_READ_LIMIT",
@@ -74,6 +76,7 @@ class StoreHandle(abc.ABC):
         *,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
+        then_clear: str | None = None,
     ) -> int:
         """Append ``messages`` to conversation ``cid`` as ONE event, atomically.
 
@@ -87,13 +90,18 @@ class StoreHandle(abc.ABC):
                 returns the original version and writes nothing.
             expected_version: optimistic concurrency: refuse unless the conversation
                 is at exactly this version.
+            then_clear: another conversation to clear once the add is written (also
+                when the idempotency key was seen before), never when it is refused.
+                LMDB stores (and a daemon serving them) write both in one transaction;
+                Redis clears right after the add, so a crash may leave it undone.
 
         Returns:
             The conversation's new version.
 
         Raises:
-            InvalidConversationId: a bad ``cid``.
+            InvalidConversationId: a bad ``cid`` or ``then_clear``.
             InvalidMessage: a bad or oversized message (nothing is written).
+            ValueError: ``then_clear`` is ``cid``.
             ConflictError: ``expected_version`` did not match.
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.
@@ -105,6 +113,7 @@ class StoreHandle(abc.ABC):
                 idempotency_key=idempotency_key,
                 expected_version=expected_version,
                 max_bytes=self.max_message_bytes,
+                then_clear=then_clear,
             )
         )
 
@@ -209,6 +218,7 @@ class StoreHandle(abc.ABC):
             ``target``'s new version.
 
         Raises:
+            UnknownConversation: ``source`` was never written (nothing is written).
             ValueError: ``source == target``, or ``at_version`` out of range.
             ConflictError: ``target`` holds messages.
         """
@@ -258,24 +268,44 @@ class StoreHandle(abc.ABC):
     # -- reads ------------------------------------------------------------------
 
     def get(
-        self, cid: str, *, limit: int | None = None, at_version: int | None = None
+        self,
+        cid: str,
+        *,
+        limit: int | None = None,
+        at_version: int | None = None,
+        system: bool = False,
     ) -> list[dict[str, Any]]:
         """The conversation's history, chronological: fresh copies.
+
+        With ``system=True`` and a ``limit``, the last ``limit`` messages come after
+        every system (and developer) message stored before them, in their order: all
+        a window needs (`memoryd.safe_window` keeps every system message), read in
+        O(limit + system messages) from the conversation's system-message index. It is
+        a flag of `get`, not a method of its own, so that the system messages and the
+        tail are one read of one state: no write can fall between them (on LMDB one
+        read transaction, on Redis one script, on the daemon one request).
 
         Args:
             cid: the conversation id.
             limit: only the last ``limit`` messages (read in O(limit)).
-            at_version: the history as it was right after that version.
+            at_version: the history as it was right after that version (with
+                ``system``, read whole and cut: the index holds the current state).
+            system: also return the system messages before the last ``limit``.
 
         Raises:
-            ValueError: a bad ``limit``, or ``at_version`` past the end or before a clear.
+            ValueError: a bad ``limit`` or ``system``, or ``at_version`` past the end or
+                before a clear.
         """
         cid = msgs.validate_conversation_id(cid)
-        return self._get(
-            cid,
-            requests.check_optional_count(limit, "limit"),
-            requests.check_optional_count(at_version, "at_version"),
-        )
+        limit = requests.check_optional_count(limit, "limit")
+        at_version = requests.check_optional_count(at_version, "at_version")
+        if not isinstance(system, bool):
+            raise ValueError(f"system must be True or False, not {system!r}")
+        if not system or limit is None:
+            return self._get(cid, limit, at_version)
+        if at_version is not None:
+            return with_system(self._get(cid, None, at_version), limit)
+        return self._get_system(cid, limit)
 
     def version(self, cid: str) -> int:
         """The conversation's version: 0 if it was never written."""
@@ -302,6 +332,9 @@ class StoreHandle(abc.ABC):
             include_empty: also list every conversation with events but no messages
                 now: cleared ones, and logs of ``memo`` or ``compacted`` events only
                 (long-term memory records live in such logs). Export uses it.
+
+        memoryd's own bookkeeping (ids starting with `requests.HIDDEN_PREFIX`, the run
+        journals) is listed only when ``prefix`` starts with that prefix.
         """
         prefix = requests.check_prefix(prefix, "prefix")
         if after is not None:
@@ -309,16 +342,32 @@ class StoreHandle(abc.ABC):
         if not isinstance(include_empty, bool):
             raise ValueError(f"include_empty must be True or False, not {include_empty!r}")
         count = requests.check_optional_count(limit, "limit")
-        return self._conversations(prefix, after, count, include_empty)
+        found: list[str] = []
+        while True:
+            page = self._conversations(prefix, after, count, include_empty)
+            found.extend(cid for cid in page if not requests.hidden(cid, prefix))
+            if count is None or len(page) < count or len(found) >= count:
+                return found[:count] if count is not None else found
+            after = page[-1]  # a page cut short by hidden ids: fill it
 
     def tail(self, *, after: int = 0, limit: int = 1000, timeout: float = 0.0) -> list[Change]:
         """The global change feed in commit order, from position ``after + 1``.
 
-        Blocks up to ``timeout`` seconds while there is nothing new.
+        Blocks up to ``timeout`` seconds while there is nothing new. Changes to
+        memoryd's own bookkeeping (`requests.HIDDEN_PREFIX`) are skipped: positions
+        may have gaps.
         """
         after = requests.check_after(after)
         count = requests.check_optional_count(limit, "limit")
-        return self._tail(after, 1000 if count is None else count, requests.check_timeout(timeout))
+        wait = requests.check_timeout(timeout)
+        deadline = time.monotonic() + wait
+        while True:
+            changes = self._tail(after, 1000 if count is None else count, wait)
+            shown = [c for c in changes if not requests.hidden(c.conversation_id)]
+            if shown or not changes:
+                return shown
+            after = changes[-1].position  # only hidden changes: look past them
+            wait = max(0.0, deadline - time.monotonic())
 
     @abc.abstractmethod
     def stats(self) -> dict[str, Any]:
@@ -335,6 +384,14 @@ class StoreHandle(abc.ABC):
 
     @abc.abstractmethod
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]: ...
+
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` messages after the system messages before them, as one read.
+
+        This default reads the whole history; a backend with a system-message index
+        overrides it.
+        """
+        return with_system(self._get(cid, None, None), limit)
 
     @abc.abstractmethod
     def _version(self, cid: str) -> int: ...

@@ -34,7 +34,10 @@ __all__ = [
     "engines",
     "forget_all",
     "lock",
+    "lost",
+    "note_recreated_empty",
     "publish",
+    "recreated_empty",
     "spec",
     "specs",
     "start",
@@ -70,6 +73,7 @@ _cond = threading.Condition()
 _specs: dict[str, StoreSpec[Any]] = {}
 _engines: dict[str, Any] = {}
 _tree: Tree | None = None
+_recreated_empty: dict[str, int] = {}
 
 
 def attach(tree: Tree) -> None:
@@ -138,6 +142,30 @@ def forget_all() -> list[StoreSpec[Any]]:
         forgotten = list(_specs.values())
         _specs.clear()
     return forgotten
+
+
+def lost(name: str) -> bool:
+    """True when store ``name`` was started, never stopped, and its tree gave up on it.
+
+    A supervision tree that died (its root exceeded its restart intensity) keeps its
+    stores' specs here until the next start; an explicit ``memoryd.shutdown()`` forgets
+    them, so a store shut down on purpose is not lost.
+    """
+    tree = _tree
+    with _lock:
+        return tree is not None and not tree.running() and name in _specs
+
+
+def note_recreated_empty(name: str) -> int:
+    """Count one more time store ``name`` was lost and started again empty; the new count."""
+    with _lock:
+        _recreated_empty[name] = _recreated_empty.get(name, 0) + 1
+        return _recreated_empty[name]
+
+
+def recreated_empty(name: str) -> int:
+    """How many times store ``name`` was lost and started again empty in this process."""
+    return _recreated_empty.get(name, 0)
 
 
 def whereis(name: str) -> StoreHandle | None:

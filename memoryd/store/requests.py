@@ -27,6 +27,7 @@ from memoryd.events import Event
 from memoryd.store.lmdb.keys import MAX_IDEMPOTENCY_KEY_BYTES
 
 __all__ = [
+    "HIDDEN_PREFIX",
     "RECORD_KINDS",
     "Add",
     "Clear",
@@ -44,6 +45,7 @@ __all__ = [
     "check_timeout",
     "clear",
     "fork",
+    "hidden",
     "import_events",
     "pop",
     "record",
@@ -53,18 +55,37 @@ __all__ = [
 RECORD_KINDS = frozenset({"compacted", "memo"})
 """The event kinds `StoreHandle.record` writes: they leave the history unchanged."""
 
+HIDDEN_PREFIX = "memoryd.run/"
+"""Conversations whose id starts with this are memoryd's own bookkeeping (run journals):
+`StoreHandle.conversations` lists them only when asked for by this prefix, and
+`StoreHandle.tail` (so exports and followers) never shows them."""
+
+
+def hidden(cid: str, prefix: str = "") -> bool:
+    """True when ``cid`` is hidden from a listing by ``prefix``. Pure.
+
+    Args:
+        cid: A conversation id.
+        prefix: The listing's prefix ("" for a plain listing or the change feed).
+
+    Returns:
+        True for an id in `HIDDEN_PREFIX`'s space unless ``prefix`` reaches into it.
+    """
+    return cid.startswith(HIDDEN_PREFIX) and not prefix.startswith(HIDDEN_PREFIX)
+
 
 # --------------------------------------------------------------------------- request values
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Add:
-    """Append ``messages`` to ``cid`` as one event."""
+    """Append ``messages`` to ``cid`` as one event (and clear ``then_clear`` with it)."""
 
     cid: str
     messages: tuple[dict[str, Any], ...]
     idempotency_key: str | None = None
     expected_version: int | None = None
+    then_clear: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -271,17 +292,26 @@ def add(
     idempotency_key: str | None,
     expected_version: int | None,
     max_bytes: int,
+    then_clear: str | None = None,
 ) -> Add:
     """The request of `StoreHandle.add` (its checks and errors).
 
     ``messages`` may be a `CheckedMessages`: it is sent as it is.
+
+    Raises:
+        ValueError: ``then_clear`` names ``cid`` itself.
     """
     cid = msgs.validate_conversation_id(cid)
+    if then_clear is not None:
+        then_clear = msgs.validate_conversation_id(then_clear)
+        if then_clear == cid:
+            raise ValueError(f"then_clear names the conversation added to ({cid!r}); name another")
     return Add(
         cid=cid,
         messages=msgs.check(messages, max_bytes=max_bytes),
         idempotency_key=check_idempotency_key(idempotency_key),
         expected_version=check_optional_count(expected_version, "expected_version"),
+        then_clear=then_clear,
     )
 
 

@@ -29,7 +29,8 @@ name of its own. The fixture stops what it started once the test is done.
 
 `StoreContract` is the core: adds and gets, idempotency keys, expected versions, pop,
 clear, fork, events, the change feed, listing, threads, crashes and names.
-`RecordContract` (``record``) and `ImportContract` (``import_events``) are mixed in by a
+`RecordContract` (``record``), `ImportContract` (``import_events``) and
+`JournalSpaceContract` (hidden ids, ``add(then_clear=...)``) are mixed in by a
 backend that offers those methods.
 
 The lifecycle tests reach a store the way memoryd's own are reached: they crash it with
@@ -49,10 +50,12 @@ from memoryd.testing._messages import texts
 from memoryd.testing._store import Store, StoreFactory
 from memoryd.testing.contract import StoreContract
 from memoryd.testing.imports import ImportContract
+from memoryd.testing.journal_space import JournalSpaceContract
 from memoryd.testing.records import RecordContract
 
 __all__ = [
     "ImportContract",
+    "JournalSpaceContract",
     "RecordContract",
     "Store",
     "StoreContract",

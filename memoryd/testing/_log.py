@@ -68,6 +68,22 @@ class LogContract:
             store.fork("src", "dst", at_version=5)
         assert store.version("dst") == 0
 
+    @pytest.mark.parametrize("at_version", [None, 1])
+    def test_fork_of_an_unknown_conversation_raises_and_writes_nothing(
+        self, store: Store, at_version: int | None
+    ) -> None:
+        """Forking a source never written raises UnknownConversation (a LookupError) and
+        creates nothing: no target version, no listing, no change in the feed."""
+        store.add("other", [user("a")])
+        position = store.tail()[-1].position
+        with pytest.raises(memoryd.UnknownConversation, match="never written") as caught:
+            store.fork("nobody", "dst", at_version=at_version)
+        assert isinstance(caught.value, LookupError)
+        assert store.version("dst") == 0
+        assert store.version("nobody") == 0
+        assert store.conversations(include_empty=True) == ["other"]
+        assert store.tail(after=position) == []
+
     def test_fork_into_a_target_with_messages_raises_conflict(self, store: Store) -> None:
         """A target that holds messages refuses the fork with ConflictError; nothing written."""
         store.add("src", [user("a")])

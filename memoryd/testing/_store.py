@@ -32,9 +32,15 @@ class Store(Protocol):
         ...
 
     def get(
-        self, cid: Any, *, limit: int | None = None, at_version: int | None = None
+        self,
+        cid: Any,
+        *,
+        limit: int | None = None,
+        at_version: int | None = None,
+        system: Any = False,
     ) -> list[Message]:
-        """Return the history (the last ``limit`` messages, as of ``at_version``)."""
+        """Return the history (the last ``limit`` messages, as of ``at_version``; with
+        ``system``, after the system messages stored before them)."""
         ...
 
     def clear(self, cid: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import memoryd
-from memoryd.testing._messages import assistant, system, user
+from memoryd.testing._messages import assistant, system, texts, user
 from memoryd.testing._refused import BAD_CONVERSATION_IDS, ONE_MIB
 from memoryd.testing._store import Message, Store, StoreFactory
 
@@ -160,6 +160,24 @@ class ImportContract:
         assert store.events("target") == log
         assert store.get("target") == [user("a"), assistant("b")]
         assert store.pop("target") == assistant("b")
+
+    def test_an_imported_log_keeps_its_system_messages_for_windows(self, store: Store) -> None:
+        """After an import (appends, a pop, a clear, a fork), ``get(limit, system=True)``
+        holds the system messages of the imported history, whole or chunk by chunk."""
+        store.add("src", [system("gone"), user("u0")])
+        store.clear("src")
+        store.add("src", [system("persona"), user("u1"), system("popped")])
+        store.pop("src")
+        store.add("src", [assistant("a1"), user("u2")])
+        log = store.events("src")
+        assert store.import_events("whole", log) == store.version("src")
+        for event in log:
+            store.import_events("chunks", [event])
+        for cid in ("whole", "chunks"):
+            assert texts(store.get(cid, limit=1, system=True)) == ["persona", "u2"], cid
+        store.fork("src", "forked")
+        assert store.import_events("copy", store.events("forked")) == 1
+        assert texts(store.get("copy", limit=0, system=True)) == ["persona"]
 
     def test_memo_events_are_imported(self, store: Store) -> None:
         """A log of memos alone gives a version but no messages, as record() does."""

@@ -62,14 +62,15 @@ def test_a_user_message_and_a_reply_are_each_checked_once(
 
     assert result.text == "the reply"
     assert store.get("c") == [messages.user("the question"), messages.assistant("the reply")]
-    assert agent.pending_runs("c") == []  # the journal recorded the run too
+    assert agent.pending_runs("c") == []
     assert counted == Counter({"the question": 1, "the reply": 1})
 
 
 def test_a_tool_round_checks_each_message_once(
     store: memoryd.StoreHandle, checks: Counter[Any]
 ) -> None:
-    """Input, tool call, tool result and answer: one check each, journal included."""
+    """Input, tool call, tool result and answer: one check each, journal included (only
+    its header is checked there)."""
     call = messages.assistant(tool_calls=[messages.tool_call("c1", "shout", {"text": "hey"})])
     model = ScriptedModel([call, "done"])
     agent = memoryd.Agent(llm=model, memory=store, tools=[shout])
@@ -81,7 +82,7 @@ def test_a_tool_round_checks_each_message_once(
     stored = store.get("c")
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[2]["content"] == "HEY"
-    assert counted == Counter({"go": 1, "None": 1, "HEY": 1, "done": 1})
+    assert counted == Counter({"go": 1, "None": 1, "HEY": 1, "done": 1, "run journal": 1})
 
 
 def test_a_reply_changed_by_a_filter_is_checked_again(

@@ -14,7 +14,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
-from memoryd.agent.journal import index_id, journal_id
+from memoryd.agent.journal import journal_id
 from memoryd.llm import ScriptedModel
 from tests.helpers import wait_until
 
@@ -58,7 +58,8 @@ def tool_turns() -> list[Any]:
 def test_crashed_run_is_pending_and_resume_skips_recorded_tools(
     store: memoryd.StoreHandle,
 ) -> None:
-    """A run that dies in its second tool call is pending; resume runs only that tool."""
+    """A run that dies in its second tool call is pending with its first step; resume
+    asks the model again and runs only the tool whose result was not recorded."""
     calls: list[str] = []
     agent = memoryd.Agent(
         llm=ScriptedModel(tool_turns()), memory=store, tools=counting_tools(calls, crash_on="slow")
@@ -67,35 +68,104 @@ def test_crashed_run_is_pending_and_resume_skips_recorded_tools(
         agent.run("do it", conversation_id="job")
     assert store.get("job") == []
     [pending] = agent.pending_runs("job")
-    assert [m["role"] for m in pending.messages] == ["user", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in pending.messages] == ["user", "assistant", "tool"]
+    assert pending.orphaned  # this process's run, not running here
 
     resumed_calls: list[str] = []
-    model = ScriptedModel(["all done"])
+    model = ScriptedModel([tool_turns()[1], "all done"])
     again = memoryd.Agent(llm=model, memory=store, tools=counting_tools(resumed_calls))
     result = again.resume(pending.run_id)
     assert resumed_calls == ["slow:k2"]
     assert result.text == "all done"
-    assert [m["role"] for m in model.calls[0]] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in model.calls[1]] == ["user", "assistant", "tool", "assistant", "tool"]
     assert store.get("job") == list(result.messages)
     assert again.pending_runs("job") == []
-    assert again.resume(pending.run_id).version == result.version  # committed: no rerun
+    with pytest.raises(memoryd.UnknownRun):  # finished: nothing left to resume
+        again.resume(pending.run_id)
     assert store.events("job")[-1].idempotency_key == pending.run_id
 
 
-def test_journal_stays_out_of_listings_and_histories(store: memoryd.StoreHandle) -> None:
-    """Journal conversations hold only memo events: conversations() lists the chat alone."""
-    agent = memoryd.Agent(llm=ScriptedModel(["ok"]), memory=store)
+def test_a_finished_run_leaves_nothing_listed(store: memoryd.StoreHandle) -> None:
+    """After a tool run commits: no journal in conversations, tail or pending runs."""
+    calls: list[str] = []
+    agent = memoryd.Agent(
+        llm=ScriptedModel([*tool_turns(), "done"]), memory=store, tools=counting_tools(calls)
+    )
     result = agent.run("hi", conversation_id="chat")
-    assert store.conversations() == ["chat"]
+    assert store.conversations(include_empty=True) == ["chat"]
+    assert {c.conversation_id for c in store.tail()} == {"chat"}
     assert store.get(journal_id(result.run_id)) == []
-    assert {e.kind for e in store.events(journal_id(result.run_id))} == {"memo"}
-    assert len(index_id("x" * 256).encode()) <= 256
+    assert store.conversations(prefix="memoryd.run/") == []
+    assert agent.pending_runs() == []
+
+
+def test_a_failed_run_is_not_left_pending(store: memoryd.StoreHandle) -> None:
+    """A run whose tool step was journaled and which then fails leaves no pending run."""
+    agent = memoryd.Agent(
+        llm=ScriptedModel([tool_turns()[0]]), memory=store, tools=counting_tools([]), max_steps=1
+    )
+    with pytest.raises(memoryd.StepLimitExceeded):
+        agent.run("hi", conversation_id="chat")
+    assert agent.pending_runs() == []
+    assert store.conversations(include_empty=True) == []
+
+
+def test_pending_runs_are_store_wide_and_discard_drops_one(store: memoryd.StoreHandle) -> None:
+    """Crashed runs on two conversations are both listed; discard removes one."""
+    for cid in ("a", "b"):
+        agent = memoryd.Agent(
+            llm=ScriptedModel(tool_turns()), memory=store, tools=counting_tools([], crash_on="slow")
+        )
+        with pytest.raises(Crash):
+            agent.run("go", conversation_id=cid)
+    pending = agent.pending_runs()
+    assert sorted(p.conversation_id for p in pending) == ["a", "b"]
+    assert [p.conversation_id for p in agent.pending_runs("b")] == ["b"]
+    agent.discard(pending[0].run_id)
+    assert [p.run_id for p in agent.pending_runs()] == [pending[1].run_id]
+    with pytest.raises(memoryd.UnknownRun):
+        agent.resume(pending[0].run_id)
+
+
+def test_a_run_with_a_live_lease_elsewhere_is_not_orphaned(store: memoryd.StoreHandle) -> None:
+    """A pending run whose owner is another live process (a fresh lease) is not orphaned;
+    once its lease runs out it is."""
+    from memoryd.agent.journal import RunJournal
+
+    agent = memoryd.Agent(
+        llm=ScriptedModel(tool_turns()), memory=store, tools=counting_tools([], crash_on="slow")
+    )
+    with pytest.raises(Crash):
+        agent.run("go", conversation_id="a")
+    [mine] = RunJournal(store).pending()
+    store.record(journal_id(mine.run_id), "memo", data={"owner": "elsewhere/1/x", "lease_s": 30.0})
+    [theirs] = RunJournal(store).pending()
+    assert theirs.owner == "elsewhere/1/x"
+    assert not theirs.orphaned(now=theirs.heartbeat + 29.0)
+    assert theirs.orphaned(now=theirs.heartbeat + 31.0)
+    assert [p.orphaned for p in agent.pending_runs()] == [False]
+
+
+def test_two_claims_of_one_run_let_one_win(store: memoryd.StoreHandle) -> None:
+    """Claiming is compare-and-set: of two resumers that read the same record, one wins."""
+    from memoryd.agent.journal import RunJournal
+
+    agent = memoryd.Agent(
+        llm=ScriptedModel(tool_turns()), memory=store, tools=counting_tools([], crash_on="slow")
+    )
+    with pytest.raises(Crash):
+        agent.run("go", conversation_id="a")
+    first, second = RunJournal(store), RunJournal(store)
+    [record] = first.pending()
+    first.claim(record)
+    with pytest.raises(memoryd.ConflictError):
+        second.claim(record)
 
 
 def test_resume_errors_are_named(store: memoryd.StoreHandle) -> None:
     """Unknown run ids, empty ids and agents without a journal are refused clearly."""
     agent = memoryd.Agent(llm=ScriptedModel([]), memory=store)
-    with pytest.raises(memoryd.UnknownRun, match="no run 'nope'"):
+    with pytest.raises(memoryd.UnknownRun, match="no unfinished run 'nope'"):
         agent.resume("nope")
     with pytest.raises(ValueError, match="non-empty str"):
         agent.resume("")
@@ -129,9 +199,15 @@ def test_run_killed_with_sigkill_in_a_tool_loop_is_resumed(tmp_path: Path) -> No
     store = memoryd.LmdbStore.start(data, name="crash-parent")
     assert [m["content"] for m in store.get("job")] == ["hi", "hello"]
     calls: list[str] = []
-    model = ScriptedModel(["finished"])
+    model = ScriptedModel(
+        [
+            messages.assistant(tool_calls=[messages.tool_call("c2", "slow", {"key": "k2"})]),
+            "finished",
+        ]
+    )
     agent = memoryd.Agent(llm=model, memory=store, tools=counting_tools(calls))
     [pending] = agent.pending_runs("job")
+    assert pending.orphaned
     result = agent.resume(pending.run_id)
     assert calls == ["slow:k2"]
     assert (markers / "lookup.calls").read_text() == "k1\n"

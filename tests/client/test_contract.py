@@ -26,7 +26,14 @@ import pytest
 import memoryd
 import supervisors
 from memoryd.client import remote as client
-from memoryd.testing import ImportContract, RecordContract, Store, StoreContract, StoreFactory
+from memoryd.testing import (
+    ImportContract,
+    JournalSpaceContract,
+    RecordContract,
+    Store,
+    StoreContract,
+    StoreFactory,
+)
 from tests.server.daemon import Daemon
 
 
@@ -45,7 +52,7 @@ def _stop_named_stores(daemon: Daemon) -> None:
                 http.delete(f"/v1/stores/{info['name']}").raise_for_status()
 
 
-class TestRemoteStore(StoreContract, RecordContract, ImportContract):
+class TestRemoteStore(StoreContract, RecordContract, ImportContract, JournalSpaceContract):
     """Every contract behaviour, on a RemoteStore over the daemon's Unix socket."""
 
     @pytest.fixture

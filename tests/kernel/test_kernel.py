@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import pathlib
 import uuid
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
+from memoryd.export import export_jsonl
 from memoryd.llm import LLMError, ScriptedModel
 
 
@@ -97,27 +100,42 @@ def test_full_mode_keeps_the_tool_loop_within_one_invoke_and_stores_nothing(
     assert store.conversations() == []
 
 
-def test_invoke_without_conversation_id_leaves_no_conversation(store: memoryd.StoreHandle) -> None:
-    """An ephemeral id is used during the invoke and cleared after it, on success."""
+def test_a_one_off_invoke_leaves_no_residue(tmp_path: pathlib.Path) -> None:
+    """Without a conversation id the history lives in memory only: no conversation, no
+    change, no export line, no commit; the tool loop still sees its own messages."""
+    store = memoryd.LmdbStore.start(tmp_path / "db", name=f"one-off-{uuid.uuid4().hex[:8]}")
+    commits = store.stats()["commits"]
     model = ScriptedModel([call("c1", "add", a=1, b=1), "2"])
     kernel = memoryd.Kernel(llm=model, tools=[add], filters=[memoryd.memory_filter(store)])
     result = kernel.invoke([messages.user("1+1?")])
-    cid = result.context.conversation_id
-    assert cid is not None
+    assert result.text == "2"
+    assert result.context.conversation_id is not None
     assert [m["role"] for m in model.calls[1]] == ["user", "assistant", "tool"]
-    assert store.conversations() == []
-    assert store.get(cid) == []
+    assert store.conversations(include_empty=True) == []
+    assert store.tail() == []
+    out = io.StringIO()
+    assert export_jsonl(store, out).events == 0
+    assert store.stats()["commits"] == commits
+
+
+def test_one_offs_do_not_see_each_other(store: memoryd.StoreHandle) -> None:
+    """Each invoke without an id starts from nothing."""
+    model = ScriptedModel(["first", "second"])
+    kernel = memoryd.Kernel(llm=model, filters=[memoryd.memory_filter(store)])
+    kernel.invoke([messages.user("one")])
+    kernel.invoke([messages.user("two")])
+    assert model.calls[1] == [messages.user("two")]
 
 
 def test_failed_invoke_without_conversation_id_leaves_no_conversation(
     store: memoryd.StoreHandle,
 ) -> None:
-    """The ephemeral conversation is cleared also when the LLM fails mid tool loop."""
+    """Nothing is stored also when the LLM fails mid tool loop."""
     model = ScriptedModel([call("c1", "add", a=1, b=1), LLMError("down")])
     kernel = memoryd.Kernel(llm=model, tools=[add], filters=[memoryd.memory_filter(store)])
     with pytest.raises(LLMError, match="down"):
         kernel.invoke([messages.user("1+1?")])
-    assert store.conversations() == []
+    assert store.conversations(include_empty=True) == []
 
 
 def test_retry_outside_the_memory_filter_does_not_duplicate(store: memoryd.StoreHandle) -> None:
@@ -240,7 +258,7 @@ def test_bad_arguments_are_named() -> None:
         memoryd.Kernel(llm=model, tools=[add, add])
     with pytest.raises(ValueError, match="max_steps"):
         memoryd.Kernel(llm=model, max_steps=0)
-    with pytest.raises(TypeError, match="memory_filter needs a store handle"):
+    with pytest.raises(TypeError, match="memory_filter needs a store"):
         memoryd.memory_filter("not a store")
     kernel = memoryd.Kernel(llm=model)
     with pytest.raises(memoryd.InvalidMessage, match="empty"):

@@ -145,7 +145,7 @@ def test_clear_empties_the_history(store: memoryd.StoreHandle) -> None:
 
 def test_bad_arguments_raise_clear_errors(store: memoryd.StoreHandle) -> None:
     """Bad stores, windows, preprocessors, ids and messages are refused by name."""
-    with pytest.raises(TypeError, match="store handle"):
+    with pytest.raises(TypeError, match="DefaultProvider needs a store"):
         DefaultProvider("not a store")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="window"):
         DefaultProvider(store, window=-1)

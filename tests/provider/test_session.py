@@ -101,7 +101,7 @@ def test_set_chat_history_replaces_and_keeps_the_memo(store: memoryd.StoreHandle
     session = Session("c", store)
     session.add_chat_history([u("old")])
     session.set_memo({"k": "v"})
-    session.set_chat_history([u("new 1"), a("new 2")])
+    session.set_chat_history([u("new 1"), a("new 2")], replace=True)
     assert [m["content"] for m in session.full_context] == ["new 1", "new 2"]
     assert Session("c", store).memo == {"k": "v"}
 

@@ -5,8 +5,8 @@ is never attempted), ``after_commit`` (committed, nobody answered yet) and
 ``init`` (the restart itself fails once more). Eight writers append with
 idempotency keys and retry typed errors with the same key. Every call returns a
 result or a typed error within its deadline, every acknowledged write is stored
-exactly once, and with the stock restart intensity a store that cannot start
-escalates to the top supervisor, whose end makes calls fail fast.
+exactly once. With the stock settings a store that cannot start is retried with
+backoff and never escalates; when the tree does give up, calls fail at once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import memoryd
 import supervisors
 from memoryd import app, messages
 from memoryd.store import actor, lookup
-from tests.helpers import wait_until
+from tests.helpers import Worker, wait_until
 from tools.reliability.workload import injecting, percentile, write_through_crashes
 
 CRASHES = 1000
@@ -53,28 +53,65 @@ def test_a_thousand_injected_crashes_lose_and_duplicate_nothing(tmp_path: Path) 
     assert report.acknowledged > CRASHES
 
 
-def test_a_store_that_cannot_restart_escalates_to_the_top_and_calls_fail_fast(
+def test_a_store_that_cannot_restart_is_retried_with_backoff_and_comes_back(
     tmp_path: Path,
 ) -> None:
-    """Stock intensity: stores supervisor (5 / 5 s), then the root (3 / 5 s) give up."""
-    store = memoryd.LmdbStore.start(tmp_path / "db", name="doomed")
+    """Stock intensity: a store whose restart keeps failing is retried with growing
+    pauses, never given up on; the tree and a sibling store live on; calls fail with
+    StoreUnavailable within their deadline; once the fault clears it serves again."""
+    store = memoryd.LmdbStore.start(tmp_path / "db", name="doomed", call_timeout_s=0.5)
+    sibling = memoryd.LmdbStore.start(tmp_path / "other", name="sibling")
     store.add("c", [messages.user("kept")])
     root = supervisors.whereis(app.ROOT)
     assert root is not None
+    failed: list[str] = []
 
     def always(point: str, name: str) -> None:
         if point == "init" and name == "doomed":
+            failed.append(name)
             raise RuntimeError("injected: cannot start")
 
     with injecting(always):
         supervisors.kill("doomed")
-        wait_until(lambda: not root.is_alive(), timeout=30, message="the root never gave up")
-        # "not running" at once: the tree gave up, so nothing waits for the deadline
-        with pytest.raises(memoryd.StoreUnavailable, match="is not running"):
+        wait_until(lambda: len(failed) >= 12, timeout=30, message="restarts stopped")
+        assert root.is_alive()
+        with pytest.raises(memoryd.StoreUnavailable, match="did not come back"):
             store.get("c")
-        with pytest.raises(memoryd.StoreUnavailable, match="is not running"):
+        with pytest.raises(memoryd.StoreUnavailable):
             store.add("c", [messages.user("refused")])
+        sibling.add("s", [messages.user("served")])
+    wait_until(lambda: lookup.engine("doomed"), timeout=10, message="never came back")
+    assert root.is_alive()
+    assert [m["content"] for m in store.get("c")] == ["kept"]
+    store.add("c", [messages.user("again")])
+    assert [m["content"] for m in sibling.get("s")] == ["served"]
+
+
+def test_when_the_tree_gives_up_a_call_in_flight_fails_at_once(tmp_path: Path) -> None:
+    """The root gives up (its stores supervisor killed past 3 in 5 s) while a write
+    waits for its restarting store: the write fails with StoreUnavailable long before
+    its 60 s deadline."""
+    store = memoryd.LmdbStore.start(tmp_path / "db", name="waiting", call_timeout_s=60.0)
+    store.add("c", [messages.user("kept")])
+    root = supervisors.whereis(app.ROOT)
+    assert root is not None
+    failed: list[str] = []
+
+    def always(point: str, name: str) -> None:
+        if point == "init" and name == "waiting":
+            failed.append(name)
+            raise RuntimeError("injected: cannot start")
+
+    with injecting(always):
+        supervisors.kill("waiting")
+        wait_until(lambda: failed, timeout=10)
+        writer = Worker(lambda: store.add("c", [messages.user("in flight")]))
+        writer.start()
+        while root.is_alive():
+            supervisors.kill(app.STORES)
+            wait_until(lambda: supervisors.whereis(app.STORES) or not root.is_alive(), 10)
+        with pytest.raises(memoryd.StoreUnavailable, match="is not running"):
+            writer.outcome(timeout=20.0)
     memoryd.shutdown()
-    again = memoryd.LmdbStore.start(tmp_path / "db", name="doomed")
+    again = memoryd.LmdbStore.start(tmp_path / "db", name="waiting")
     assert [m["content"] for m in again.get("c")] == ["kept"]
-    assert lookup.engine("doomed") is not None

@@ -187,6 +187,23 @@ def test_check_reports_damage_and_a_restored_backup_is_sound(tmp_path: Path) -> 
     assert len(store.get("c3")) == 3
 
 
+def _live_page_of(data: Path, tree: str, text: bytes) -> int:
+    """A page of sub-database ``tree`` holding ``text`` in the last snapshot: a zeroed copy
+    of it is what the verifier reports against that tree (free pages hold stale copies)."""
+    raw = data.read_bytes()
+    with tempfile.TemporaryDirectory() as scratch:
+        for page in range(2, len(raw) // PAGE):
+            if text not in raw[page * PAGE : (page + 1) * PAGE]:
+                continue
+            zeroed = raw[: page * PAGE] + bytes(PAGE) + raw[(page + 1) * PAGE :]
+            (Path(scratch) / check.DATA_FILE).write_bytes(zeroed)
+            if any(
+                f"/{tree} DB: page {page} " in p for p in check.structure_problems(Path(scratch))
+            ):
+                return page
+    raise AssertionError(f"no live page of {tree} holds {text!r}")
+
+
 def test_a_daemon_answers_an_error_for_a_damaged_store_and_stays_up() -> None:
     """A real ``memoryd serve``: GET …/events on a named store whose data file has a
     zeroed page answers an error, again and again, while the daemon keeps serving."""
@@ -194,8 +211,9 @@ def test_a_daemon_answers_an_error_for_a_damaged_store_and_stays_up() -> None:
     try:
         named = root / "d" / "stores" / "notes"
         _write(named)
+        page = _live_page_of(named / "data.mdb", "events", b"marker-1-0")
         with open(named / "data.mdb", "r+b") as file:
-            file.seek(2 * PAGE)  # a leaf walked by reads: liblmdb asserts on it
+            file.seek(page * PAGE)  # a leaf walked by reads: liblmdb asserts on it
             file.write(bytes(PAGE))
         with Daemon(root / "d") as daemon:
             daemon.start()

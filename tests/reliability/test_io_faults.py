@@ -80,8 +80,16 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_disk: Path) -> None:
-    """ENOSPC: a typed error naming the cause; reads keep working; writes resume after."""
+@pytest.mark.parametrize(
+    ("message_bytes", "cause"),
+    [(3000, "ENOSPC: no byte of a write fit"), (8000, "EIO: a write cut short")],
+)
+def test_a_full_disk_gives_disk_full_keeps_reads_and_loses_nothing(
+    small_disk: Path, message_bytes: int, cause: str
+) -> None:
+    """A full disk, whichever error LMDB reports: `DiskFull` naming the cause, the same
+    incarnation serves reads, refuses further writes without touching the file, and
+    writes again once space is freed; nothing acknowledged is lost."""
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * (1 << 20))
     store = memoryd.LmdbStore.start(small_disk / "db", name="full", map_size=1 << 22)
@@ -91,20 +99,31 @@ def test_a_full_disk_gives_storage_error_keeps_reads_and_loses_nothing(small_dis
     for i in range(400):
         key = f"k{i}"
         try:
-            store.add("c", [messages.user(key + "x" * 8000)], idempotency_key=key)
+            store.add("c", [messages.user(key + "x" * message_bytes)], idempotency_key=key)
         except memoryd.StorageError as exc:
             error = exc
             break
         acked.append(key)
     assert error is not None, "the disk never filled"
+    assert isinstance(error, memoryd.DiskFull), (cause, error)
     assert "No space left on device" in str(error)
     assert lookup.engine("full") is engine, "a full disk must not crash the store"
+    commits, size = engine.commits, (small_disk / "db" / "data.mdb").stat().st_size
+    for i in range(50):  # far past any restart intensity: refused, never a crash
+        with pytest.raises(memoryd.DiskFull):
+            store.add("c", [messages.user(f"refused{i}")])
+    assert lookup.engine("full") is engine
+    assert engine.commits == commits
+    assert (small_disk / "db" / "data.mdb").stat().st_size == size
+    assert store.stats()["disk_full"] is True
     assert [m["content"][: len(k)] for m, k in zip(store.get("c"), acked, strict=True)] == acked
     filler.unlink()
     store.add("c", [messages.user("after")], idempotency_key="after")
     contents = [m["content"] for m in store.get("c")]
     assert [c.split("x")[0] for c in contents[:-1]] == acked
     assert contents[-1] == "after"
+    assert store.stats()["disk_full"] is False
+    assert lookup.engine("full") is engine
 
 
 def test_a_map_at_its_cap_refuses_writes_without_a_crash(tmp_path: Path) -> None:

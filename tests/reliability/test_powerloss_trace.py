@@ -6,15 +6,25 @@ data file (LMDB's data pages and its meta page) was fdatasync'ed (or written thr
 an O_DSYNC descriptor) BEFORE the child wrote its ``ACK`` to fd 1, and that a new data
 directory and its parents were fsynced before the first ACK. The negative control runs
 the same child on the same engine with ``durable=False``; the checker must flag it,
-or it is blind.
+or it is blind. The daemon's own directories (the data directory it creates, and
+``data/stores``) are checked in a traced ``memoryd serve``, against an eatmydata
+control.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import memoryd
+from memoryd import messages
+from tests.server.daemon import Daemon
 from tools.reliability import syscalls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +92,74 @@ def test_checker_parses_unfinished_and_resumed_calls() -> None:
     report = syscalls.check_trace(text, Path("/d"))
     assert report.acks == 1
     assert any("not fsynced before it" in p for p in report.problems)
+
+
+def _daemon_dirs_report(tmp_path: Path, prefix: tuple[str, ...]) -> list[str]:
+    """Run ``memoryd serve`` under strace on a new nested data directory, write to the
+    default store and to a new named store through the client, and report every
+    directory created on the way that was not fsynced, with its parent, before the
+    write that needed it was acknowledged."""
+    root = Path(tempfile.mkdtemp(prefix="md-", dir="/tmp"))
+    data = root / "fresh" / "nested" / "data"
+    trace = tmp_path / "daemon.trace"
+
+    class Traced(Daemon):
+        def command(self) -> list[str]:
+            return [*prefix, *syscalls.strace_command(trace), *super().command()]
+
+    daemon = Traced(data, extra=())
+    acks: dict[str, float] = {}
+    try:
+        daemon.start()
+        daemon.connect().add("c", [messages.user("first")])
+        acks[str(data)] = time.time()
+        named = memoryd.connect(daemon.address, store="named")
+        named.add("c", [messages.user("named")])
+        acks[str(data / "stores")] = acks[str(data / "stores" / "named")] = time.time()
+        assert daemon.proc is not None
+        tracer = daemon.proc.pid  # strace: SIGTERM goes to the daemon it runs
+        (served,) = Path(f"/proc/{tracer}/task/{tracer}/children").read_text().split()
+        os.kill(int(served), signal.SIGTERM)
+        assert daemon.proc.wait(60) == 0
+    finally:
+        daemon.kill()
+        shutil.rmtree(root, ignore_errors=True)
+    return _unsynced_dirs(syscalls.parse(trace.read_text()), acks)
+
+
+def _unsynced_dirs(calls: list[syscalls.Call], acks: dict[str, float]) -> list[str]:
+    fds: dict[int, str] = {}
+    synced: dict[str, list[float]] = {}
+    created: dict[str, float] = {}
+    for call in calls:
+        path = call.args.split('"')[1] if '"' in call.args else ""
+        if call.name == "mkdir" and call.ret == 0 and path in acks:
+            created[path] = call.time
+        elif call.name == "openat" and call.ret >= 0:
+            fds[call.ret] = path
+        elif call.name == "fsync" and call.ret == 0:
+            name = fds.get(int(call.args.split(",")[0].split("<")[0]), "")
+            synced.setdefault(name, []).append(call.time)
+    problems = [f"{path} was never created" for path in acks if path not in created]
+    for path, made in created.items():
+        for directory in (path, str(Path(path).parent)):
+            if not any(made < t < acks[path] for t in synced.get(directory, [])):
+                problems.append(f"{directory} not fsynced after {path} was created")
+    return problems
+
+
+def test_the_daemon_fsyncs_every_directory_it_creates_and_its_parent(tmp_path: Path) -> None:
+    """memoryd serve: the data directory (and the parents it created), ``data/stores``
+    and ``data/stores/<name>`` are each fsynced, with the directory they were created
+    in, before the first write that needed them is acknowledged."""
+    assert _daemon_dirs_report(tmp_path, ()) == []
+
+
+def test_negative_control_a_daemon_without_fsync_is_reported(tmp_path: Path) -> None:
+    """The same daemon under eatmydata (fsync made a no-op): every directory reported."""
+    exe = shutil.which("eatmydata")
+    assert exe is not None, "install the Debian package 'eatmydata'"
+    problems = _daemon_dirs_report(tmp_path, (exe,))
+    assert any("/stores not fsynced after" in p for p in problems), problems
+    assert any("nested not fsynced after" in p for p in problems), problems
+    assert len(problems) >= 6, problems

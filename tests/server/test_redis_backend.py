@@ -103,3 +103,50 @@ def test_store_prefixes_are_stable_and_bounded() -> None:
     assert redis_prefix(long_name) == redis_prefix(long_name)
     assert len(redis_prefix(long_name)) <= 64
     assert redis_prefix(long_name) != redis_prefix("n" * 63 + "m")
+
+
+def serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_redis_without_an_aof_is_refused_by_serve(tmp_path: Path) -> None:
+    """`memoryd serve --backend` on a Redis with appendonly no exits 1 with the reason
+    and the flag that accepts it."""
+    server = RedisServer(tmp_path / "redis", durable=("--appendonly", "no", "--save", ""))
+    server.start()
+    try:
+        done = serve("--data", str(tmp_path / "d"), "--backend", server.url)
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert "appendonly is 'no'" in done.stderr
+    assert "--redis-not-durable" in done.stderr
+
+
+def test_serve_with_redis_not_durable_serves_and_warns(tmp_path: Path) -> None:
+    """`--redis-not-durable` starts the daemon on such a Redis, with a redis_not_durable
+    warning in its log, and it serves."""
+    server = RedisServer(tmp_path / "redis", durable=("--appendonly", "no", "--save", ""))
+    server.start()
+    daemon = Daemon(extra=("--backend", server.url, "--redis-not-durable")).start()
+    try:
+        assert daemon.connect().add("c", [memoryd.messages.user("a")]) == 1
+        wait_until(lambda: daemon.events("redis_not_durable"), timeout=10)
+        assert daemon.events("redis_not_durable")[0]["level"] == "warning"
+    finally:
+        daemon.close()
+        server.stop()
+        memoryd.shutdown()
+
+
+def test_redis_not_durable_without_a_backend_is_a_usage_error(tmp_path: Path) -> None:
+    """The flag only means something with --backend."""
+    done = serve("--data", str(tmp_path / "d"), "--redis-not-durable")
+    assert done.returncode == 2
+    assert "--redis-not-durable applies to a Redis backend only" in done.stderr

@@ -72,20 +72,26 @@ def test_writes_racing_a_crash_are_committed_exactly_once(tmp_path: Path) -> Non
         assert len(stored[f"c{n}"]) == len(set(stored[f"c{n}"]))
 
 
-def test_stores_come_back_when_their_supervisor_gives_up_and_is_restarted(
+def test_a_crash_looping_store_is_backed_off_and_a_killed_stores_supervisor_restarted(
     tmp_path: Path,
 ) -> None:
-    """Past the stores supervisor's intensity, the root restarts it with every started store."""
+    """Past the stores supervisor's window a store's restarts are delayed, not counted:
+    the stores supervisor lives on. When the stores supervisor itself dies, the root
+    restarts it with every started store."""
     import supervisors
     from memoryd import app
 
     store = memoryd.LmdbStore.start(tmp_path / "db", name="fail.loop")
     store.add("c", [messages.user("kept")])
     first_sup = supervisors.whereis(app.STORES)
-    for _ in range(6):
+    for _ in range(8):
         engine = _engine("fail.loop")
         supervisors.kill("fail.loop")
-        wait_until(lambda e=engine: lookup.engine("fail.loop") not in (None, e))  # type: ignore[misc]
-    assert supervisors.whereis(app.STORES) is not first_sup
+        wait_until(lambda e=engine: lookup.engine("fail.loop") not in (None, e), timeout=10)  # type: ignore[misc]
+    assert supervisors.whereis(app.STORES) is first_sup
+    engine = _engine("fail.loop")
+    supervisors.kill(app.STORES)
+    wait_until(lambda: supervisors.whereis(app.STORES) not in (None, first_sup))
+    wait_until(lambda: lookup.engine("fail.loop") not in (None, engine))
     assert [m["content"] for m in store.get("c")] == ["kept"]
     assert store.add("c", [messages.user("again")]) == 2

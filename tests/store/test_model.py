@@ -102,6 +102,13 @@ def last(messages: list[Message], limit: int | None) -> list[Message]:
     return messages[max(len(messages) - limit, 0) :] if limit else []
 
 
+def last_with_system(messages: list[Message], limit: int | None) -> list[Message]:
+    """``get(limit=limit, system=True)``: the system messages before the tail, then the tail."""
+    tail = last(messages, limit)
+    before = messages[: len(messages) - len(tail)]
+    return [m for m in before if m["role"] in ("system", "developer")] + tail
+
+
 class StoreMachine(RuleBasedStateMachine):
     """Runs the same operations on a real store and on the model; subclasses start the store."""
 
@@ -197,6 +204,10 @@ class StoreMachine(RuleBasedStateMachine):
                 self.store.fork(source, target, at_version=at_version)
             return
         src, dst = self.model[source], self.model[target]
+        if src.version == 0:
+            with pytest.raises(memoryd.UnknownConversation):
+                self.store.fork(source, target, at_version=at_version)
+            return
         if not src.valid_version(at_version):
             if not dst.messages:  # with a full target too, which error wins is not specified
                 with pytest.raises(ValueError):
@@ -216,15 +227,21 @@ class StoreMachine(RuleBasedStateMachine):
 
     # --- reads -------------------------------------------------------------------------------
 
-    @rule(cid=cids, limit=st.none() | st.integers(min_value=0, max_value=6), at_version=versions)
-    def get(self, cid: str, limit: int | None, at_version: int | None) -> None:
+    @rule(
+        cid=cids,
+        limit=st.none() | st.integers(min_value=0, max_value=6),
+        at_version=versions,
+        system=st.booleans(),
+    )
+    def get(self, cid: str, limit: int | None, at_version: int | None, system: bool) -> None:
         conv = self.model[cid]
         if not conv.valid_version(at_version):
             with pytest.raises(ValueError):
-                self.store.get(cid, limit=limit, at_version=at_version)
+                self.store.get(cid, limit=limit, at_version=at_version, system=system)
             return
-        expected = last(conv.history(at_version), limit)
-        assert self.store.get(cid, limit=limit, at_version=at_version) == expected
+        cut = last_with_system if system else last
+        expected = cut(conv.history(at_version), limit)
+        assert self.store.get(cid, limit=limit, at_version=at_version, system=system) == expected
 
     @rule(cid=cids, after=st.integers(min_value=0, max_value=10))
     def events(self, cid: str, after: int) -> None:
@@ -248,6 +265,9 @@ class StoreMachine(RuleBasedStateMachine):
         for cid, conv in self.model.items():
             assert self.store.version(cid) == conv.version, cid
             assert self.store.get(cid) == conv.messages, cid
+            for limit in (0, 1, 3):
+                got = self.store.get(cid, limit=limit, system=True)
+                assert got == last_with_system(conv.messages, limit), (cid, limit)
         holding = sorted(cid for cid, conv in self.model.items() if conv.messages)
         assert self.store.conversations() == holding
 
@@ -286,7 +306,8 @@ class LmdbMachine(StoreMachine):
     [pytest.param(EphemeralMachine, 50, id="ephemeral"), pytest.param(LmdbMachine, 15, id="lmdb")],
 )
 def test_the_store_matches_the_model(machine: type[StoreMachine], examples: int) -> None:
-    """Random add/get/clear/pop/fork/events sequences: the store agrees with the model.
+    """Random add/get/clear/pop/fork/events sequences: the store agrees with the model,
+    the windowed read with system messages (``get(limit, system=True)``) included.
 
     The durable LmdbStore runs fewer sequences (each step fsyncs).
     """

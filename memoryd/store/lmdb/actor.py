@@ -54,7 +54,7 @@ class LmdbStoreActor(StoreActor[LmdbConfig, LmdbEngine]):
 
 def _apply(request: WriteRequest, now: float, txn: Any, dbs: Dbs, ctr: Counters) -> Any:
     if isinstance(request, Add):
-        return writes.append(
+        version = writes.append(
             txn,
             dbs,
             ctr,
@@ -66,6 +66,9 @@ def _apply(request: WriteRequest, now: float, txn: Any, dbs: Dbs, ctr: Counters)
             expected_version=request.expected_version,
             now=now,
         )
+        if request.then_clear is not None:  # same transaction: both or neither
+            writes.clear(txn, dbs, ctr, request.then_clear, now=now)
+        return version
     if isinstance(request, Clear):
         return writes.clear(txn, dbs, ctr, request.cid, now=now)
     if isinstance(request, Pop):

@@ -20,7 +20,8 @@ from memoryd import codec
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import lookup
 from memoryd.store.lmdb import identity, keys, layout
-from memoryd.store.lmdb.engine import LmdbEngine, _make_dir
+from memoryd.store.lmdb.dirlock import fsync_dir, make_dir
+from memoryd.store.lmdb.engine import LmdbEngine
 
 __all__ = ["backup"]
 
@@ -28,9 +29,8 @@ _DATA_FILE = "data.mdb"
 _MAX_DBS = 16
 
 
-def _fsync(path: Path, *, directory: bool = False) -> None:
-    flags = os.O_RDONLY | (os.O_DIRECTORY if directory else 0)
-    fd = os.open(path, flags)
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -76,7 +76,7 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
     target = Path(os.path.realpath(os.fspath(dest)))
     if target.exists() and any(target.iterdir()):
         raise StorageError(f"backup destination {target} is not empty; choose a new directory")
-    _make_dir(target)
+    make_dir(target)
     try:
         engine = _running_engine(source)
         if engine is not None:
@@ -89,8 +89,8 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
         identity.write(target, _identity_of_copy(target))
     except lmdb.Error as exc:
         raise StorageError(f"backup to {target} failed: {exc}") from exc
-    _fsync(target, directory=True)
-    _fsync(target.parent, directory=True)
+    fsync_dir(target)
+    fsync_dir(target.parent)
     return data
 
 

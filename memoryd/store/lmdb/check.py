@@ -8,7 +8,9 @@ a flipped bit in the newer one's id would make LMDB silently pick the older snap
 
 `record_problems` then opens the environment read-only and checks every value's
 checksum and every cross-reference: names ↔ metadata ↔ events ↔ positions, idempotency
-records, counters, and the identity file (`memoryd.store.lmdb.identity`).
+records, counters, the system-message index (each entry is the system message at its
+ordinal of the conversation's live history, and each indexed conversation has every
+one), and the identity file (`memoryd.store.lmdb.identity`).
 `check_directory` runs both on a data directory and on each named store under
 ``stores/``; ``memoryd check --data DIR`` prints its report.
 """
@@ -27,6 +29,7 @@ from lmdb import verify as lmdb_verify
 from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import walk_back
+from memoryd.messages import is_system
 from memoryd.store.lmdb import identity, keys, layout
 
 __all__ = [
@@ -145,6 +148,9 @@ def record_problems(directory: Path, report: StoreReport | None = None) -> Store
                 for name in (*keys.SUB_DATABASES, layout.SYS_DB)
                 if txn.get(name) is None
             ]
+            # A store last opened before the index existed has no ``system`` sub-database:
+            # its conversations are read whole until written again, which is sound.
+            indexed = txn.get(layout.SYSTEM_DB) is not None
         if missing:
             report.problems.append(
                 f"the data file lacks the sub-databases {missing} (its main database is "
@@ -158,6 +164,7 @@ def record_problems(directory: Path, report: StoreReport | None = None) -> Store
             meta=env.open_db(keys.META_DB, create=False),
             idem=env.open_db(keys.IDEMPOTENCY_DB, create=False),
             sys=env.open_db(layout.SYS_DB, create=False),
+            system=env.open_db(layout.SYSTEM_DB, create=False) if indexed else None,
         )
         with env.begin() as txn:
             _Walk(txn, dbs, report, known).run()
@@ -195,6 +202,8 @@ class _Walk:
         self.known = known
         self.names: dict[str, int] = {}
         self.metas: dict[int, layout.Meta] = {}
+        self.histories: dict[int, list[dict[str, Any]]] = {}
+        """Each conversation's live history, when its events are all there."""
 
     def problem(self, text: str) -> None:
         if len(self.report.problems) < _MAX_PROBLEMS:
@@ -226,6 +235,7 @@ class _Walk:
         events = self.events()
         self.positions(events)
         self.idempotency()
+        self.system_index()
         self.report.conversations = len(self.metas)
         self.report.events = events
 
@@ -307,12 +317,14 @@ class _Walk:
                 )
                 continue
             newest_first = [(kind, messages) for _, kind, messages in reversed(found)]
-            messages = len(walk_back(newest_first, None))
-            if messages != meta.count:
+            history = walk_back(newest_first, None)
+            if len(history) != meta.count:
                 self.problem(
                     f"conversation {meta.cid!r}: its metadata counts {meta.count} messages; "
-                    f"its events hold {messages}"
+                    f"its events hold {len(history)}"
                 )
+                continue
+            self.histories[conv] = history
         return total
 
     def positions(self, events: int) -> None:
@@ -358,6 +370,60 @@ class _Walk:
                     f"idempotency key {name!r} names version {version} of conversation "
                     f"number {conv}, which does not exist"
                 )
+
+    def system_index(self) -> None:
+        """Every index entry is the system message at its ordinal of the live history,
+        and a conversation marked indexed has an entry for each of its system messages
+        (entries of a conversation without the marker are never read, but are still
+        checked)."""
+        if self.dbs.system is None:
+            return
+        marked: set[int] = set()
+        entries: dict[int, dict[int, Any]] = {}
+        for key, value in self.items(self.dbs.system, "system-message index"):
+            size = len(key)
+            if size not in (keys.U64_SIZE, 2 * keys.U64_SIZE):
+                self.problem(f"system-message index entry {key!r}: a key of {size} bytes")
+                continue
+            conv = int.from_bytes(key[: keys.U64_SIZE], "big")
+            meta = self.metas.get(conv)
+            if meta is None:
+                self.problem(
+                    f"system-message index entry {key!r}: names conversation number "
+                    f"{conv}, which has no metadata"
+                )
+                continue
+            if size == keys.U64_SIZE:
+                marked.add(conv)
+                if len(value):
+                    self.problem(f"conversation {meta.cid!r}: its index marker holds a value")
+                continue
+            ordinal = int.from_bytes(key[keys.U64_SIZE :], "big")
+            try:
+                entries.setdefault(conv, {})[ordinal] = codec.unpack_value(value)
+            except CorruptRecord as exc:
+                self.problem(f"system-message index entry {ordinal} of {meta.cid!r}: {exc}")
+        for conv in sorted(marked | entries.keys()):
+            self._index_matches(self.metas[conv], entries.get(conv, {}), conv in marked)
+
+    def _index_matches(self, meta: layout.Meta, found: dict[int, Any], marked: bool) -> None:
+        """One conversation's index entries against its live history."""
+        where = f"conversation {meta.cid!r}: system-message index"
+        history = self.histories.get(meta.conv)
+        for ordinal, message in sorted(found.items()):
+            if ordinal >= meta.count:
+                self.problem(f"{where} entry {ordinal} is past its {meta.count} messages")
+            elif not isinstance(message, dict) or not is_system(message):
+                self.problem(f"{where} entry {ordinal} holds no system message")
+            elif history is not None and history[ordinal] != message:
+                self.problem(f"{where} entry {ordinal} differs from the message at {ordinal}")
+        if not marked or history is None:
+            return
+        wanted = [i for i, message in enumerate(history) if is_system(message)]
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+            self.problem(f"{where} lacks the system messages at {shown}")
 
 
 def check_store(directory: Path) -> StoreReport:

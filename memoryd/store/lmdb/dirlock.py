@@ -3,6 +3,10 @@
 ``fcntl.flock`` locks belong to an open file description, so a second opener in
 the same process is refused too, and a crashed (even SIGKILLed) owner never
 blocks the next one: the kernel drops the lock with the process.
+
+The directory itself is created durably (`make_dir`): every directory created on
+the way and the parent it was created in are fsynced, so a power cut after the
+first acknowledged write cannot take the directory away.
 """
 
 from __future__ import annotations
@@ -14,9 +18,38 @@ from pathlib import Path
 
 from memoryd.errors import AlreadyStarted
 
-__all__ = ["LOCK_FILE", "DirLock"]
+__all__ = ["LOCK_FILE", "DirLock", "fsync_dir", "make_dir"]
 
 LOCK_FILE = "memoryd.lock"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dir(path: Path) -> None:
+    """Create ``path`` and any missing parents (0700), each made durable in its parent.
+
+    Every directory created here is fsynced (its own entries so far) and so is the
+    directory it was created in, before this returns; an existing ``path`` costs a
+    ``stat``.
+    """
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    if not missing:
+        return
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for created in reversed(missing):
+        fsync_dir(created)
+        fsync_dir(created.parent)
 
 
 class DirLock:

@@ -23,6 +23,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,17 +31,31 @@ import lmdb
 import structlog
 
 from memoryd import codec
-from memoryd.errors import CorruptRecord, EngineBusy, EngineClosed, MemorydError, StorageError
+from memoryd.errors import (
+    CorruptRecord,
+    DiskFull,
+    EngineBusy,
+    EngineClosed,
+    MemorydError,
+    StorageError,
+)
 from memoryd.store.lmdb import check, identity, keys, layout
-from memoryd.store.lmdb.dirlock import DirLock
+from memoryd.store.lmdb.dirlock import DirLock, fsync_dir, make_dir
 from memoryd.store.lmdb.layout import Counters, Dbs, open_dbs
 from memoryd.store.lmdb.reads import live_conversations
 
-__all__ = ["READER_CHECK_EVERY", "LmdbEngine"]
+__all__ = [
+    "FULL_MARGIN_BYTES",
+    "READER_CHECK_EVERY",
+    "LmdbEngine",
+    "free_space",
+    "low_water",
+    "out_of_space",
+]
 
 log = structlog.get_logger(__name__)
 
-_MAX_DBS = 8
+_MAX_DBS = len(fields(Dbs)) + 1  # every sub-database of `layout.Dbs`, and one spare
 _MAX_MAP_BYTES = 1 << 44  # 16 TiB of address space: growth stops here
 # A reader process killed while holding a read transaction leaves its slot in the lock
 # file, and LMDB keeps every page freed after that reader's snapshot until the slot is
@@ -54,31 +69,47 @@ class _MapAtCap(Exception):
     """The map is full and may not grow: the batch is refused, the environment is sound."""
 
 
-def _disk_full(exc: Exception) -> bool:
-    """True for LMDB's ENOSPC (py-lmdb reports it as a DiskError with strerror's text)."""
+FULL_MARGIN_BYTES = 1 << 20
+"""A file system with less free space than this (or than 1/64 of its size, if smaller)
+is full: a write that failed there failed for want of space, and writes are refused
+without an attempt until the free space is back above it."""
+
+_IO_ERRORS = (os.strerror(errno.ENOSPC), os.strerror(errno.EIO))
+
+
+def free_space(path: Path) -> tuple[int, int]:
+    """The bytes this process may still write on ``path``'s file system, and its size.
+
+    Root may write into the blocks reserved for it, so root counts them as free.
+    """
+    st = os.statvfs(path)
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def low_water(size: int) -> int:
+    """Below how many free bytes a file system of ``size`` bytes counts as full."""
+    return min(FULL_MARGIN_BYTES, size // 64)
+
+
+def out_of_space(exc: Exception, free: int, size: int) -> bool:
+    """True when an LMDB write error is a full disk rather than a failing device.
+
+    LMDB reports ENOSPC only when not one byte of a write fit; a write cut short by
+    the disk filling up is reported as EIO, exactly like a device fault. The two are
+    told apart by the free space left: a short write leaves (next to) none.
+
+    Args:
+        exc: the error LMDB raised while committing.
+        free: free bytes on the file system now (`free_space`).
+        size: the file system's size in bytes.
+    """
     if isinstance(exc, lmdb.PanicError):
         return False
-    return "No space left on device" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_dir(path: Path) -> None:
-    """Create ``path`` (0700) and make its entry durable in the parent directory."""
-    missing = []
-    probe = path
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for created in reversed(missing):
-        _fsync_dir(created.parent)
+    text = str(exc)
+    if getattr(exc, "errno", None) == errno.ENOSPC or _IO_ERRORS[0] in text:
+        return True
+    return _IO_ERRORS[1] in text and free < low_water(size)
 
 
 _CORE_DBS = (
@@ -89,7 +120,9 @@ _CORE_DBS = (
     keys.IDEMPOTENCY_DB,
     layout.SYS_DB,
 )
-"""The sub-databases every store of this format has held since it was created."""
+"""The sub-databases every store of this format has held since it was created (the
+``system`` index is not among them: a store last opened before it existed lacks it, and
+its conversations are read whole until written again)."""
 
 _trusted: dict[Path, tuple[int, int, int, int]] = {}
 """Data files this process closed itself, by directory: inode, size, mtime and a CRC-32
@@ -145,6 +178,9 @@ class LmdbEngine:
         """Batches the group-commit policy held back for expected writers (actor's count)."""
         self.map_growths = 0
         self.stale_readers_cleared = 0
+        self.disk_full_refusals = 0
+        """Writes refused because the disk was full (this incarnation)."""
+        self._disk_full = False
         self._commits_since_reader_check = 0
         self._gate = threading.Condition()
         self._readers = 0
@@ -152,7 +188,7 @@ class LmdbEngine:
         self._pausing = False
         self.changed = threading.Condition()
         self.last_position = 0
-        _make_dir(path)
+        make_dir(path)
         self._lock = DirLock(path)
         self._lock.acquire()
         try:
@@ -178,7 +214,7 @@ class LmdbEngine:
             self._check_main_db()
             self.dbs = open_dbs(self.env)
             if durable:
-                _fsync_dir(path)
+                fsync_dir(path)
             self._check_identity()
             self.last_position = self.counters.next_pos - 1
         except BaseException:
@@ -352,7 +388,9 @@ class LmdbEngine:
         the pages they pinned are reused. A full map is grown and the whole batch
         retried; a full map that may not grow (``max_map_size``) refuses every op
         with ``StorageError`` and keeps the environment (nothing was written; reads
-        are unaffected).
+        are unaffected). A full disk (`out_of_space`) refuses every op with
+        `DiskFull` and keeps the environment too; until the file system has free
+        space above `low_water` again, later batches are refused without a write.
 
         Returns:
             ``(True, value)`` or ``(False, error)`` per op, in order.
@@ -360,6 +398,8 @@ class LmdbEngine:
         Raises:
             StorageError: LMDB failed; nothing in the batch may be assumed committed.
         """
+        if self._disk_full and (held := self._still_full(len(ops))) is not None:
+            return held
         if self._commits_since_reader_check >= READER_CHECK_EVERY:
             self._clear_stale_readers()
         while True:
@@ -375,24 +415,43 @@ class LmdbEngine:
                     return [(False, refused) for _ in ops]
                 continue
             except lmdb.Error as exc:
-                if _disk_full(exc):
-                    # ENOSPC while writing data pages: the commit failed before its meta
-                    # page, so nothing was written and the environment is sound (a
-                    # failure that left it unusable surfaces as PanicError next time,
-                    # and crashes the store then). Refuse the batch, keep the actor, so
-                    # a client writing to a full disk cannot exhaust restart intensity.
-                    log.error("disk_full", path=str(self.path), error=str(exc))
-                    refused_full = StorageError(
-                        f"store {self.path} cannot write: {exc}; nothing was written. "
-                        "Free disk space and retry"
-                    )
-                    return [(False, refused_full) for _ in ops]
+                free, size = free_space(self.path)
+                if out_of_space(exc, free, size):
+                    # The disk filled during the commit's data-page writes, before its
+                    # meta page: nothing was written, the last committed snapshot is
+                    # intact and LMDB aborted the transaction, so the environment stays
+                    # open (a failure that did leave it unusable surfaces as PanicError
+                    # next time, and crashes the store then). Refuse the batch, keep the
+                    # actor: a client filling the disk cannot exhaust restart intensity.
+                    self._disk_full = True
+                    log.error("disk_full", path=str(self.path), error=str(exc), free_bytes=free)
+                    return self._refuse_full(len(ops), free)
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
             self.commits += 1
             self._commits_since_reader_check += 1
             self.writes += len(ops)
             self._note_counters()
             return results
+
+    def _refuse_full(self, count: int, free: int) -> list[tuple[bool, Any]]:
+        self.disk_full_refusals += count
+        error = DiskFull(
+            f"store {self.path} cannot write: No space left on device ({free} bytes free "
+            "on its file system); nothing was written. Free disk space and retry"
+        )
+        return [(False, error) for _ in range(count)]
+
+    def _still_full(self, count: int) -> list[tuple[bool, Any]] | None:
+        """Refusals while the disk stays full (one ``statvfs``, no write), or None."""
+        try:
+            free, size = free_space(self.path)
+        except OSError:
+            return None  # let the write find out
+        if free < low_water(size):
+            return self._refuse_full(count, free)
+        self._disk_full = False
+        log.info("disk_space_back", path=str(self.path), free_bytes=free)
+        return None
 
     def _clear_stale_readers(self) -> int:
         """Free the reader slots of processes that died in a read transaction.
@@ -476,6 +535,8 @@ class LmdbEngine:
             "held_batches": self.held_batches,
             "fsyncs": self.commits if self.durable else 0,
             "appends": self.writes,
+            "disk_full": self._disk_full,
+            "disk_full_refusals": self.disk_full_refusals,
         }
 
     # -- closing (owner's thread) ------------------------------------------------

@@ -98,6 +98,12 @@ class _LmdbHandle(ActorStoreHandle):
 
         return self._read(read)
 
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        def read(txn: Any, dbs: Dbs) -> list[dict[str, Any]]:
+            return reads.history_with_system(txn, dbs, meta_of(txn, dbs, cid), limit)
+
+        return self._read(read)
+
     def _version(self, cid: str) -> int:
         def read(txn: Any, dbs: Dbs) -> int:
             meta = meta_of(txn, dbs, cid)
@@ -145,6 +151,7 @@ class _LmdbHandle(ActorStoreHandle):
                 continue
             out["name"] = self.name
             out["kind"] = self.kind
+            out["recreated_empty"] = lookup.recreated_empty(self.name)
             commits = out["commits"]
             out["mean_batch"] = out["appends"] / commits if commits else 0.0
             return out

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import CorruptRecord
+from memoryd.store.lmdb.dirlock import fsync_dir, make_dir
 
 __all__ = ["FILE_NAME", "Identity", "read", "write"]
 
@@ -103,10 +104,12 @@ def write(directory: Path, identity: Identity, *, durable: bool = True) -> None:
     Args:
         directory: the store's directory.
         identity: what to record.
-        durable: fsync the file and the directory (False for a store without fsync).
+        durable: fsync the file and the directory (False for a store without fsync;
+            a missing directory is created durably either way, by `dirlock.make_dir`).
     """
     path = directory / FILE_NAME
     temporary = directory / (FILE_NAME + ".tmp")
+    make_dir(directory)  # an existing directory costs a stat; a new one is made durable
     body = json.dumps(
         {
             "store_id": identity.store_id,
@@ -123,10 +126,5 @@ def write(directory: Path, identity: Identity, *, durable: bool = True) -> None:
     finally:
         os.close(fd)
     os.replace(temporary, path)
-    if not durable:
-        return
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    if durable:
+        fsync_dir(directory)

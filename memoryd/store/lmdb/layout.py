@@ -1,9 +1,17 @@
 """The LMDB layout of a store: its sub-databases, a conversation's metadata, and the
 counters a write batch advances (conversation numbers, change positions, live count).
 
-Every value is sealed (`memoryd.codec.seal`: a checksum of key and value) by `put`
-and checked by `get`, so damaged bytes raise `CorruptRecord` instead of being read as
-content. Pure functions of an open transaction, like the reads and writes beside it.
+Beside the five sub-databases of `keys`, ``sys`` holds store-wide counters and
+``system`` each conversation's index of live system messages
+(`memoryd.store.systems`): key conv BE8 + ordinal BE8, value the message (packed by
+the codec), and the key conv BE8 alone (empty value) once the index is complete. A
+conversation first written before the index existed has no such marker: its reads
+fall back to one full read, and its next write fills the index.
+
+Every value, in every sub-database (the index's entries and markers included), is
+sealed (`memoryd.codec.seal`: a checksum of key and value) by `put` and checked by
+`get`, so damaged bytes raise `CorruptRecord` instead of being read as content. Pure
+functions of an open transaction, like the reads and writes beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ __all__ = [
     "FORMAT",
     "IDENTITY",
     "LIVE",
+    "SYSTEM_DB",
     "SYS_DB",
     "Counters",
     "Dbs",
@@ -32,9 +41,12 @@ __all__ = [
     "open_dbs",
     "put",
     "put_meta",
+    "system_key",
 ]
 
 SYS_DB = b"sys"
+SYSTEM_DB = b"system"
+"""Sub-database: conv BE8 + ordinal BE8 -> a live system message; conv BE8 -> b"" (indexed)."""
 LIVE = b"live_conversations"
 """The sys key holding how many conversations hold messages."""
 FORMAT = b"format"
@@ -59,6 +71,7 @@ class Dbs:
     meta: Any
     idem: Any
     sys: Any
+    system: Any
 
 
 def open_dbs(env: lmdb.Environment) -> Dbs:
@@ -70,6 +83,7 @@ def open_dbs(env: lmdb.Environment) -> Dbs:
         meta=env.open_db(keys.META_DB),
         idem=env.open_db(keys.IDEMPOTENCY_DB),
         sys=env.open_db(SYS_DB),
+        system=env.open_db(SYSTEM_DB),
     )
 
 
@@ -90,21 +104,30 @@ def get(txn: lmdb.Transaction, db: Any, key: bytes) -> codec.Buffer | None:
 
 @dataclass(frozen=True, slots=True)
 class Meta:
-    """Per-conversation metadata: its number, version, first live version, message count."""
+    """Per-conversation metadata: its number, version, first live version, message count,
+    and whether its system-message index is complete (not stored in the record: the
+    ``system`` sub-database's marker says it)."""
 
     conv: int
     version: int
     first: int
     count: int
     cid: str
+    indexed: bool = True
+
+
+def system_key(conv: int, ordinal: int | None = None) -> bytes:
+    """The ``system`` sub-database key of an index entry, or of the index marker (None)."""
+    head = keys.conv_num_bytes(conv)
+    return head if ordinal is None else head + ordinal.to_bytes(keys.U64_SIZE, "big")
 
 
 def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
     """The conversation's metadata, or None if it was never written.
 
     Raises:
-        CorruptRecord: its name entry or metadata is damaged or missing, or names
-            another conversation.
+        CorruptRecord: its name entry, metadata or index marker is damaged, its
+            metadata is missing, or it names another conversation.
     """
     try:
         raw = get(txn, dbs.names, cid.encode("utf-8"))  # cid was validated by the handle
@@ -115,11 +138,12 @@ def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
         if packed is None:
             raise CorruptRecord("it has a number but no metadata")
         version, first, count, stored = codec.unpack_meta(packed)
+        indexed = get(txn, dbs.system, system_key(conv)) is not None
     except CorruptRecord as exc:
         raise CorruptRecord(f"conversation {cid!r}: {exc}; {DAMAGED}") from None
     if stored != cid:
         raise CorruptRecord(f"conversation {cid!r}: its metadata names {stored!r}; {DAMAGED}")
-    return Meta(conv, version, first, count, cid)
+    return Meta(conv, version, first, count, cid, indexed)
 
 
 def put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:

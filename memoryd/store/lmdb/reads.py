@@ -16,7 +16,8 @@ from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, walk_back
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get
+from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get, system_key
+from memoryd.store.systems import with_system
 
 __all__ = [
     "check_version",
@@ -24,6 +25,7 @@ __all__ = [
     "event_range",
     "events",
     "history",
+    "history_with_system",
     "iter_event_records",
     "live_conversations",
     "tail",
@@ -78,6 +80,50 @@ def history(
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
         raise _damaged(meta, upto, "it is missing")
     return walk_back(_kinds_and_messages(cursor, meta, upto), limit)
+
+
+def history_with_system(
+    txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, limit: int | None
+) -> list[dict[str, Any]]:
+    """The last ``limit`` messages after every system message before them, chronological.
+
+    The tail is the reverse walk of `history`; the system messages before it come
+    from the conversation's index, all in this one transaction, so both are one
+    snapshot. A conversation without an index (written before there was one) is read
+    whole, once per call, until its next write fills the index.
+
+    Raises:
+        CorruptRecord: a record or index entry it reads is damaged or missing.
+    """
+    if meta is None or limit is None:
+        return history(txn, dbs, meta, limit=limit)
+    if not meta.indexed:
+        return with_system(history(txn, dbs, meta), limit)
+    tail = history(txn, dbs, meta, limit=limit)
+    boundary = system_key(meta.conv, meta.count - len(tail))
+    head: list[dict[str, Any]] = []
+    cursor = txn.cursor(db=dbs.system)
+    if cursor.set_range(system_key(meta.conv, 0)):
+        for raw_key, value in cursor:
+            key = bytes(raw_key)
+            if key >= boundary:
+                break
+            head.append(_index_entry(meta, key, value))
+    return head + tail
+
+
+def _index_entry(meta: Meta, key: bytes, value: codec.Buffer) -> dict[str, Any]:
+    """The system message of one index entry, its checksum checked."""
+    try:
+        message = codec.unpack_value(codec.unseal(key, value))
+        if not isinstance(message, dict):
+            raise CorruptRecord(f"it holds a {type(message).__name__}, not a message")
+    except CorruptRecord as exc:
+        ordinal = int.from_bytes(key[keys.U64_SIZE :], "big")
+        raise CorruptRecord(
+            f"system-message index entry {ordinal} of conversation {meta.cid!r}: {exc}; {DAMAGED}"
+        ) from None
+    return message
 
 
 def _kinds_and_messages(

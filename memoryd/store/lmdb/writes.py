@@ -3,7 +3,9 @@
 Every function takes an open transaction and the sub-database handles; none
 opens, commits or closes anything. Write operations check everything first and
 write last, so a refused request (a conflict, a bad version) leaves nothing in
-the shared batch transaction. The layout (sub-databases, metadata, counters) is
+the shared batch transaction. Every write that changes a history updates the
+conversation's system-message index (`memoryd.store.systems`) in the same
+transaction. The layout (sub-databases, metadata, counters) is
 `memoryd.store.lmdb.layout`, the reads are `memoryd.store.lmdb.reads`.
 """
 
@@ -15,12 +17,22 @@ from typing import Any
 import lmdb
 
 from memoryd import codec
-from memoryd.errors import ConflictError, CorruptRecord
+from memoryd.errors import ConflictError, CorruptRecord, UnknownConversation
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import DAMAGED, Counters, Dbs, Meta, get, put, put_meta
+from memoryd.store.lmdb.layout import (
+    DAMAGED,
+    Counters,
+    Dbs,
+    Meta,
+    get,
+    put,
+    put_meta,
+    system_key,
+)
 from memoryd.store.lmdb.reads import event_range, history
+from memoryd.store.systems import Fold
 
 __all__ = ["append", "clear", "fork", "import_events", "pop"]
 
@@ -30,6 +42,38 @@ _CLEARED = EventKind.CLEARED.value
 _MEMO = EventKind.MEMO.value
 _COMPACTED = EventKind.COMPACTED.value
 _FORKED = EventKind.FORKED.value
+
+
+# -- the system-message index ----------------------------------------------------
+
+
+def _fold(txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None) -> Fold:
+    """The index change a write starts from: the conversation's count, or, for one
+    written before the index existed, a rebuild from its full history (read before
+    the write changes anything)."""
+    if meta is None:
+        return Fold(0)
+    if not meta.indexed:
+        return Fold.rebuilt(history(txn, dbs, meta))
+    return Fold(meta.count)
+
+
+def _save_index(txn: lmdb.Transaction, dbs: Dbs, meta: Meta, fold: Fold, *, fresh: bool) -> None:
+    """Write ``fold`` into the ``system`` sub-database (every value sealed, as every
+    other); mark the index complete."""
+    if fresh:
+        put(txn, dbs.system, system_key(meta.conv), b"")
+    if not fold.changes:
+        return
+    if fold.floor < fold.start or fold.reset:
+        cursor = txn.cursor(db=dbs.system)
+        head = system_key(meta.conv)
+        if cursor.set_range(system_key(meta.conv, fold.floor)):
+            while cursor.key() and bytes(cursor.key()).startswith(head):
+                if not cursor.delete():
+                    break
+    for ordinal, message in fold.added:
+        put(txn, dbs.system, system_key(meta.conv, ordinal), codec.pack_value(message))
 
 
 # -- writes -----------------------------------------------------------------
@@ -45,14 +89,22 @@ def _write_event(
     event: Event,
     count: int,
     record: bytes | None = None,
+    fold: Fold | None = None,
+    save_index: bool = True,
 ) -> Meta:
-    """Append ``event`` and update metadata and counters.
+    """Append ``event`` and update metadata, counters and the system-message index.
 
     The event is encoded (unless its ``record`` is given, already encoded) before
     anything is written, so an unencodable one leaves the transaction untouched.
+    ``fold`` is the index change of the write so far; by default it starts from
+    ``old``. An import passes one fold across its events and saves it once, at the end
+    (``save_index=False``).
     """
     if record is None:
         record = codec.pack_event(event, trusted=True)
+    if fold is None:
+        fold = _fold(txn, dbs, old)
+    fold.apply(event.kind, event.messages)
     return _write_record(
         txn,
         dbs,
@@ -64,6 +116,7 @@ def _write_event(
         kind=event.kind,
         idempotency_key=event.idempotency_key,
         count=count,
+        fold=fold if save_index else None,
     )
 
 
@@ -79,8 +132,12 @@ def _write_record(
     kind: str,
     idempotency_key: str | None,
     count: int,
+    fold: Fold | None,
 ) -> Meta:
-    """Write an encoded event record with its position, metadata and idempotency key."""
+    """Write an encoded event record with its position, metadata, idempotency key, and
+    the system-message index change ``fold`` (already applied to the event; None: the
+    caller saves the index)."""
+    fresh = old is None or not old.indexed
     if old is None:
         conv = ctr.next_conv
         ctr.next_conv += 1
@@ -93,6 +150,8 @@ def _write_record(
     put(txn, dbs.positions, keys.position_key(ctr.next_pos), event_key)
     ctr.next_pos += 1
     put_meta(txn, dbs, meta)
+    if fold is not None:
+        _save_index(txn, dbs, meta, fold, fresh=fresh)
     ctr.dirty[cid] = meta
     if (old.count > 0) != (count > 0):
         ctr.live += 1 if count > 0 else -1
@@ -185,6 +244,8 @@ def append(
         trusted=True,
     )
     count = (0 if meta is None else meta.count) + (len(messages) if kind == _APPENDED else 0)
+    fold = _fold(txn, dbs, meta)
+    fold.apply(kind, messages)
     _write_record(
         txn,
         dbs,
@@ -196,6 +257,7 @@ def append(
         kind=kind,
         idempotency_key=idempotency_key,
         count=count,
+        fold=fold,
     )
     return version
 
@@ -206,8 +268,9 @@ def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: floa
     if meta is None or meta.count == 0:
         return
     event = Event(version=meta.version + 1, kind=_CLEARED, messages=(), timestamp=now)
+    fold = Fold(meta.count)  # a clear drops every entry: no rebuild needed
     _delete_live(txn, dbs, meta)
-    _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=0)
+    _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=0, fold=fold)
 
 
 def _delete_live(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
@@ -248,10 +311,15 @@ def fork(
     """Start ``target`` as a copy of ``source``'s history; returns target's new version.
 
     Raises:
+        UnknownConversation: ``source`` was never written (nothing is written).
         ValueError: ``at_version`` is out of range.
         ConflictError: ``target`` holds messages.
     """
     src = ctr.meta(txn, dbs, source)
+    if src is None:
+        raise UnknownConversation(
+            f"cannot fork {source!r}: it was never written; nothing was written to {target!r}"
+        )
     copied = history(txn, dbs, src, at_version=at_version)
     source_version = (0 if src is None else src.version) if at_version is None else at_version
     dst = ctr.meta(txn, dbs, target)
@@ -318,9 +386,24 @@ def import_events(
     if not new:
         return current
     records = [codec.pack_event(event, trusted=True) for event in new]
+    fold = _fold(txn, dbs, meta)
+    fresh = meta is None or not meta.indexed
     for event, record in zip(new, records, strict=True):
         if event.kind == _CLEARED and meta is not None:
             _delete_live(txn, dbs, meta)
         count = importing.count_after(count, event)
-        meta = _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=count, record=record)
+        meta = _write_event(
+            txn,
+            dbs,
+            ctr,
+            meta,
+            cid=cid,
+            event=event,
+            count=count,
+            record=record,
+            fold=fold,
+            save_index=False,
+        )
+    assert meta is not None  # at least one event was written
+    _save_index(txn, dbs, meta, fold, fresh=fresh)
     return new[-1].version

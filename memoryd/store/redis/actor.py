@@ -13,13 +13,14 @@ fails the batch with `StorageError` and the actor crashes and is restarted.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from memoryd.store.actor import StoreActor
 from memoryd.store.redis.config import RedisConfig
 from memoryd.store.redis.engine import RedisEngine
 from memoryd.store.redis.scripts import redact
-from memoryd.store.requests import WriteRequest
+from memoryd.store.requests import Add, Clear, WriteRequest
 
 __all__ = ["RedisStoreActor"]
 
@@ -28,8 +29,8 @@ class RedisStoreActor(StoreActor[RedisConfig, RedisEngine]):
     """Owns one `RedisEngine` (a redis-py client and its connection pool).
 
     Args:
-        config: the Redis URL, key prefix, cluster flag and replicas to wait
-            for; restarts reuse it.
+        config: the Redis URL, key prefix, cluster flag, replicas to wait for and
+            whether to refuse a server that is not durable; restarts reuse it.
     """
 
     def _open_engine(self) -> RedisEngine:
@@ -45,13 +46,28 @@ class RedisStoreActor(StoreActor[RedisConfig, RedisEngine]):
             cluster=cfg.cluster,
             call_timeout_s=cfg.call_timeout_s,
             wait_replicas=cfg.wait_replicas,
+            require_durable=cfg.require_durable,
         )
 
     def _write_batch(
         self, engine: RedisEngine, requests: list[WriteRequest], now: float
     ) -> list[tuple[bool, Any]]:
-        """Send the batch to Redis as one pipeline. Runs in the actor's thread."""
-        return engine.write_batch(requests, now)
+        """Send the batch to Redis as one pipeline. Runs in the actor's thread.
+
+        An add's ``then_clear`` follows in a second pipeline, once the add is written:
+        Redis keeps the two conversations apart (Cluster slots), so the clear comes
+        after the add, never before it, and a crash between them leaves it undone.
+        """
+        plain = [replace(r, then_clear=None) if isinstance(r, Add) else r for r in requests]
+        results = engine.write_batch(plain, now)
+        clears = [
+            Clear(cid=r.then_clear)
+            for r, (ok, _) in zip(requests, results, strict=True)
+            if ok and isinstance(r, Add) and r.then_clear is not None
+        ]
+        if clears:
+            engine.write_batch(list(clears), now)
+        return results
 
     def _opened_fields(self) -> dict[str, Any]:
         return {"url": redact(self.config.url), "cluster": self.config.cluster}

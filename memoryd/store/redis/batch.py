@@ -4,8 +4,12 @@ Every write is one script call, planned by `plan.Planner` from the writer's
 view of the conversation; the script appends it only if that view is still
 current, otherwise it answers ``stale`` with the current state and the write is
 planned again. Adds and records go together; a pop, fork, clear or import goes
-alone. Each write carries a fresh token that the script remembers, so a pipeline
-resent after a lost connection writes nothing twice, even without an idempotency key.
+alone. Each write carries a fresh token that the script records with the write, so
+a resend writes nothing twice, even without an idempotency key: a pipeline resent as
+it was finds its writes' views out of date and its tokens stored, and a write whose
+send may have been applied but must be planned again (Redis lost its script cache in
+a restart, a failover moved its slot) is first looked up by its token (`scripts.RESENT`)
+and then sent with a flag that makes the script look for the token whatever the view.
 
 The scripts go out grouped by the primary holding their keys (one group on a single
 server), each group on one connection (`connections.Connections.send`); with
@@ -24,12 +28,13 @@ from typing import Any, TypeVar
 import redis
 import structlog
 
-from memoryd.errors import ConflictError, StorageError, WriteTimeout
+from memoryd import codec
+from memoryd.errors import ConflictError, CorruptRecord, StorageError, WriteTimeout
 from memoryd.events import EventKind
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import CONNECTION_ERRORS, Connections
 from memoryd.store.redis.plan import Plan, Planner, Reads, Result, View, WriterState
-from memoryd.store.requests import Add, Record, WriteRequest
+from memoryd.store.requests import Add, Fork, Pop, Record, WriteRequest
 
 __all__ = ["Batch", "Counters"]
 
@@ -95,6 +100,9 @@ class Batch:
         self.deadline = time.monotonic() + connections.call_timeout_s
         self.refused: Exception | None = None
         """Set when a node refused a script for now (moved slot, cluster down, ...)."""
+        self.resent: set[int] = set()
+        """The writes an earlier send of which may have been applied (its reply was lost,
+        or it was refused after a lost one): looked up by token before planning again."""
         self.planner = Planner(
             requests,
             self.tokens,
@@ -103,6 +111,7 @@ class Batch:
             connections=connections,
             writer=writer,
             reads=reads,
+            resent=self.resent,
         )
 
     def commit(self) -> list[Result]:
@@ -146,6 +155,10 @@ class Batch:
                 return
             if self.refused is not None:  # a node refused for now: not at once again
                 self._pause(self.refused)
+            if not self.resent.isdisjoint(todo):
+                todo = self._retrying(self._recognise, todo)
+                if not todo:
+                    return
             plans = self._retrying(self.planner.plan, todo)
             if not plans:
                 return
@@ -169,12 +182,16 @@ class Batch:
         again: list[int] = []
         self.refused = None
         for i, (plan, reply) in enumerate(zip(plans, replies, strict=True)):
+            if isinstance(reply, StorageError):  # refused before sending (not durable)
+                self.results[plan.index] = (False, reply)
+                continue
             if isinstance(reply, Exception):
                 if not isinstance(reply, _REDIRECTS):
                     raise reply
                 if not isinstance(reply, redis.exceptions.NoScriptError):
                     self.refused = reply
                 views.forget(plan.cid)
+                self.resent.add(plan.index)  # this send was not run; an earlier may have
                 again.append(plan.index)
                 continue
             status = reply[0]
@@ -187,7 +204,8 @@ class Batch:
                     self.results[plan.index] = (True, self._value(plan, int(reply[1])))
             elif status == b"dup":
                 views.forget(plan.cid)
-                self.results[plan.index] = (True, self._value(plan, int(reply[1])))
+                self.results[plan.index] = (True, self._original(plan.index, plan.cid, reply))
+                fed.append((plan.cid, int(reply[1]), plan.feed_from))
             elif status == b"conflict":
                 views.forget(plan.cid)
                 expected = getattr(self.requests[plan.index], "expected_version", None)
@@ -214,6 +232,42 @@ class Batch:
     def _value(plan: Plan, version: int) -> Any:
         return plan.popped if plan.kind == _POPPED else version
 
+    def _original(self, index: int, cid: str, reply: Sequence[Any]) -> Any:
+        """What the write answered when it was applied, from a ``dup`` reply: a pop's
+        message (from its stored event), any other write's version."""
+        if not isinstance(self.requests[index], Pop):
+            return int(reply[1])
+        if len(reply) < 3:  # the pop's event was deleted by a later clear
+            return None
+        raw = reply[2]
+        if not isinstance(raw, bytes | bytearray):
+            raise CorruptRecord(f"the popped event of {cid!r} holds no encoded event")
+        messages = codec.unpack_kind_and_messages(raw)[1]
+        return messages[0] if messages else None
+
+    def _recognise(self, todo: list[int]) -> list[int]:
+        """Answer the writes of ``todo`` whose token is stored (an earlier send of theirs
+        was applied) as that send would have been answered; returns the others."""
+        looked = [i for i in todo if i in self.resent]
+        pipe = self.connections.pipeline()
+        for index in looked:
+            request = self.requests[index]
+            kind = _POPPED if isinstance(request, Pop) else ""
+            keys = lua.resent_keys(self.writer.prefix, _written(request))
+            pipe.eval(lua.RESENT, len(keys), *keys, self.tokens[index], kind)
+        found: set[int] = set()
+        fed: list[tuple[str, int, int]] = []
+        for index, reply in zip(looked, pipe.execute(), strict=True):
+            if reply:
+                cid = _written(self.requests[index])
+                self.writer.views.forget(cid)
+                self.results[index] = (True, self._original(index, cid, reply))
+                fed.append((cid, int(reply[1]), 1))
+                found.add(index)
+        if fed and self.writer.cluster:
+            self._feed(fed)
+        return [i for i in todo if i not in found]
+
     def _retrying(self, fn: Callable[[A], T], arg: A) -> T:
         """Call ``fn(arg)`` until it does not fail for a lost connection, or the deadline."""
         while True:
@@ -233,7 +287,11 @@ class Batch:
     # -- sending --------------------------------------------------------------------------
 
     def _send(self, plans: list[Plan]) -> tuple[list[Any], dict[int, int]]:
-        return self.connections.send([plan.command for plan in plans])
+        try:
+            return self.connections.send([plan.command for plan in plans])
+        except CONNECTION_ERRORS:
+            self.resent.update(plan.index for plan in plans)  # applied or not: unknown
+            raise
 
     def _feed(self, fed: list[tuple[str, int, int]]) -> None:
         """Add committed writes to the change feed (Redis Cluster: after the commit).
@@ -253,3 +311,8 @@ class Batch:
         except CONNECTION_ERRORS as exc:  # the conversation's next write feeds them
             url = lua.redact(self.connections.url)
             log.warning("redis_feed_deferred", url=url, error=repr(exc))
+
+
+def _written(request: WriteRequest) -> str:
+    """The conversation ``request`` writes to."""
+    return request.target if isinstance(request, Fork) else request.cid

@@ -18,6 +18,8 @@ class RedisConfig(StoreConfig):
         prefix: the key prefix: stores with different prefixes share a server.
         cluster: the URL names a Redis Cluster node.
         wait_replicas: Redis replicas that must acknowledge each write (``WAIT``).
+        require_durable: refuse a server that does not fsync every write before it
+            answers (``appendonly yes``, ``appendfsync always``; see `durability`).
 
     Raises:
         ValueError: a field is out of range (the message names it).
@@ -27,6 +29,7 @@ class RedisConfig(StoreConfig):
     prefix: str = "memoryd"
     cluster: bool = False
     wait_replicas: int = 0
+    require_durable: bool = True
 
     def __post_init__(self) -> None:
         super(RedisConfig, self).__post_init__()
@@ -35,3 +38,5 @@ class RedisConfig(StoreConfig):
         if not isinstance(self.cluster, bool):
             raise ValueError(f"cluster must be True or False, not {self.cluster!r}")
         check_int(self.wait_replicas, "wait_replicas", 0)
+        if not isinstance(self.require_durable, bool):
+            raise ValueError(f"require_durable must be True or False, not {self.require_durable!r}")

@@ -36,7 +36,8 @@ import structlog
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from memoryd.errors import EngineClosed
+from memoryd.errors import EngineClosed, StorageError
+from memoryd.store.redis import durability
 from memoryd.store.redis import scripts as lua
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "Connections",
     "Group",
     "Writers",
+    "check_durable",
     "detect_cluster",
     "encode",
     "exchange",
@@ -107,10 +109,19 @@ class Connections:
         cluster: talk to a Redis Cluster (redis-py ``RedisCluster``).
         call_timeout_s: the socket timeout (connecting: at most 2 s).
         wait_replicas: end each primary's writes with ``WAIT`` for this many replicas.
+        require_durable: refuse to write to a node that does not fsync every write
+            (see `durability`); checked on a node's first use and after every lost
+            connection or emptied script cache (it may be another server now).
     """
 
     def __init__(
-        self, url: str, *, cluster: bool, call_timeout_s: float, wait_replicas: int = 0
+        self,
+        url: str,
+        *,
+        cluster: bool,
+        call_timeout_s: float,
+        wait_replicas: int = 0,
+        require_durable: bool = True,
     ) -> None:
         self.url = url
         self.cluster = cluster
@@ -122,8 +133,11 @@ class Connections:
         self.reconnects = 0
         """How often the batch writer found Redis unreachable and tried again."""
         self._writers = Writers()
+        self.require_durable = require_durable
         self._loaded: set[str] = set()
         """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""
+        self._checked: set[str] = set()
+        """Nodes whose persistence was checked since the last lost connection."""
         self._lock = threading.Lock()
         self._client: Any = None
 
@@ -185,6 +199,7 @@ class Connections:
     def lost(self, exc: Exception) -> None:
         """Count and log a lost connection (one of `CONNECTION_ERRORS`) before a resend."""
         self.reconnects += 1
+        self._checked.clear()
         log.warning("redis_unreachable", url=lua.redact(self.url), error=repr(exc))
 
     def refresh_topology(self) -> None:
@@ -209,6 +224,8 @@ class Connections:
         Returns:
             The reply to each command (an error reply as its exception), and for each
             command whose primary's replicas came short, how many acknowledged.
+            The reply of a command bound for a node that is not durable (with
+            ``require_durable``) is the `StorageError` saying so: it was not sent.
 
         Raises:
             EngineClosed: the connections were closed.
@@ -224,7 +241,16 @@ class Connections:
         else:
             groups[""] = (client, list(range(len(commands))))
         wire: list[Group] = []
-        for name, (node, members) in groups.items():
+        replies: list[Any] = [None] * len(commands)
+        for name, (node, members) in list(groups.items()):
+            if name not in self._checked:
+                refusal = durability.check(node, url=self.url, require=self.require_durable)
+                if refusal is not None:
+                    del groups[name]
+                    for i in members:
+                        replies[i] = refusal
+                    continue
+                self._checked.add(name)
             if name not in self._loaded:  # first use of the node: no NOSCRIPT round
                 node.script_load(lua.WRITE)
                 self._loaded.add(name)
@@ -232,7 +258,6 @@ class Connections:
             if self.wait_replicas:
                 group.append(("WAIT", self.wait_replicas, self.wait_timeout_ms))
             wire.append((self._writers.get(name, node), group))
-        replies: list[Any] = [None] * len(commands)
         short: dict[int, int] = {}
         for (node, members), got in zip(groups.values(), exchange(wire), strict=True):
             if self.wait_replicas:
@@ -252,6 +277,7 @@ class Connections:
     def _prepare_resend(self, node: Any, replies: list[Any]) -> None:
         """Make a node's refused scripts sendable again (the batch writer resends them)."""
         if any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
+            self._checked.clear()  # a restarted node: perhaps not as it was configured
             node.script_load(lua.WRITE)  # a restarted or flushed node: load, send again
         if any(isinstance(r, redis.exceptions.MovedError) for r in replies):
             self.refresh_topology()  # the slot moved: learn where to
@@ -328,20 +354,37 @@ def node_client(client: Any, key: str) -> tuple[str, Any]:
     return str(node.name), client.get_redis_connection(node)
 
 
+def _one_server(url: str, timeout_s: float) -> redis.Redis:
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=min(timeout_s, 2.0),
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
 def detect_cluster(url: str, timeout_s: float) -> bool:
     """True if the server at ``url`` runs in cluster mode (``INFO cluster``).
 
     Raises:
         redis.RedisError: the server cannot be reached or refused the command.
     """
-    client = redis.Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=min(timeout_s, 2.0),
-        retry=Retry(NoBackoff(), 0),
-    )
+    client = _one_server(url, timeout_s)
     try:
         info = client.info("cluster")
     finally:
         client.close()
     return bool(int(info.get("cluster_enabled", 0)))
+
+
+def check_durable(url: str, timeout_s: float, *, require: bool) -> StorageError | None:
+    """`durability.check` of the server at ``url`` (for a Cluster: that node).
+
+    Raises:
+        redis.RedisError: the server cannot be reached or refused the command.
+    """
+    client = _one_server(url, timeout_s)
+    try:
+        return durability.check(client, url=url, require=require)
+    finally:
+        client.close()

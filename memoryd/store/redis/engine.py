@@ -30,6 +30,7 @@ from memoryd.store.redis.connections import Connections
 from memoryd.store.redis.plan import Reads, WriterState
 from memoryd.store.redis.scripts import redact
 from memoryd.store.requests import WriteRequest
+from memoryd.store.systems import with_system
 
 __all__ = ["RedisEngine"]
 
@@ -75,6 +76,8 @@ class RedisEngine:
         call_timeout_s: socket timeout, and how long a batch is retried while
             Redis is unreachable.
         wait_replicas: after each batch, ``WAIT`` for this many replica acknowledgements.
+        require_durable: refuse to write to a server that does not fsync every write
+            (see `durability`).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class RedisEngine:
         cluster: bool,
         call_timeout_s: float,
         wait_replicas: int = 0,
+        require_durable: bool = True,
     ) -> None:
         self.url = url
         self.prefix = lua.check_prefix(prefix)
@@ -93,7 +97,11 @@ class RedisEngine:
         self.wait_replicas = wait_replicas
         self.feed_stream, self.feed_state = lua.feed_keys(self.prefix)
         self.connections = Connections(
-            url, cluster=cluster, call_timeout_s=call_timeout_s, wait_replicas=wait_replicas
+            url,
+            cluster=cluster,
+            call_timeout_s=call_timeout_s,
+            wait_replicas=wait_replicas,
+            require_durable=require_durable,
         )
         """The pooled client readers borrow and the batch writer's own connections."""
         self.writer = WriterState(self.prefix, cluster=cluster)
@@ -127,14 +135,8 @@ class RedisEngine:
     ) -> tuple[int, int, list[tuple[str, list[dict[str, Any]] | None]]]:
         keys = lua.conv_keys(self.prefix, cid)
         args = ["" if at_version is None else at_version, -1 if limit is None else limit]
-        raw = self.client().eval(lua.HISTORY, 1, keys.stream, *args)
-        current, first = int(raw[0]), int(raw[1])
-        pairs: list[tuple[str, list[dict[str, Any]] | None]] = []
-        for i in range(2, len(raw), 2):
-            kind = text(raw[i])
-            messages = None if kind == _POPPED else decode_messages(raw[i + 1], f"{cid!r}")
-            pairs.append((kind, messages))
-        return current, first, pairs
+        raw = self.client().eval(lua.HISTORY, 1, keys.stream, *args, "0")
+        return int(raw[0]), int(raw[1]), self._pairs(cid, raw)
 
     def history(
         self, cid: str, limit: int | None, at_version: int | None
@@ -159,6 +161,41 @@ class RedisEngine:
                     "history before a clear is deleted"
                 )
         return current, walk_back(pairs, limit)
+
+    def history_with_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` messages after every system message before them.
+
+        One `scripts.HISTORY` call reads the tail and the conversation's system index
+        (one snapshot). A conversation without a complete index (written before there
+        was one) is read whole by a second call, until its next write fills the index.
+        """
+        if self.closed:
+            raise EngineClosed(self.url)
+        keys = lua.conv_keys(self.prefix, cid)
+        index = lua.system_key(self.prefix, cid)
+        raw = self.client().eval(lua.HISTORY, 3, keys.stream, keys.meta, index, "", limit, "1")
+        if len(raw) == 2:
+            return []  # never written
+        block = raw[-1]
+        if not isinstance(block, list):
+            full = self.client().eval(lua.HISTORY, 3, keys.stream, keys.meta, index, "", -1, "0")
+            return with_system(walk_back(self._pairs(cid, full), None), limit)
+        tail = walk_back(self._pairs(cid, raw[:-1]), limit)
+        below = int(block[0]) - len(tail)
+        head: list[dict[str, Any]] = []
+        for member in block[1]:
+            ordinal, message = codec.unpack_value(member)
+            if ordinal < below:
+                head.append(message)
+        return head + tail
+
+    def _pairs(self, cid: str, raw: Sequence[Any]) -> list[tuple[str, list[dict[str, Any]] | None]]:
+        pairs: list[tuple[str, list[dict[str, Any]] | None]] = []
+        for i in range(2, len(raw), 2):
+            kind = text(raw[i])
+            messages = None if kind == _POPPED else decode_messages(raw[i + 1], f"{cid!r}")
+            pairs.append((kind, messages))
+        return pairs
 
     def import_state(self, cid: str, low: int, high: int) -> tuple[int, int, int, dict[int, Event]]:
         """What an import of versions ``low`` to ``high`` is planned from, read atomically.

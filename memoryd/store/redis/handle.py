@@ -36,7 +36,7 @@ from memoryd.store.config import DEFAULT_CALL_TIMEOUT_S
 from memoryd.store.redis import scripts as redis_scripts
 from memoryd.store.redis.actor import RedisStoreActor
 from memoryd.store.redis.config import RedisConfig
-from memoryd.store.redis.connections import CONNECTION_ERRORS, detect_cluster
+from memoryd.store.redis.connections import CONNECTION_ERRORS, check_durable, detect_cluster
 from memoryd.store.redis.engine import RedisEngine
 from memoryd.store.redis.scripts import redact
 from memoryd.store.spec import Backend, StoreSpec
@@ -98,6 +98,7 @@ class RedisStore(ActorStoreHandle):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         max_batch: int = 1024,
+        require_durable: bool = True,
     ) -> RedisStore:
         """Start a store actor on the Redis at ``url`` under the app's tree.
 
@@ -116,6 +117,11 @@ class RedisStore(ActorStoreHandle):
             max_message_bytes: the largest message accepted.
             call_timeout_s: the deadline of every call through this handle.
             max_batch: the most writes sent in one pipeline.
+            require_durable: refuse a Redis that does not fsync every write before it
+                answers (``appendonly yes`` and ``appendfsync always``), at start and
+                whenever the store reconnects (a restarted or failed-over server):
+                writes to it fail with `StorageError` and nothing is sent. False
+                accepts any server and logs a ``redis_not_durable`` warning instead.
 
         Returns:
             A handle on the running store.
@@ -123,12 +129,15 @@ class RedisStore(ActorStoreHandle):
         Raises:
             ValueError: a bad url, prefix or option.
             StoreUnavailable: ``cluster=None`` and the server cannot be reached.
+            StorageError: ``require_durable`` and the server is not durable.
             AlreadyStarted: the name is in use.
         """
         url = _check_url(url)
         prefix = redis_scripts.check_prefix(prefix)
         if cluster is not None and not isinstance(cluster, bool):
             raise ValueError(f"cluster must be True, False or None, not {cluster!r}")
+        if not isinstance(require_durable, bool):
+            raise ValueError(f"require_durable must be True or False, not {require_durable!r}")
         if cluster is None:
             try:
                 cluster = detect_cluster(url, min(call_timeout_s, 5.0))
@@ -137,6 +146,12 @@ class RedisStore(ActorStoreHandle):
                     f"cannot reach Redis at {redact(url)} ({exc}); start it, or pass "
                     "cluster=True/False to start the store before Redis is up"
                 ) from exc
+        try:
+            refusal = check_durable(url, min(call_timeout_s, 5.0), require=require_durable)
+        except CONNECTION_ERRORS:
+            refusal = None  # down now: checked before the first write reaches it
+        if refusal is not None:
+            raise refusal
         config = RedisConfig(
             name=name if name is not None else f"redis:{redact(url)}/{prefix}",
             max_message_bytes=max_message_bytes,
@@ -146,6 +161,7 @@ class RedisStore(ActorStoreHandle):
             prefix=prefix,
             cluster=cluster,
             wait_replicas=wait_replicas,
+            require_durable=require_durable,
         )
         return lookup.start(REDIS, config)
 
@@ -192,6 +208,9 @@ class RedisStore(ActorStoreHandle):
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         return self._redis_read(lambda e: e.history(cid, limit, at_version))[1]
+
+    def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
+        return self._redis_read(lambda e: e.history_with_system(cid, limit))
 
     def _version(self, cid: str) -> int:
         return self._redis_read(lambda e: e.version(cid))

@@ -24,13 +24,14 @@ from typing import Any, NamedTuple
 
 from memoryd import codec
 from memoryd._ids import IdSource
-from memoryd.errors import ConflictError, CorruptRecord
+from memoryd.errors import ConflictError, CorruptRecord, UnknownConversation
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import Connections
 from memoryd.store.redis.scripts import ScriptKeys
 from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.systems import Fold
 
 __all__ = ["Plan", "Planner", "Reads", "Result", "View", "Views", "WriterState"]
 
@@ -50,6 +51,9 @@ class View:
     first: int
     count: int
     token: str = ""
+    indexed: bool = True
+    """The conversation's system-message index is complete (false for one written
+    before the index existed: its next write rebuilds it)."""
 
 
 class Views:
@@ -163,6 +167,9 @@ class Planner:
         requests: the batch's writes.
         tokens: each write's fresh token.
         results: each write's answer, filled in here for writes that need no script.
+        resent: the writes an earlier send of which may have been applied; their
+            scripts look their token up whatever the view (the set is the batch's,
+            and grows as the batch goes).
         now: the commit timestamp of every event of the batch.
         connections: the store's connections (the writer's views are read through them).
         writer: the writer's state (views, script keys).
@@ -179,8 +186,10 @@ class Planner:
         connections: Connections,
         writer: WriterState,
         reads: Reads,
+        resent: set[int],
     ) -> None:
         self.connections = connections
+        self.resent = resent
         self.writer = writer
         self.reads = reads
         self.requests = requests
@@ -193,8 +202,8 @@ class Planner:
         views = self.writer.views
         pipe = self.connections.pipeline()
         for cid in cids:
-            pipe.hmget(lua.conv_keys(prefix, cid).meta, "v", "f", "n", "t")
-        for cid, (v, f, n, t) in zip(cids, pipe.execute(), strict=True):
+            pipe.hmget(lua.conv_keys(prefix, cid).meta, "v", "f", "n", "t", "y")
+        for cid, (v, f, n, t, y) in zip(cids, pipe.execute(), strict=True):
             views.remember(
                 cid,
                 View(
@@ -202,6 +211,7 @@ class Planner:
                     1 if f is None else int(f),
                     0 if n is None else int(n),
                     "" if t is None else _text(t),
+                    v is None or y is not None,
                 ),
             )
 
@@ -277,6 +287,14 @@ class Planner:
         return plan
 
     def _plan_fork(self, index: int, request: Fork, chained: dict[str, str]) -> Plan | None:
+        source_meta = lua.conv_keys(self.writer.prefix, request.source).meta
+        if self.connections.call(lambda c: c.hget(source_meta, "v")) is None:
+            unknown = UnknownConversation(
+                f"cannot fork {request.source!r}: it was never written; nothing was "
+                f"written to {request.target!r}"
+            )
+            self.results[index] = (False, unknown)
+            return None
         try:
             source_version, copied = self.reads.history(request.source, None, request.at_version)
         except ValueError as exc:
@@ -324,6 +342,10 @@ class Planner:
         if not new:
             self.results[index] = (True, current)
             return None
+        fold = self._fold(cid, current, count, self._indexed(cid))
+        for event in new:
+            fold.apply(event.kind, event.messages)
+        index_words = _fold_words(fold)
         first, count = importing.state_after(new, first=first, count=count)
         words: list[Any] = []
         for event, record in zip(new, records, strict=True):
@@ -342,12 +364,25 @@ class Planner:
             count,
             "0" if writer.cluster else "1",
             cid.encode("utf-8").hex(),
+            lua.MAX_TOKENS,
+            index_words[0],
+            (len(index_words) - 1) // 2,
+            *index_words[1:],
             *words,
         )
         after = View(new[-1].version, first, count, token)
         return Plan(
             index=index, cid=cid, kind="import", command=command, after=after, feed_from=first
         )
+
+    def _indexed(self, cid: str) -> bool:
+        """Whether ``cid``'s system index is complete (a conversation never written: yes).
+
+        Read apart from the import's state: an index, once complete, stays so, and a
+        stale "no" only costs a rebuild."""
+        meta = lua.conv_keys(self.writer.prefix, cid).meta
+        v, y = self.connections.call(lambda c: c.hmget(meta, "v", "y"))
+        return v is None or y is not None
 
     def _make(
         self, index: int, cid: str, view: View, chained: dict[str, str], event: _Event
@@ -382,10 +417,42 @@ class Planner:
             "0" if writer.cluster else "1",
             hexid,
             lua.MAX_TOKENS,
+            "1" if index in self.resent else "0",
+            *self._index_words(cid, view, event.kind, event.messages),
         )
         first = view.version + 1 if event.clear else view.first
         after = View(view.version + 1, first, event.left, token)
         return Plan(index=index, cid=cid, kind=event.kind, command=command, after=after)
+
+    def _fold(self, cid: str, version: int, count: int, indexed: bool) -> Fold:
+        """The system-index change a write starts from; a conversation without a complete
+        index is rebuilt from its history at ``version`` (the script's base check makes
+        a write planned from an out-of-date read answer stale)."""
+        if indexed:
+            return Fold(count)
+        try:
+            _, history = self.reads.history(cid, None, version)
+        except ValueError:
+            history = []  # cleared since the view was read: the write comes back stale
+        return Fold.rebuilt(history)
+
+    def _index_words(
+        self, cid: str, view: View, kind: str, messages: Sequence[dict[str, Any]]
+    ) -> list[Any]:
+        """The `scripts.WRITE` arguments that update the system index with one event."""
+        replaces = kind in (EventKind.CLEARED.value, EventKind.FORKED.value)
+        fold = self._fold(cid, view.version, view.count, view.indexed or replaces)
+        fold.apply(kind, messages)
+        return _fold_words(fold)
+
+
+def _fold_words(fold: Fold) -> list[Any]:
+    """A fold as script arguments: the ordinal to drop from ('' for none), then the
+    (ordinal, entry) pairs to add."""
+    words: list[Any] = ["" if not (fold.reset or fold.floor < fold.start) else fold.floor]
+    for ordinal, message in fold.added:
+        words += (ordinal, codec.pack_value([ordinal, message]))
+    return words
 
 
 def _text(value: Any) -> str:

@@ -19,7 +19,12 @@ conversation lands in one Redis Cluster slot)::
                t (token of the last write)
     P:{H}:i    hash: idempotency key -> version (kept for the conversation's life)
     P:{H}:w0   hash: write token -> version, for versions v with v // MAX_TOKENS even
+               (every write's and import's token, recorded in the script that writes)
     P:{H}:w1   the same for odd ones (a hash is emptied when its turn comes again)
+    P:{H}:y    sorted set: the live system messages (`memoryd.store.systems`), score
+               the ordinal, member the codec's pack of [ordinal, message]; complete
+               once the meta hash has y = 1 (a conversation written before the index
+               existed has none until its next write fills it)
     {P}:feed   stream: the global change feed, id "<position>-0", fields c (H), v
     {P}:fed    hash: "#" -> last position; H -> last version fed
 """
@@ -36,6 +41,7 @@ __all__ = [
     "IMPORT_STATE",
     "MAX_TOKENS",
     "PREFIX_PATTERN",
+    "RESENT",
     "WRITE",
     "ConvKeys",
     "ScriptKeys",
@@ -45,7 +51,9 @@ __all__ = [
     "feed_keys",
     "import_keys",
     "redact",
+    "resent_keys",
     "scan_pattern",
+    "system_key",
 ]
 
 MAX_TOKENS = 256
@@ -92,13 +100,26 @@ def conv_keys(prefix: str, cid: str) -> ConvKeys:
     return ConvKeys((f"{tag}:s", f"{tag}:m", f"{tag}:i", f"{tag}:w0", f"{tag}:w1"))
 
 
+def system_key(prefix: str, cid: str) -> str:
+    """The key of conversation ``cid``'s system-message index (in its slot)."""
+    return f"{prefix}:{{{cid.encode('utf-8').hex()}}}:y"
+
+
 def import_keys(prefix: str, cid: str, *, cluster: bool) -> tuple[str, ...]:
-    """The keys `IMPORT` writes for ``cid``: stream, meta, idem [, feed stream, feed state].
+    """The keys `IMPORT` writes for ``cid``: stream, meta, idem, the two token
+    generations [, feed stream, feed state], system index.
 
     On a Cluster the feed is in a slot of its own and is written after the commit.
     """
     keys = conv_keys(prefix, cid)
-    return keys[:3] if cluster else (*keys[:3], *feed_keys(prefix))
+    head = tuple(keys) if cluster else (*keys, *feed_keys(prefix))
+    return (*head, system_key(prefix, cid))
+
+
+def resent_keys(prefix: str, cid: str) -> tuple[str, str, str]:
+    """The keys `RESENT` reads for ``cid``: stream and the two token generations."""
+    keys = conv_keys(prefix, cid)
+    return keys[0], keys[3], keys[4]
 
 
 def feed_keys(prefix: str) -> tuple[str, str]:
@@ -108,7 +129,8 @@ def feed_keys(prefix: str) -> tuple[str, str]:
 
 class ScriptKeys:
     """The `WRITE` script's keys per conversation and the id in hex, cached (they are
-    built for every write; the cache is emptied when it holds ``size``).
+    built for every write; the cache is emptied when it holds ``size``): the five of
+    `conv_keys` [, the feed's two], the system index last.
 
     Args:
         prefix: the store's key prefix.
@@ -129,6 +151,7 @@ class ScriptKeys:
             keys: tuple[str, ...] = conv_keys(self._prefix, cid)
             if not self._cluster:
                 keys += (self.feed_stream, self.feed_state)
+            keys += (system_key(self._prefix, cid),)
             if len(self._cache) >= self._size:
                 self._cache.clear()
             found = self._cache[cid] = (keys, cid.encode("utf-8").hex())
@@ -164,6 +187,18 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
+_SEEN_FUNCTION = """
+local function seen(stream, tokens0, tokens1, token, kind)
+  local done = redis.call('HGET', tokens0, token) or redis.call('HGET', tokens1, token)
+  if not done then return nil end
+  if kind == 'popped' then
+    local entry = redis.call('XRANGE', stream, done .. '-0', done .. '-0')
+    if #entry == 1 then return {'dup', tonumber(done), entry[1][2][6]} end
+  end
+  return {'dup', tonumber(done)}
+end
+"""
+
 _FEED_FUNCTION = """
 local function feed(stream, state, hex, ver, low)
   local fed = tonumber(redis.call('HGET', state, hex)) or 0
@@ -176,13 +211,19 @@ local function feed(stream, state, hex, ver, low)
 end
 """
 
-WRITE = """
--- KEYS: stream, meta, idem, tokens (two generations) [, feed stream, feed state]
+WRITE = (
+    _SEEN_FUNCTION
+    + """
+-- KEYS: stream, meta, idem, tokens (two generations) [, feed stream, feed state],
+--       system index (the last key; used only when there is an ARGV 15)
 -- ARGV: 1 token, 2 idempotency key or '', 3 expected version or '', 4 base version,
 --       5 token of the write this one follows in the same pipeline or '',
 --       6 message count after the write, 7 '1' to delete the stream first (clear),
 --       8 kind, 9 messages in the event, 10 the encoded event, 11 '1' to feed,
---       12 the id in hex, 13 tokens per generation
+--       12 the id in hex, 13 tokens per generation,
+--       14 '1' when an earlier send of this token may have been applied (a resend)
+--       [, 15 drop system index ordinals from ('' drops none),
+--       16.. (ordinal, entry) pairs to add]
 local token, idem = ARGV[1], ARGV[2]
 if idem ~= '' then
   local done = redis.call('HGET', KEYS[3], idem)
@@ -190,11 +231,14 @@ if idem ~= '' then
 end
 local meta = redis.call('HMGET', KEYS[2], 'v', 'f', 'n', 't')
 local cur = tonumber(meta[1]) or 0
-if tonumber(ARGV[4]) ~= cur or (ARGV[5] ~= '' and ARGV[5] ~= meta[4]) then
-  -- Only this write's own version (base + 1) can hold its token: look for it only
-  -- when the conversation moved past the base, which a resent write always sees.
-  local done = redis.call('HGET', KEYS[4], token) or redis.call('HGET', KEYS[5], token)
-  if done then return {'dup', tonumber(done)} end
+local moved = tonumber(ARGV[4]) ~= cur or (ARGV[5] ~= '' and ARGV[5] ~= meta[4])
+if moved or ARGV[14] == '1' then
+  -- A token is fresh on its first send, so only a resend (which a re-planned write
+  -- tells with ARGV[14]) or a write whose view is out of date can find it stored.
+  local done = seen(KEYS[1], KEYS[4], KEYS[5], token, ARGV[8])
+  if done then return done end
+end
+if moved then
   if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= cur then return {'conflict', cur} end
   return {'stale', cur, tonumber(meta[2]) or 1, tonumber(meta[3]) or 0}
 end
@@ -216,13 +260,24 @@ if ARGV[11] == '1' then
   local pos = redis.call('HINCRBY', KEYS[7], '#', 1)
   redis.call('XADD', KEYS[6], pos .. '-0', 'c', ARGV[12], 'v', ver)
 end
+if #ARGV >= 15 then
+  -- the system index, KEYS[#KEYS]: ARGV 15 drop ordinals from ('' drops none),
+  -- 16.. (ordinal, entry) pairs to add
+  local index = KEYS[#KEYS]
+  if ARGV[15] ~= '' then redis.call('ZREMRANGEBYSCORE', index, ARGV[15], '+inf') end
+  for i = 16, #ARGV, 2 do redis.call('ZADD', index, ARGV[i], ARGV[i + 1]) end
+  redis.call('HSET', KEYS[2], 'y', 1)
+end
 return {'ok', ver}
 """
+)
 """Append one event if the writer's view is current; see the ARGV list in the script.
 
 Returns ``{'ok', version}``, ``{'dup', version}`` (the token or idempotency key was
-seen), ``{'conflict', current}`` or ``{'stale', current, first, count}`` (the view
-was out of date: nothing written, plan again).
+seen; a pop's token adds the popped event, see `RESENT`), ``{'conflict', current}``
+or ``{'stale', current, first, count}`` (the view was out of date: nothing written,
+plan again). The system-message index (the last key) changes in the same script as
+the event, and is marked complete.
 
 The write tokens live in two hashes used in turn, ``MAX_TOKENS`` versions each; a
 hash is emptied when its turn comes again, so the last ``MAX_TOKENS`` writes (and up
@@ -264,53 +319,90 @@ return out
 """
 """What an import is planned from: the metadata and the stored events it overlaps."""
 
-IMPORT = """
--- KEYS: stream, meta, idem [, feed stream, feed state]
+IMPORT = (
+    _SEEN_FUNCTION
+    + """
+-- KEYS: stream, meta, idem, tokens (two generations) [, feed stream, feed state],
+--       system index
 -- ARGV: 1 token, 2 base version, 3 first live version after, 4 message count after,
---       5 '1' to feed, 6 the id in hex,
+--       5 '1' to feed, 6 the id in hex, 7 tokens per generation,
+--       8 drop index ordinals from ('' drops none), 9 the number n of index entries
+--       to add, then n (ordinal, entry) pairs,
 --       then 5 per event, oldest first: version, kind, message count, encoded event,
 --       idempotency key or ''
+local done = seen(KEYS[1], KEYS[4], KEYS[5], ARGV[1], 'import')
+if done then return done end
 local cur = tonumber(redis.call('HGET', KEYS[2], 'v')) or 0
 if tonumber(ARGV[2]) ~= cur then
   local meta = redis.call('HMGET', KEYS[2], 'f', 'n')
   return {'stale', cur, tonumber(meta[1]) or 1, tonumber(meta[2]) or 0}
 end
+local index = KEYS[#KEYS]
+if ARGV[8] ~= '' then redis.call('ZREMRANGEBYSCORE', index, ARGV[8], '+inf') end
+local entries_end = 9 + 2 * tonumber(ARGV[9])
+for i = 10, entries_end, 2 do redis.call('ZADD', index, ARGV[i], ARGV[i + 1]) end
 local ver = cur
-for i = 7, #ARGV, 5 do
+for i = entries_end + 1, #ARGV, 5 do
   ver = tonumber(ARGV[i])
   if ARGV[i + 1] == 'cleared' then redis.call('DEL', KEYS[1]) end
   redis.call('XADD', KEYS[1], ver .. '-0', 'k', ARGV[i + 1], 'n', ARGV[i + 2], 'e', ARGV[i + 3])
   if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[3], ARGV[i + 4], ver) end
   if ARGV[5] == '1' then
-    local pos = redis.call('HINCRBY', KEYS[5], '#', 1)
-    redis.call('XADD', KEYS[4], pos .. '-0', 'c', ARGV[6], 'v', ver)
+    local pos = redis.call('HINCRBY', KEYS[7], '#', 1)
+    redis.call('XADD', KEYS[6], pos .. '-0', 'c', ARGV[6], 'v', ver)
   end
 end
-redis.call('HSET', KEYS[2], 'v', ver, 'f', ARGV[3], 'n', ARGV[4], 't', ARGV[1])
+redis.call('HSET', KEYS[2], 'v', ver, 'f', ARGV[3], 'n', ARGV[4], 't', ARGV[1], 'y', 1)
+local keep = tonumber(ARGV[7])
+local turn = math.floor(ver / keep)
+local tokens = KEYS[4 + turn % 2]
+if turn ~= math.floor(cur / keep) then redis.call('DEL', tokens) end
+redis.call('HSET', tokens, ARGV[1], ver)
 return {'ok', ver}
 """
+)
 """Write an import's new events verbatim if the conversation is still at the base version.
 
 The events were checked against `IMPORT_STATE` by the store's actor (identical
 overlap, continuing the log; see `importing.to_write`); the script only checks
 that nothing was written since, then appends every event as the writes do: a
 ``cleared`` event deletes the stream before it, each event's idempotency key is
-recorded, and on a single server each event gets its change feed position. All
+recorded, the system-message index is updated, and on a single server each event
+gets its change feed position. All
 of it runs as one script, so the import is written whole or not at all: its only
 check comes before its first write, what follows cannot fail on a store's own keys
 (a script that has written is not stopped for memory), and Redis logs and
 replicates a script's effects as one ``MULTI``/``EXEC`` once it ends.
 
-Returns ``{'ok', last version}`` or ``{'stale', current, first, count}`` (something
+Returns ``{'ok', last version}``, ``{'dup', last version}`` (its token is stored:
+an earlier send was applied) or ``{'stale', current, first, count}`` (something
 was written since the plan: nothing written, plan again). The import's token is
-kept as the last write's (``t``) but not among the write tokens: an import resent
-after a lost connection is recognised by its events, which are all stored then.
+kept as the last write's (``t``) and among the write tokens, under its last version
+(the generation it lands in is emptied first when the import enters a new one, as a
+write does).
+"""
+
+RESENT = (
+    _SEEN_FUNCTION
+    + """
+-- KEYS: stream, tokens (two generations).  ARGV: 1 token, 2 kind of the write.
+-- Returns {} if the token is not stored, else what the write's own send answered
+-- when it found its token: {'dup', version [, the popped event for a pop]}.
+return seen(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]) or {}
+"""
+)
+"""Whether a write whose earlier send may have been applied was: read-only, before the
+write is planned again (a pop's planning would read the message after the one it
+popped, a fork's would find its target filled, a clear's an empty conversation).
 """
 
 HISTORY = """
--- KEYS: stream.  ARGV: 1 version to read at or '' for the newest, 2 limit or -1.
+-- KEYS: stream [, meta, system index].  ARGV: 1 version to read at or '' for the newest,
+-- 2 limit or -1, 3 '1' to add the system index.
 -- Returns {current, first, kind1, event1, kind2, event2, ...}, newest first: the
--- events the reverse walk needs (a popped entry comes without its payload).
+-- events the reverse walk needs (a popped entry comes without its payload); with
+-- ARGV 3, then {message count, index entries} of the current version, or 0 when the
+-- conversation has no complete index.
 local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if #newest == 0 then return {0, 0} end
 local cur = tonumber(string.match(newest[1][1], '^(%d+)'))
@@ -320,9 +412,8 @@ local upto = cur
 if ARGV[1] ~= '' then upto = tonumber(ARGV[1]) end
 local out = {cur, first}
 local limit = tonumber(ARGV[2])
-if upto > cur or upto < first or limit == 0 then return out end
 local skip, got, start = 0, 0, upto .. '-0'
-while true do
+while upto <= cur and upto >= first and limit ~= 0 do
   local batch = redis.call('XREVRANGE', KEYS[1], start, '-', 'COUNT', 64)
   local stop = false
   for _, entry in ipairs(batch) do
@@ -350,6 +441,15 @@ while true do
   if stop or #batch < 64 then break end
   start = '(' .. batch[#batch][1]
 end
+if ARGV[3] == '1' then
+  local meta = redis.call('HMGET', KEYS[2], 'n', 'y')
+  if meta[2] then
+    out[#out + 1] = {tonumber(meta[1]) or 0, redis.call('ZRANGE', KEYS[3], 0, -1)}
+  else
+    out[#out + 1] = 0
+  end
+end
 return out
 """
-"""Read the events a history needs, newest first, in one atomic step (O(limit))."""
+"""Read the events a history needs, newest first, in one atomic step (O(limit)); with
+the system index, the system messages come from the same step: one snapshot."""

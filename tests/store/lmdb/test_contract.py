@@ -9,10 +9,17 @@ from typing import Any
 import pytest
 
 import memoryd
-from memoryd.testing import ImportContract, RecordContract, Store, StoreContract, StoreFactory
+from memoryd.testing import (
+    ImportContract,
+    JournalSpaceContract,
+    RecordContract,
+    Store,
+    StoreContract,
+    StoreFactory,
+)
 
 
-class TestLmdbStore(StoreContract, RecordContract, ImportContract):
+class TestLmdbStore(StoreContract, RecordContract, ImportContract, JournalSpaceContract):
     """Every contract behaviour, on an LMDB store in a fresh directory under tmp_path."""
 
     @pytest.fixture

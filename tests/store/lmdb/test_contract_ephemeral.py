@@ -15,6 +15,7 @@ import supervisors
 from memoryd.messages import user
 from memoryd.testing import (
     ImportContract,
+    JournalSpaceContract,
     RecordContract,
     Store,
     StoreContract,
@@ -23,7 +24,7 @@ from memoryd.testing import (
 )
 
 
-class TestEphemeralStore(StoreContract, RecordContract, ImportContract):
+class TestEphemeralStore(StoreContract, RecordContract, ImportContract, JournalSpaceContract):
     """Every contract behaviour, on an ephemeral store (temp dir, no fsync)."""
 
     @pytest.fixture

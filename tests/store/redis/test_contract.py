@@ -20,6 +20,7 @@ import memoryd
 from memoryd.messages import user
 from memoryd.testing import (
     ImportContract,
+    JournalSpaceContract,
     RecordContract,
     Store,
     StoreContract,
@@ -43,7 +44,7 @@ def _factory(url: str, **defaults: Any) -> StoreFactory:
     return make
 
 
-class TestRedisStore(StoreContract, RecordContract, ImportContract):
+class TestRedisStore(StoreContract, RecordContract, ImportContract, JournalSpaceContract):
     """Every contract behaviour, on a single durable redis-server."""
 
     @pytest.fixture
@@ -53,7 +54,7 @@ class TestRedisStore(StoreContract, RecordContract, ImportContract):
         redis_server.flush()
 
 
-class TestRedisClusterStore(StoreContract, RecordContract, ImportContract):
+class TestRedisClusterStore(StoreContract, RecordContract, ImportContract, JournalSpaceContract):
     """Every contract behaviour, on a three-master Redis Cluster (detected, not told)."""
 
     @pytest.fixture

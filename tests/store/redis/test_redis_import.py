@@ -186,7 +186,9 @@ def test_the_import_script_writes_nothing_on_an_out_of_date_base(
         )
     client = redis_server.client()
     try:
-        raw = client.eval(redis_scripts.IMPORT, len(keys), *keys, "tok", 0, 1, 1, "1", "63", *words)
+        raw = client.eval(
+            redis_scripts.IMPORT, len(keys), *keys, "tok", 0, 1, 1, "1", "63", 256, "", 0, *words
+        )
         assert [raw[0], *(int(x) for x in raw[1:])] == [b"stale", 1, 1, 1]
         assert client.hget(keys[2], "k-b") is None
     finally:
