@@ -6,8 +6,8 @@ import asyncio
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
