@@ -456,6 +456,24 @@ def _profiled_round(root: Path, address: str, adds: int, daemon_pid: int) -> lis
     return lines
 
 
+def _wall_s(argv: list[str], runs: int = 5) -> float:
+    """Median wall time of running ``argv`` to the end (output discarded)."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _cli_start(address: str) -> tuple[float, float]:
+    """``(memoryd get seconds, python -c pass seconds)``, medians, measured side by side."""
+    command = [sys.executable, "-m", "memoryd.cli", "--address", address, "--token", TOKEN]
+    get = _wall_s([*command, "get", "reads", "--limit", "50", "--json"])
+    bare = _wall_s([sys.executable, "-c", "pass"])
+    return get, bare
+
+
 def _commits(address: str) -> tuple[int, int]:
     """The daemon's default store's ``(appends, fsyncs)`` so far."""
     import memoryd
@@ -541,6 +559,7 @@ def main() -> None:
             daemon.pid,
         )
         breakdown = _profiled_round(root, http, args.adds, daemon.pid)
+        cli_get, bare = _cli_start(http)
         empty, empty_url = _start_empty_app(root)
         try:
             floor = _rate(
@@ -614,6 +633,10 @@ def main() -> None:
         f"  appends, TCP {over_tcp.per_s / floor.per_s:.2f}x   "
         f"appends, Unix socket {over_unix.per_s / floor.per_s:.2f}x   "
         f"get(limit=50) {gets.per_s / floor_gets.per_s:.2f}x"
+    )
+    print(
+        f"memoryd get wall time {cli_get * 1e3:.0f} ms, python -c pass {bare * 1e3:.0f} ms: "
+        f"{cli_get / bare:.1f}x (target <= 3x)"
     )
     print(
         f"group commit (TCP round): mean batch {appended / max(fsyncs, 1):.1f} appends, "
