@@ -76,6 +76,7 @@ class ServerContext:
     stopping: threading.Event = field(default_factory=threading.Event)
     limiter: anyio.CapacityLimiter | None = None
     tail_limiter: anyio.CapacityLimiter | None = None
+    decode_limiter: anyio.CapacityLimiter | None = None
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -150,7 +151,11 @@ async def checked_body(
     while sending it is counted under its operation.
     """
     request.scope["memoryd.op"] = op
-    body = await read_body(request, ctx_of(request).config.max_body_bytes)
+    ctx = ctx_of(request)
+    config = ctx.config
+    body = await read_body(
+        request, config.max_body_bytes, ctx.decode_limiter, config.max_messages_per_add
+    )
     check_fields(body, allowed, required)
     return body
 

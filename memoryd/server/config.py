@@ -14,7 +14,10 @@ from pathlib import Path
 
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["ServerConfig", "is_loopback", "parse_listen"]
+__all__ = ["DECODE_THREADS", "ServerConfig", "is_loopback", "parse_listen"]
+
+DECODE_THREADS = 2
+"""How many large request bodies are decoded at once (each in a worker thread)."""
 
 _MAX_UNIX_PATH = 107
 
