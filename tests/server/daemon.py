@@ -58,13 +58,13 @@ class Daemon:
         cmd = [sys.executable, "-m", "memoryd.cli", "serve", "--data", str(self.data)]
         if self.tcp:
             cmd += ["--listen", "127.0.0.1:0"]
-            if self.token is not None:
-                cmd += ["--token", self.token]
         return cmd + list(self.extra)
 
     def start(self) -> Daemon:
         """Start the process and wait for its ready line."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        if self.tcp and self.token is not None:
+            env["MEMORYD_TOKEN"] = self.token  # never on the command line, where ps shows it
         self.proc = subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
