@@ -120,8 +120,9 @@ class ServerConfig:
             if self.token is None and not self.no_auth:
                 where = "a loopback" if is_loopback(host) else "a public"
                 raise ValueError(
-                    f"refusing to listen on {where} address {host} without a token: pass "
-                    "set MEMORYD_TOKEN or pass --token-file (on 127.0.0.1 you may pass --no-auth instead)"
+                    f"refusing to listen on {where} address {host} without a token: set "
+                    "MEMORYD_TOKEN or pass --token-file (on 127.0.0.1 you may pass --no-auth "
+                    "instead)"
                 )
             if self.no_auth and not is_loopback(host):
                 raise ValueError(

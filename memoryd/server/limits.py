@@ -144,6 +144,7 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
     class Bounded(HttpToolsProtocol):
         _dropped = False
         _head_bytes = 0
+        _heads = 0
         _reading_head = True
         _head_timer: asyncio.TimerHandle | None = None
 
@@ -180,18 +181,27 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             if self._dropped:
                 return
-            if self._reading_head:
-                self._head_bytes += len(data)
-                if self._head_bytes > MAX_HEAD_BYTES:
+            room = MAX_HEAD_BYTES - self._head_bytes
+            if self._reading_head and len(data) > room:
+                # feed the head's allowance only: a body may follow in the same chunk
+                heads = self._heads
+                self._head_bytes = MAX_HEAD_BYTES
+                super().data_received(data[:room])
+                if self._heads == heads:  # still in the same head, at the limit
                     self._reading_head = False
                     self._disarm()
                     self.transport.write(_TOO_LARGE)
                     self.transport.close()
-                    return
+                elif not self.transport.is_closing():
+                    self.data_received(data[room:])
+                return
+            if self._reading_head:
+                self._head_bytes += len(data)
             super().data_received(data)
 
         def on_headers_complete(self) -> None:
             self._reading_head = False
+            self._heads += 1
             self._disarm()
             super().on_headers_complete()
 
