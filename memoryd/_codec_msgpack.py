@@ -326,6 +326,11 @@ def unpack_bounded(
             reason = "it holds a msgpack ext type, which memoryd never writes"
         elif "incomplete input" in reason:
             reason = "it is truncated"
+        elif "max_array_len" in reason or "max_map_len" in reason:
+            reason = (
+                f"it holds too many small values for its size (an array or map of {reason}; "
+                "split the write)"
+            )
         elif "max_bin_len" in reason:
             reason = "it holds binary data where only JSON values belong"
         raise CorruptRecord(f"{what} cannot be decoded: {reason}") from exc
