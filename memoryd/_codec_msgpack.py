@@ -59,10 +59,6 @@ def _refuse_ext(code: int, data: bytes) -> NoReturn:
     raise _RefusedExt(code)
 
 
-class _OverBudget(ValueError):
-    """Raised by `_Budget`'s hooks: the decoded objects outgrew the memory budget."""
-
-
 _SCALAR_BYTES = {str: 56, float: 32, int: 36, bytes: 40}
 """What one scalar element costs in memory at most, its pointer included, beyond
 the payload a str or bytes carries (which the body carries too)."""
@@ -82,17 +78,18 @@ class _Budget:
     is a Python call (about a microsecond), so the container count bounds the time.
     """
 
-    __slots__ = ("containers", "memory")
+    __slots__ = ("containers", "memory", "refusal")
 
-    def __init__(self, memory: int, containers: int) -> None:
+    def __init__(self, memory: int, containers: int, refusal: str) -> None:
         self.memory = memory
         self.containers = containers
+        self.refusal = refusal
 
     def _charge(self, cost: int) -> None:
         self.memory -= cost
         self.containers -= 1
         if self.memory < 0 or self.containers < 0:
-            raise _OverBudget
+            raise CorruptRecord(self.refusal)  # passes through msgpack as it is
 
     def on_list(self, value: list[Any]) -> list[Any]:
         if value:  # the element loop runs in map/sum, not in Python bytecode
@@ -217,6 +214,7 @@ def _unpackb(
     size: int,
     *,
     allow_bytes: bool,
+    what: str = "value",
     max_memory: int | None = None,
     max_items: int = 0,
 ) -> Any:
@@ -238,7 +236,12 @@ def _unpackb(
         )
     # at most one array or map per 32 input bytes (an event or a message takes more),
     # and a few per item the route allows (a message's content parts, tool calls)
-    budget = _Budget(max_memory, containers=4 * max_items + size // 32 + 64)
+    refusal = (
+        f"{what} of {size} bytes holds too many small values for its size: decoded, it "
+        f"would take more than {max_memory} bytes, or hold more arrays and maps than one "
+        "per 32 bytes"
+    )
+    budget = _Budget(max_memory, 4 * max_items + size // 32 + 64, refusal)
     # A container is charged once complete, so its length bounds what is built past the
     # budget: at most ``max_items``, or one element per 64 input bytes if that is more.
     longest = max(1, min(size, max(max_items, size // 64)))
@@ -300,14 +303,13 @@ def unpack_bounded(
         raise CorruptRecord(f"{what} is empty; the stored bytes are damaged")
     try:
         return _unpackb(
-            data, size, allow_bytes=allow_bytes, max_memory=max_memory, max_items=max_items
+            data,
+            size,
+            allow_bytes=allow_bytes,
+            what=what,
+            max_memory=max_memory,
+            max_items=max_items,
         )
-    except _OverBudget:
-        raise CorruptRecord(
-            f"{what} of {size} bytes holds too many small values for its size: decoded, "
-            f"it would take more than {max_memory} bytes, or hold more arrays and maps than "
-            "one per 32 bytes"
-        ) from None
     except _RefusedExt as exc:
         raise CorruptRecord(
             f"{what} holds msgpack ext type {exc.code}; memoryd never writes ext types"
