@@ -81,7 +81,8 @@ class Daemon:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            preexec_fn=limit_files if nofile is not None else None,
+            # only setrlimit runs between fork and exec (no locks taken)
+            preexec_fn=limit_files if nofile is not None else None,  # noqa: PLW1509
         )
         proc = self.proc
         assert proc.stdout is not None and proc.stderr is not None
