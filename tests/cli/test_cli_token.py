@@ -82,9 +82,10 @@ def test_a_client_command_reads_the_token_from_a_file(tmp_path: Path) -> None:
     path.write_text("client-file\n")
     with TokenFileDaemon(path).start() as daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        address = f"http://{daemon.http}"
+        command = ["--address", address, "--token-file", str(path), "version", "c"]
         done = subprocess.run(
-            [sys.executable, "-m", "memoryd.cli", "--address", f"http://{daemon.http}"]
-            + ["--token-file", str(path), "version", "c"],  # noqa: RUF005
+            [sys.executable, "-m", "memoryd.cli", *command],
             check=False,
             capture_output=True,
             text=True,

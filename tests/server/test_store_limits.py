@@ -155,9 +155,9 @@ def test_a_data_directory_open_to_others_is_made_0700_and_logged(tmp_path: Path)
 def test_the_cli_prints_the_404_of_a_missing_store(daemon: Daemon) -> None:
     """``memoryd --store typo get x`` says the store does not exist, and creates nothing."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    command = ["--store", "typo2", "get", "x"]
     done = subprocess.run(
-        [sys.executable, "-m", "memoryd.cli", "--address", daemon.address]
-        + ["--store", "typo2", "get", "x"],  # noqa: RUF005
+        [sys.executable, "-m", "memoryd.cli", "--address", daemon.address, *command],
         check=False,
         capture_output=True,
         text=True,
