@@ -5,6 +5,8 @@ anything larger than its limit; `unpack_bounded` caps the input length before de
 caps every str/bin/array/map length by the input length, requires str map keys (or
 bytes, where allowed), refuses msgpack ext types (timestamps included) and never
 unpickles. Undecodable bytes raise `CorruptRecord`, never a msgpack exception.
+A network body may also be given a memory budget (`unpack_wire`'s ``max_memory``): the
+decode stops, with `CorruptRecord`, once the objects it built would take more than that.
 
 Internal values (`pack_value`) and network bodies (`pack_wire`) are these rules applied
 directly; `memoryd.codec` re-exports them and builds the event records on the same two
@@ -13,6 +15,8 @@ functions. Together with `memoryd.codec`, the only module that imports msgpack.
 
 from __future__ import annotations
 
+import sys
+from itertools import repeat
 from typing import Any, NoReturn, TypeAlias
 
 import msgpack
@@ -53,6 +57,58 @@ class _RefusedExt(ValueError):
 
 def _refuse_ext(code: int, data: bytes) -> NoReturn:
     raise _RefusedExt(code)
+
+
+_SCALAR_BYTES = {str: 56, float: 32, int: 36, bytes: 40}
+"""What one scalar element costs in memory at most, its pointer included, beyond
+the payload a str or bytes carries (which the body carries too)."""
+
+
+_EMPTY_BYTES = 64
+"""An empty list (56 bytes) or dict (64)."""
+
+
+class _Budget:
+    """Hooks msgpack calls for every array and map it builds: they charge what each
+    costs in memory (the container, its slots, its scalar elements) and stop the
+    decode once the total passes ``memory`` bytes, or the containers ``containers``.
+
+    A container is charged when it is complete, so at most one container's worth
+    (bounded by ``max_array_len``/``max_map_len``) is built past the budget. Each hook
+    is a Python call (about a microsecond), so the container count bounds the time.
+    """
+
+    __slots__ = ("containers", "memory", "refusal")
+
+    def __init__(self, memory: int, containers: int, refusal: str) -> None:
+        self.memory = memory
+        self.containers = containers
+        self.refusal = refusal
+
+    def _charge(self, cost: int) -> None:
+        self.memory -= cost
+        self.containers -= 1
+        if self.memory < 0 or self.containers < 0:
+            raise CorruptRecord(self.refusal)  # passes through msgpack as it is
+
+    def on_list(self, value: list[Any]) -> list[Any]:
+        if value:  # the element loop runs in map/sum, not in Python bytecode
+            self._charge(
+                sys.getsizeof(value) + sum(map(_SCALAR_BYTES.get, map(type, value), repeat(8)))
+            )
+        else:
+            self._charge(_EMPTY_BYTES)
+        return value
+
+    def on_map(self, value: dict[str, Any]) -> dict[str, Any]:
+        if value:
+            values = value.values()
+            self._charge(
+                sys.getsizeof(value) + sum(map(_SCALAR_BYTES.get, map(type, values), repeat(8)))
+            )
+        else:
+            self._charge(_EMPTY_BYTES)
+        return value
 
 
 # --------------------------------------------------------------------------- packing
@@ -153,24 +209,67 @@ def pack_wire(obj: Any, *, max_bytes: int = MAX_WIRE_BYTES, trusted: bool = Fals
 # --------------------------------------------------------------------------- unpacking
 
 
-def _unpackb(data: Buffer, size: int, *, allow_bytes: bool) -> Any:
+def _unpackb(
+    data: Buffer,
+    size: int,
+    *,
+    allow_bytes: bool,
+    what: str = "value",
+    max_memory: int | None = None,
+    max_items: int = 0,
+) -> Any:
     """msgpack's decode with memoryd's rules: str keys, no ext types, no collection or
-    str longer than the input could hold, bytes only where ``allow_bytes``."""
+    str longer than the input could hold, bytes only where ``allow_bytes``, and the
+    objects built at most ``max_memory`` bytes (when given)."""
+    if max_memory is None:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            ext_hook=_refuse_ext,
+            max_ext_len=0,
+            max_bin_len=size if allow_bytes else 0,
+            max_str_len=size,
+            max_array_len=size,
+            max_map_len=size,
+        )
+    # at most one array or map per 32 input bytes (an event or a message takes more),
+    # and a few per item the route allows (a message's content parts, tool calls)
+    refusal = (
+        f"{what} of {size} bytes holds too many small values for its size: decoded, it "
+        f"would take more than {max_memory} bytes, or hold more arrays and maps than one "
+        "per 32 bytes"
+    )
+    budget = _Budget(max_memory, 4 * max_items + size // 32 + 64, refusal)
+    # A container is charged once complete, so its length bounds what is built past the
+    # budget: at most ``max_items``, or one element per 64 input bytes if that is more.
+    longest = max(1, min(size, max(max_items, size // 64)))
     return msgpack.unpackb(
         data,
         raw=False,
         use_list=True,
         strict_map_key=True,
         ext_hook=_refuse_ext,
+        list_hook=budget.on_list,
+        object_hook=budget.on_map,
         max_ext_len=0,
         max_bin_len=size if allow_bytes else 0,
         max_str_len=size,
-        max_array_len=size,
-        max_map_len=size,
+        max_array_len=longest,
+        max_map_len=longest,
     )
 
 
-def unpack_bounded(data: Buffer, *, allow_bytes: bool, max_bytes: int, what: str) -> Any:
+def unpack_bounded(
+    data: Buffer,
+    *,
+    allow_bytes: bool,
+    max_bytes: int,
+    what: str,
+    max_memory: int | None = None,
+    max_items: int = 0,
+) -> Any:
     """Decode one msgpack value under memoryd's rules.
 
     Args:
@@ -178,13 +277,18 @@ def unpack_bounded(data: Buffer, *, allow_bytes: bool, max_bytes: int, what: str
         allow_bytes: binary data may appear.
         max_bytes: The largest input to accept.
         what: What ``data`` is, for error messages ("event record", "stored value").
+        max_memory: The most bytes of Python objects the decoded value may take
+            (estimated as it is built), or None for no limit beyond the input's length.
+        max_items: With ``max_memory``: arrays and maps may hold this many elements
+            even where the input's length (one element per 64 bytes) allows fewer.
 
     Returns:
         The value, with arrays as lists and maps as dicts.
 
     Raises:
         CorruptRecord: The bytes are empty, too large, not one valid msgpack value, or
-            hold ext types, binary data where not allowed or a str that is not UTF-8.
+            hold ext types, binary data where not allowed or a str that is not UTF-8,
+            or would take more than ``max_memory`` bytes decoded.
         TypeError: ``data`` is not a bytes-like object.
     """
     if type(data) is bytes:
@@ -198,7 +302,14 @@ def unpack_bounded(data: Buffer, *, allow_bytes: bool, max_bytes: int, what: str
     if size == 0:
         raise CorruptRecord(f"{what} is empty; the stored bytes are damaged")
     try:
-        return _unpackb(data, size, allow_bytes=allow_bytes)
+        return _unpackb(
+            data,
+            size,
+            allow_bytes=allow_bytes,
+            what=what,
+            max_memory=max_memory,
+            max_items=max_items,
+        )
     except _RefusedExt as exc:
         raise CorruptRecord(
             f"{what} holds msgpack ext type {exc.code}; memoryd never writes ext types"
@@ -217,6 +328,11 @@ def unpack_bounded(data: Buffer, *, allow_bytes: bool, max_bytes: int, what: str
             reason = "it holds a msgpack ext type, which memoryd never writes"
         elif "incomplete input" in reason:
             reason = "it is truncated"
+        elif "max_array_len" in reason or "max_map_len" in reason:
+            reason = (
+                f"it holds too many small values for its size (an array or map of {reason}; "
+                "split the write)"
+            )
         elif "max_bin_len" in reason:
             reason = "it holds binary data where only JSON values belong"
         raise CorruptRecord(f"{what} cannot be decoded: {reason}") from exc
@@ -239,19 +355,36 @@ def unpack_value(data: Buffer, *, max_bytes: int = MAX_VALUE_BYTES) -> Any:
     return unpack_bounded(data, allow_bytes=True, max_bytes=max_bytes, what="stored value")
 
 
-def unpack_wire(data: Buffer, *, max_bytes: int = MAX_WIRE_BYTES) -> Any:
+def unpack_wire(
+    data: Buffer,
+    *,
+    max_bytes: int = MAX_WIRE_BYTES,
+    max_memory: int | None = None,
+    max_items: int = 0,
+) -> Any:
     """Decode an ``application/msgpack`` network body, bounded like every unpack here.
 
     Args:
         data: The body bytes.
         max_bytes: The largest body to accept.
+        max_memory: The most bytes of Python objects the decoded body may take, or None.
+        max_items: With ``max_memory``: the most elements an array or map may hold
+            whatever the body's length (a route's own limit, e.g. messages per add).
 
     Returns:
         The value: lists, dicts with str keys, str, int, float, bool, None.
 
     Raises:
         CorruptRecord: The bytes are not one valid msgpack value of JSON-compatible
-            types (garbage, truncated, trailing bytes, binary data, ext types, too large).
+            types (garbage, truncated, trailing bytes, binary data, ext types, too large,
+            over ``max_memory`` once decoded).
         TypeError: ``data`` is not a bytes-like object.
     """
-    return unpack_bounded(data, allow_bytes=False, max_bytes=max_bytes, what="msgpack body")
+    return unpack_bounded(
+        data,
+        allow_bytes=False,
+        max_bytes=max_bytes,
+        what="msgpack body",
+        max_memory=max_memory,
+        max_items=max_items,
+    )

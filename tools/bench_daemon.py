@@ -5,8 +5,12 @@
   redis-server with ``appendonly yes`` and ``appendfsync always`` (the durable
   Redis setup a user would pick instead);
 * reads: ``get(limit=50)`` p50 over HTTP vs ``LRANGE key -50 -1``;
-* the floor of the HTTP stack: the same 8 processes POSTing an add's body to an
-  ASGI app that answers at once, on uvicorn as the daemon runs it.
+* the floor of the HTTP stack: the same 8 processes POSTing an add's body (and
+  GETting a 50-message answer) to an ASGI app that answers at once, on uvicorn as
+  the daemon runs it; the daemon's rates are also shown as a share of this floor;
+* the daemon's group commit: mean batch and fsyncs per append, from its stats;
+* where the CPU goes: one client process profiled (cProfile) and, when py-spy is
+  installed, the daemon sampled, both broken down by layer per append.
 
 Prints a table and the ratios (ours / Redis; higher is better for rates, lower
 for latencies). Without redis-server (or the redis package) the Redis rows read
@@ -63,6 +67,42 @@ def _memoryd_writer(args: tuple[str, str | None, int, int, Any]) -> Span:
     return started, time.monotonic(), time.process_time() - cpu
 
 
+def _memoryd_reader(args: tuple[str, str | None, int, int, Any]) -> Span:
+    import memoryd
+
+    address, token, _, reads, barrier = args
+    store = memoryd.connect(address, token=token)
+    store.get("reads", limit=50)
+    barrier.wait()
+    cpu = time.process_time()
+    started = time.monotonic()
+    for _ in range(reads):
+        store.get("reads", limit=50)
+    return started, time.monotonic(), time.process_time() - cpu
+
+
+def _profiled_writer(args: tuple[str, str | None, int, int, str, Any]) -> Span:
+    """`_memoryd_writer` with its appends (only) under cProfile, dumped to ``args[4]``."""
+    import cProfile
+
+    import memoryd
+
+    address, token, worker, adds, dump, barrier = args
+    store = memoryd.connect(address, token=token)
+    store.version("warm")
+    barrier.wait()
+    profile = cProfile.Profile(time.process_time)  # CPU, not waits
+    cpu = time.process_time()
+    started = time.monotonic()
+    profile.enable()
+    for i in range(adds):
+        store.add(f"bench-{worker}", [{"role": "user", "content": f"message {i} " + "x" * 100}])
+    profile.disable()
+    span = started, time.monotonic(), time.process_time() - cpu
+    profile.dump_stats(dump)
+    return span
+
+
 def _redis_writer(args: tuple[int, int, int, Any]) -> Span:
     import redis
 
@@ -78,15 +118,20 @@ def _redis_writer(args: tuple[int, int, int, Any]) -> Span:
 
 
 _EMPTY_APP = """
+import json
+FIFTY = json.dumps({"messages": [{"role": "user", "content": f"m{i} " + "y" * 100}
+                                 for i in range(50)]}).encode()
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
     more = True
     while more:
         more = (await receive()).get("more_body", False)
+    body = FIFTY if scope["method"] == "GET" else b'{"version":1}'
     await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", b"13")]})
-    await send({"type": "http.response.body", "body": b'{"version":1}'})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 """
 
 
@@ -109,6 +154,20 @@ def _floor_writer(args: tuple[str, int, int, Any]) -> Span:
             content=json.dumps(body).encode(),
             timeout=30,
         )
+    return started, time.monotonic(), time.process_time() - cpu
+
+
+def _floor_reader(args: tuple[str, int, int, Any]) -> Span:
+    """GETs a 50-message answer from an ASGI app that answers at once."""
+    from memoryd.client._http import HttpTransport
+
+    base, _, reads, barrier = args
+    http = HttpTransport(base, uds=None, headers={"accept": "application/json"})
+    barrier.wait()
+    cpu = time.process_time()
+    started = time.monotonic()
+    for _ in range(reads):
+        http.request("GET", "/v1/conversations/reads/messages?limit=50", timeout=30)
     return started, time.monotonic(), time.process_time() - cpu
 
 
@@ -280,6 +339,149 @@ def _memoryd_reads(address: str, samples: int) -> tuple[float, float]:
     return statistics.median(times), used / samples * 1e6
 
 
+# --------------------------------------------------------------------------- where the CPU goes
+
+
+def _layer(path: str, name: str) -> str:
+    """The layer a profiled function belongs to, by its file (or builtin's name)."""
+    if "memoryd/client" in path:
+        return "memoryd client"
+    if "memoryd/server" in path:
+        return "memoryd server (routes, calls)"
+    if "memoryd/store" in path:
+        return "memoryd store (handle, actor, LMDB)"
+    if "memoryd/" in path:
+        return "memoryd core (check, codec)"
+    if "supervisors/" in path or "pykka/" in path or "threading.py" in path:
+        return "threads, actors, locks"
+    if "uvicorn/" in path or "httptools" in path or "asyncio/" in path or "uvloop" in path:
+        return "HTTP server (uvicorn, loop)"
+    if "starlette/" in path:
+        return "starlette"
+    if "json" in path or "msgpack" in path:
+        return "json / msgpack"
+    if (
+        "socket" in path
+        or "selectors" in path
+        or any(call in name for call in ("recv", "send", "poll", "select", "connect"))
+    ):
+        return "socket system calls"
+    return "other"
+
+
+def _client_breakdown(profile: Path, appends: int) -> dict[str, float]:
+    """CPU µs per append by layer, from one client process's cProfile dump."""
+    import pstats
+
+    stats: Any = pstats.Stats(str(profile)).stats
+    layers: dict[str, float] = {}
+    for (path, _, name), (_, _, tottime, _, _) in stats.items():
+        layer = _layer(path, name)
+        layers[layer] = layers.get(layer, 0.0) + tottime / appends * 1e6
+    return layers
+
+
+_IDLE = ("Condition.wait", "epoll", "select (selectors", "_worker (concurrent")
+
+
+def _server_breakdown(samples: Path, rate_hz: int, appends: int) -> dict[str, float]:
+    """CPU µs per append by layer, from py-spy's raw samples of the daemon (idle left out)."""
+    layers: dict[str, float] = {}
+    for line in samples.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        leaf = frames[-1]
+        if not count.isdigit() or any(mark in leaf for mark in _IDLE):
+            continue
+        path = leaf[leaf.rfind("(") + 1 :]
+        if "engine.py" in path and "_run" in leaf:
+            layer = "LMDB commit and fsync"
+        elif "runners.py" in path:
+            layer = "event loop in C (uvloop, with its waits)"
+        else:
+            layer = _layer(path, leaf)
+        layers[layer] = layers.get(layer, 0.0) + int(count) / rate_hz / appends * 1e6
+    return layers
+
+
+def _profiled_round(root: Path, address: str, adds: int, daemon_pid: int) -> list[str]:
+    """One more append round, profiled on both sides; the breakdown's printed lines."""
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    rate_hz = 250
+    sampler = None
+    samples = root / "server.raw"
+    if spy is not None:
+        sampler = subprocess.Popen(
+            [
+                spy,
+                "record",
+                "-p",
+                str(daemon_pid),
+                "-r",
+                str(rate_hz),
+                "-f",
+                "raw",
+                "--threads",
+                "--nonblocking",
+                "-o",
+                str(samples),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # py-spy attaches
+    jobs = [
+        (address, TOKEN, w + 2 * CLIENTS, adds, str(root / f"client{w}.prof"))
+        for w in range(CLIENTS)
+    ]
+    _rate(_profiled_writer, jobs, adds, daemon_pid)
+    lines = ["client (cProfile CPU time, one of 8 processes; profiling inflates every figure):"]
+    client = _client_breakdown(root / "client0.prof", adds)
+    lines += [
+        f"  {layer:40} {us:>8.1f} us" for layer, us in sorted(client.items(), key=lambda kv: -kv[1])
+    ]
+    if sampler is None:
+        lines.append("server: py-spy not installed (pip install py-spy)")
+        return lines
+    sampler.send_signal(signal.SIGINT)
+    sampler.wait(60)
+    if not samples.exists():
+        lines.append("server: py-spy could not attach (ptrace not permitted?)")
+        return lines
+    server = _server_breakdown(samples, rate_hz, adds * CLIENTS)
+    lines.append(f"server (py-spy at {rate_hz} Hz, idle waits left out; fsync waits included):")
+    lines += [
+        f"  {layer:40} {us:>8.1f} us" for layer, us in sorted(server.items(), key=lambda kv: -kv[1])
+    ]
+    return lines
+
+
+def _wall_s(argv: list[str], runs: int = 5) -> float:
+    """Median wall time of running ``argv`` to the end (output discarded)."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _cli_start(address: str) -> tuple[float, float]:
+    """``(memoryd get seconds, python -c pass seconds)``, medians, measured side by side."""
+    command = [sys.executable, "-m", "memoryd.cli", "--address", address, "--token", TOKEN]
+    get = _wall_s([*command, "get", "reads", "--limit", "50", "--json"])
+    bare = _wall_s([sys.executable, "-c", "pass"])
+    return get, bare
+
+
+def _commits(address: str) -> tuple[int, int]:
+    """The daemon's default store's ``(appends, fsyncs)`` so far."""
+    import memoryd
+
+    stats = memoryd.connect(address, token=TOKEN).stats()
+    return int(stats["appends"]), int(stats["fsyncs"])
+
+
 # --------------------------------------------------------------------------- redis
 
 
@@ -343,15 +545,33 @@ def main() -> None:
     try:
         jobs_tcp = [(http, TOKEN, w, args.adds) for w in range(CLIENTS)]
         jobs_unix = [(unix, None, w + CLIENTS, args.adds) for w in range(CLIENTS)]
+        before = _commits(http)
         over_tcp = _rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid)
+        after = _commits(http)
         over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
+        appended, fsyncs = after[0] - before[0], after[1] - before[1]
         get_p50, get_client_us = _memoryd_reads(http, args.reads)
+        reads_per = max(args.reads // CLIENTS, 50)
+        gets = _rate(
+            _memoryd_reader,
+            [(http, TOKEN, w, reads_per) for w in range(CLIENTS)],
+            reads_per,
+            daemon.pid,
+        )
+        breakdown = _profiled_round(root, http, args.adds, daemon.pid)
+        cli_get, bare = _cli_start(http)
         empty, empty_url = _start_empty_app(root)
         try:
             floor = _rate(
                 _floor_writer,
                 [(empty_url, w, args.adds) for w in range(CLIENTS)],
                 args.adds,
+                empty.pid,
+            )
+            floor_gets = _rate(
+                _floor_reader,
+                [(empty_url, w, reads_per) for w in range(CLIENTS)],
+                reads_per,
                 empty.pid,
             )
         finally:
@@ -405,6 +625,23 @@ def main() -> None:
     # each append costs (client processes, and the server process) explains the rates.
     # The empty app is the floor of the HTTP stack alone: the same POSTs, answered at once.
     print(f"{'POSTs/s to an empty ASGI app on uvicorn, TCP':44} {floor.per_s:>12.0f}")
+    print(f"{'GETs/s (50 messages) from it, 8 processes':44} {floor_gets.per_s:>12.0f}")
+    print(f"{'get(limit=50)/s, memoryd, 8 processes, TCP':44} {gets.per_s:>12.0f}")
+    print(
+        f"\nshare of the HTTP floor (memoryd rate / empty app's rate, same run; "
+        f"targets >= 0.5x appends, >= 0.7x gets):\n"
+        f"  appends, TCP {over_tcp.per_s / floor.per_s:.2f}x   "
+        f"appends, Unix socket {over_unix.per_s / floor.per_s:.2f}x   "
+        f"get(limit=50) {gets.per_s / floor_gets.per_s:.2f}x"
+    )
+    print(
+        f"memoryd get wall time {cli_get * 1e3:.0f} ms, python -c pass {bare * 1e3:.0f} ms: "
+        f"{cli_get / bare:.1f}x (target <= 3x)"
+    )
+    print(
+        f"group commit (TCP round): mean batch {appended / max(fsyncs, 1):.1f} appends, "
+        f"{fsyncs / max(appended, 1):.3f} fsyncs per append"
+    )
     print(f"\nCPU per append (us; {os.cpu_count()} CPUs)      client      server")
     cpu_rows = [
         ("memoryd, TCP", over_tcp),
@@ -416,6 +653,9 @@ def main() -> None:
     for label, row in cpu_rows:
         print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f}")
     print(f"{'CPU per get(limit=50), memoryd, TCP':36} {get_client_us:>10.0f}")
+    print("\nwhere an append's CPU goes (profiled round, us per append):")
+    for line in breakdown:
+        print(line)
     if redis_rate is not None:
         # The append target as a CPU budget: at Redis's rate the machine's CPUs give each
         # append at most this much CPU in all processes together; the HTTP floor takes

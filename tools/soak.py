@@ -6,9 +6,12 @@ Suites: injected actor crashes, 8-client histories with kills, random I/O faults
 under libfiu, the hypothesis state machine, corruption trials (bits flipped and pages
 zeroed in a data file), redis-server SIGKILLed under unkeyed Redis writes (needs
 redis-server on PATH), a real daemon on a full disk (``daemon`` in ``--skip`` skips
-both daemon rows) and on a disk failing 5 % of its writes for 60 s, and the FUSE
+both daemon rows) and on a disk failing 5 % of its writes for 60 s, a
+pre-authentication flood of a real daemon (thousands of TCP connections that never
+finish their heads, while Unix-socket clients must be served throughout), and the FUSE
 power-loss run with its two negative controls (which must report losses). Exits 1 on
-any loss, duplicate, torn event, verifier failure or blind control.
+any loss, duplicate, torn event, verifier failure, refused Unix-socket request or blind
+control.
 """
 
 from __future__ import annotations
@@ -253,6 +256,68 @@ def powerloss(cycles: int, seed: int, tmp: Path) -> list[tuple[str, dict[str, ob
     return rows
 
 
+def preauth_flood(connections: int, rounds: int, nofile: int | None) -> dict[str, object]:
+    """``connections`` TCP connections per round that send a request line, no token and
+    never finish their heads, held while two Unix-socket clients write and read; every
+    Unix request must succeed. ``nofile`` limits the daemon's open files (``ulimit -n``)."""
+    import resource
+    import socket
+    import threading
+
+    from tests.server.daemon import Daemon
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, connections + 1024), hard))
+    served = failed = held_total = 0
+    try:
+        with Daemon(tcp=True, nofile=nofile).start() as daemon:
+            host, port = daemon.http.rsplit(":", 1)
+            for n in range(rounds):
+                held = []
+                for _ in range(connections):
+                    sock = socket.socket()
+                    try:
+                        sock.connect((host, int(port)))
+                        sock.sendall(b"GET /v1/stats HTTP/1.1\r\nHost: localhost\r\n")
+                        held.append(sock)
+                    except OSError:
+                        sock.close()
+                held_total += len(held)
+                counts = [0, 0]
+
+                def client(k: int, round_: int = n, counts: list[int] = counts) -> None:
+                    store = daemon.connect()
+                    for i in range(100):
+                        try:
+                            cid = f"flood-{round_}-{k}"
+                            store.add(cid, [{"role": "user", "content": str(i)}])
+                            assert len(store.get(cid, limit=1)) == 1
+                            counts[0] += 1
+                        except Exception:  # every failure counts: none is allowed
+                            counts[1] += 1
+                    store.close()
+
+                threads = [threading.Thread(target=client, args=(k,)) for k in range(2)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                served, failed = served + counts[0], failed + counts[1]
+                for sock in held:
+                    sock.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    print(f"pre-auth flood (nofile {nofile}): {held_total} slow-head connections held")
+    return {
+        "cycles": rounds,
+        "operations": served + failed,
+        "acknowledged": served,
+        "lost": failed,
+        "duplicated": 0,
+        "ok": failed == 0 and served > 0,
+    }
+
+
 def main() -> None:
     """Run every suite and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -279,6 +344,8 @@ def main() -> None:
             ),
             ("daemon disk full", lambda: daemon_disk_full(tmp)),
             ("daemon flaky disk 5 % EIO", lambda: daemon_flaky_disk(60.0 * s, tmp)),
+            ("pre-auth flood (TCP)", lambda: preauth_flood(4200, max(1, int(3 * s)), None)),
+            ("pre-auth flood nofile=1024", lambda: preauth_flood(1500, max(1, int(3 * s)), 1024)),
         ]
         for name, fn in plan:
             if name.split()[0].lower() in skip:

@@ -23,7 +23,7 @@ from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb.handle import LmdbStore
 
-__all__ = ["FOLLOW_PATIENCE_S", "backup", "open_store", "run"]
+__all__ = ["FOLLOW_PATIENCE_S", "backup", "open_store", "run", "token_of"]
 
 #: How long ``tail -f`` keeps reconnecting (with backoff) to a daemon that stopped
 #: answering before it exits with an error, unless ``--timeout`` says otherwise.
@@ -39,6 +39,37 @@ def _option(args: argparse.Namespace, name: str, env: str | None = None) -> Any:
     return value
 
 
+def token_of(args: argparse.Namespace) -> str | None:
+    """The daemon token: ``--token-file``, else ``--token`` (warned about), else
+    ``MEMORYD_TOKEN``.
+
+    A token given on the command line is visible to every local user (``ps``), so
+    ``--token`` with a value prints a warning on stderr.
+
+    Raises:
+        ValueError: the token file cannot be read or holds no token.
+    """
+    path = getattr(args, "token_file", None)
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the token file {path}: {exc}") from None
+        token = text.strip()
+        if not token:
+            raise ValueError(f"the token file {path} is empty")
+        return token
+    given = getattr(args, "token", None)
+    if given:
+        print(
+            "memoryd: warning: --token shows the token to every local user (ps); "
+            "set MEMORYD_TOKEN or use --token-file instead",
+            file=sys.stderr,
+        )
+        return str(given)
+    return os.environ.get("MEMORYD_TOKEN") or None
+
+
 def open_store(args: argparse.Namespace) -> StoreHandle:
     """The store the command works on: through the daemon, or directly on ``--data``.
 
@@ -49,7 +80,7 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     from memoryd.client import remote as client  # noqa: PLC0415 (the HTTP client only when a daemon is used)
 
     address = _option(args, "address", "MEMORYD_ADDRESS")
-    token = _option(args, "token", "MEMORYD_TOKEN")
+    token = token_of(args)
     data = _option(args, "data")
     name = _option(args, "store")
     if name is not None:

@@ -1,7 +1,7 @@
 """The ``memoryd`` command: the store surface for people, and ``serve``.
 
 Human-readable output on a terminal, JSON when piped or with ``--json``. Commands
-talk to a daemon (``--address``/``MEMORYD_ADDRESS``, ``--token``/``MEMORYD_TOKEN``)
+talk to a daemon (``--address``/``MEMORYD_ADDRESS``, ``MEMORYD_TOKEN``/``--token-file``)
 or work directly on a data directory with ``--data`` when no daemon runs (when one
 does, they use its socket ``DIR/memoryd.sock`` instead).
 
@@ -32,8 +32,8 @@ def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import ServerConfig, parse_listen, run  # noqa: PLC0415 (starlette)
 
     mlogging.configure(level=args.log_level)  # console on a terminal, else JSON
-    token = args.token or os.environ.get("MEMORYD_TOKEN") or None
     try:
+        token = _cli_commands.token_of(args)
         config = ServerConfig(
             data=Path(args.data).resolve(),
             socket_path=Path(args.socket).resolve() if args.socket else None,
@@ -43,6 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
             fault_injection=args.fault_injection,
             backend=args.backend,
             require_durable=not args.redis_not_durable,
+            max_stores=args.max_stores,
         )
     except ValueError as exc:
         print(f"memoryd serve: {exc}", file=sys.stderr)

@@ -18,7 +18,15 @@ def _where(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where")
     sup = argparse.SUPPRESS
     group.add_argument("--address", default=sup, help="daemon address (or MEMORYD_ADDRESS)")
-    group.add_argument("--token", default=sup, help="daemon token (or MEMORYD_TOKEN)")
+    group.add_argument(
+        "--token",
+        default=sup,
+        help="daemon token; visible to every local user in ps: prefer MEMORYD_TOKEN or "
+        "--token-file",
+    )
+    group.add_argument(
+        "--token-file", default=sup, metavar="FILE", help="read the daemon token from FILE"
+    )
     group.add_argument(
         "--data", default=sup, metavar="DIR", help="a data directory to use directly"
     )
@@ -65,7 +73,22 @@ def _serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help=text, description=text)
     serve.add_argument("--data", required=True, help="the data directory (created if missing)")
     serve.add_argument("--listen", help="also listen on TCP HOST:PORT (needs a token)")
-    serve.add_argument("--token", help="bearer token for TCP (or MEMORYD_TOKEN)")
+    serve.add_argument(
+        "--token",
+        help="bearer token for TCP; visible to every local user in ps: prefer the "
+        "MEMORYD_TOKEN environment variable or --token-file",
+    )
+    serve.add_argument(
+        "--token-file", metavar="FILE", help="read the TCP bearer token from FILE (one line)"
+    )
+    serve.add_argument(
+        "--max-stores",
+        type=positive_int,
+        default=256,
+        metavar="N",
+        help="the most named stores that may run at once (default 256); a write that would "
+        "start one more is refused",
+    )
     serve.add_argument("--no-auth", action="store_true", help="TCP without a token (loopback only)")
     serve.add_argument("--socket", help="the Unix socket (default DATA/memoryd.sock)")
     serve.add_argument(

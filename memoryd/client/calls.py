@@ -16,6 +16,7 @@ wrong into the store's exceptions:
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -30,6 +31,12 @@ _MSGPACK = "application/msgpack"
 _JSON = "application/json"
 _FIRST_BACKOFF_S = 0.02
 _MAX_BACKOFF_S = 0.5
+
+
+ADDRESS_SCHEMES = ("unix", "http", "https")
+"""The schemes a daemon address may have."""
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def parse_address(address: str) -> tuple[str, str | None]:
@@ -47,6 +54,12 @@ def parse_address(address: str) -> tuple[str, str | None]:
         return "http://memoryd", address[len("unix:") :]
     if address.startswith(("http://", "https://")):
         return address.rstrip("/"), None
+    scheme = _SCHEME.match(address)
+    if scheme is not None:
+        raise ValueError(
+            f"daemon address {address!r} has the scheme {scheme.group(1)!r}; memoryd speaks "
+            f"{', '.join(s + '://' for s in ADDRESS_SCHEMES)} (or a plain socket path or HOST:PORT)"
+        )
     if "/" in address or address.endswith(".sock"):
         return "http://memoryd", address
     if ":" in address:

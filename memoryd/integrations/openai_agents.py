@@ -64,6 +64,8 @@ ITEM_KEY = "openai_agents_item"
 """The message key under which the SDK item is stored verbatim."""
 
 _PLAIN_ROLES = frozenset({"developer", "system", "user"})
+_TEXT_ROLES = _PLAIN_ROLES | {"assistant"}
+"""Roles of a ``{"role", "content": str}`` item that `decode_items` gives back as it is."""
 
 _T = TypeVar("_T")
 
@@ -127,7 +129,10 @@ def encode_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
     A user, system or developer message keeps its role; every other item (assistant
     messages, tool calls and their outputs, reasoning, ...) is stored as an
-    ``assistant`` message. The item itself rides under `ITEM_KEY`.
+    ``assistant`` message. The item itself rides under `ITEM_KEY`, except for an
+    item that is already a plain chat message (only a role and a text ``content``):
+    that is stored as it is, since `decode_items` gives it back exactly, and a read
+    decodes it once instead of twice.
 
     Args:
         item: an SDK input item (a JSON-compatible mapping).
@@ -141,6 +146,8 @@ def encode_item(item: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(item, Mapping):
         raise InvalidSessionItem(f"a session item must be a dict, got {type(item).__name__}")
     role = item.get("role")
+    if len(item) == 2 and role in _TEXT_ROLES and isinstance(item.get("content"), str):
+        return {"role": role, "content": item["content"]}
     is_message = item.get("type", "message") == "message"
     stored_role = role if is_message and role in _PLAIN_ROLES else "assistant"
     return {"role": stored_role, "content": _summary(item), ITEM_KEY: dict(item)}
@@ -187,6 +194,10 @@ def decode_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     item = message.get(ITEM_KEY)
     if isinstance(item, dict):
         return [item]
+    if len(message) == 2 and message.get("role") in _TEXT_ROLES:
+        content = message.get("content")
+        if isinstance(content, str):  # a plain text message is its own item
+            return [{"role": message["role"], "content": content}]
     return _decode_foreign(message)
 
 

@@ -113,7 +113,8 @@ class StoreFeatures:
 
     Attributes:
         handle: It is a memoryd store handle (every feature, the journal included).
-        get_limit: ``get`` takes ``limit=``.
+        get_limit: ``get`` takes ``limit=`` and ``system=`` (a window read that keeps the
+            system messages stored before the tail, as `StoreHandle.get` does).
         idempotency: ``add`` takes ``idempotency_key=``.
         expected_version: ``add`` takes ``expected_version=``.
         version: It has ``version(cid)``.
@@ -146,7 +147,7 @@ class StoreFeatures:
         if not self.memo:
             lost.append("a persisted session memo (no events/record; kept in memory)")
         if not self.get_limit:
-            lost.append("O(window) window reads (get takes no limit)")
+            lost.append("O(window) window reads (get takes no limit= and system=)")
         return lost
 
 
@@ -173,6 +174,8 @@ def accepts_keyword(function: Any, name: str) -> bool:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
         return False
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True  # a wrapper forwarding ``**options`` takes what it wraps takes
     found = parameters.get(name)
     return found is not None and found.kind in (
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -200,7 +203,7 @@ def store_features(store: Any) -> StoreFeatures:
         return HANDLE_FEATURES
     return StoreFeatures(
         handle=False,
-        get_limit=accepts_keyword(store.get, "limit"),
+        get_limit=accepts_keyword(store.get, "limit") and accepts_keyword(store.get, "system"),
         idempotency=accepts_keyword(store.add, "idempotency_key"),
         expected_version=accepts_keyword(store.add, "expected_version"),
         version=callable(getattr(store, "version", None)),

@@ -50,8 +50,8 @@ class DefaultProvider:
         store_preprocessors: Callables ``list -> list`` run in order on the messages
             `append` records, before they are stored (for example `preprocessors.redact`).
         read_tail: With a window, let `history` read only the last messages the window
-            can use, after every system message stored before them (a store that is not
-            a `StoreHandle` is read whole). False reads whole histories.
+            can use, after every system message stored before them (a store whose ``get``
+            takes no ``limit=`` and ``system=`` is read whole). False reads whole histories.
 
     Raises:
         TypeError: ``store`` is not a store (the message names what it lacks), or a
@@ -179,16 +179,17 @@ class DefaultProvider:
             StoreUnavailable: The store is not running.
         """
         store, features = self.store, self._features
-        if self._window is None or not self._read_tail or not isinstance(store, StoreHandle):
+        if self._window is None or not self._read_tail or not features.get_limit:
             return store_get(store, features, cid)
         wanted = self._window
         limit = max(wanted, 1)
         while True:
             # Fewer than `limit` messages: the history is exhausted (the system messages
             # before a tail are only there when the history is longer than the tail).
-            found = store.get(cid, limit=limit, system=True)
+            found: list[dict[str, Any]] = list(store.get(cid, limit=limit, system=True))
             if len(found) < limit or sum(1 for m in found if not is_system(m)) >= wanted:
-                return found
+                # a store of ours returns fresh copies; a user's store may not
+                return found if features.handle else copy.deepcopy(found)
             limit *= 2
 
     def append(

@@ -19,6 +19,7 @@ from memoryd import _version
 from memoryd import protocol as wire
 from memoryd.errors import MemorydError
 from memoryd.server.calls import Endpoint, ServerContext, internal_error
+from memoryd.server.config import DECODE_THREADS
 from memoryd.server.hot import HotRoutes
 from memoryd.server.http import Guard, HttpError, error_response
 from memoryd.server.metrics import Observe
@@ -190,6 +191,7 @@ def create_app(ctx: ServerContext) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         ctx.limiter = anyio.CapacityLimiter(ctx.config.threads)
         ctx.tail_limiter = anyio.CapacityLimiter(ctx.config.tail_waiters)
+        ctx.decode_limiter = anyio.CapacityLimiter(DECODE_THREADS)
         yield
 
     routes = [Route(p, fn, methods=[m]) for m, p, fn, _, _ in all_ops()]

@@ -76,6 +76,7 @@ class ServerContext:
     stopping: threading.Event = field(default_factory=threading.Event)
     limiter: anyio.CapacityLimiter | None = None
     tail_limiter: anyio.CapacityLimiter | None = None
+    decode_limiter: anyio.CapacityLimiter | None = None
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -150,7 +151,11 @@ async def checked_body(
     while sending it is counted under its operation.
     """
     request.scope["memoryd.op"] = op
-    body = await read_body(request, ctx_of(request).config.max_body_bytes)
+    ctx = ctx_of(request)
+    config = ctx.config
+    body = await read_body(
+        request, config.max_body_bytes, ctx.decode_limiter, config.max_messages_per_add
+    )
     check_fields(body, allowed, required)
     return body
 
@@ -158,10 +163,16 @@ async def checked_body(
 # --------------------------------------------------------------------------- running calls
 
 
-def store_of(request: Request) -> StoreHandle:
+def store_of(request: Request, *, create: bool = False) -> StoreHandle:
+    """The request's store, started if it exists (or, with ``create``, a write's, in any case).
+
+    Raises:
+        StoreNotRunning: not running, and the client asked not to start it.
+        HttpError: 404 for a read of a store that does not exist; 409 past ``--max-stores``.
+    """
     autostart = request.headers.get("memoryd-autostart", "yes").lower() != "no"
     name = request.path_params.get("store")
-    return ctx_of(request).stores.resolve(name, autostart=autostart)
+    return ctx_of(request).stores.resolve(name, autostart=autostart, create=create)
 
 
 def internal_error(request: Request, exc: Exception) -> HttpError:
@@ -212,7 +223,7 @@ async def submit(
     request.scope["memoryd.op"] = op
     store = running_store(request)
     if store is None:
-        store = await in_thread(request, lambda: store_of(request))
+        store = await in_thread(request, lambda: store_of(request, create=True))
     try:
         result = await store.submit(make(store))
     except (MemorydError, ValueError, HttpError):

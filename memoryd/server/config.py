@@ -14,7 +14,10 @@ from pathlib import Path
 
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["ServerConfig", "is_loopback", "parse_listen"]
+__all__ = ["DECODE_THREADS", "ServerConfig", "is_loopback", "parse_listen"]
+
+DECODE_THREADS = 2
+"""How many large request bodies are decoded at once (each in a worker thread)."""
 
 _MAX_UNIX_PATH = 107
 
@@ -69,6 +72,8 @@ class ServerConfig:
         tail_waiters: how many ``tail`` long-polls may wait at once.
         grace_s: on shutdown, how long in-flight requests get to finish.
         allowed_origins: browser origins allowed to call the API (none by default).
+        max_stores: the most named stores that may run at once (a write to one more
+            is refused; lowered at start when file descriptors cannot hold as many).
         fault_injection: enable ``POST /v1/stores/{name}/crash`` (tests only).
         backend: ``redis://``, ``rediss://`` or ``unix://`` URL of a Redis (or Redis
             Cluster node) holding every store, or None for LMDB in ``data``.
@@ -88,6 +93,7 @@ class ServerConfig:
     tail_waiters: int = 256
     grace_s: float = 10.0
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
+    max_stores: int = 256
     fault_injection: bool = False
     backend: str | None = None
     require_durable: bool = True
@@ -121,17 +127,18 @@ class ServerConfig:
             if self.token is None and not self.no_auth:
                 where = "a loopback" if is_loopback(host) else "a public"
                 raise ValueError(
-                    f"refusing to listen on {where} address {host} without a token: pass "
-                    "--token or set MEMORYD_TOKEN (on 127.0.0.1 you may pass --no-auth instead)"
+                    f"refusing to listen on {where} address {host} without a token: set "
+                    "MEMORYD_TOKEN or pass --token-file (on 127.0.0.1 you may pass --no-auth "
+                    "instead)"
                 )
             if self.no_auth and not is_loopback(host):
                 raise ValueError(
                     f"--no-auth is only allowed on a loopback address, not {host}: "
-                    "pass --token or set MEMORYD_TOKEN"
+                    "set MEMORYD_TOKEN or pass --token-file"
                 )
         for name in ("max_body_bytes", "max_messages_per_add", "max_message_bytes"):
             _positive_int(getattr(self, name), name)
-        for name in ("threads", "tail_waiters"):
+        for name in ("threads", "tail_waiters", "max_stores"):
             _positive_int(getattr(self, name), name)
         if not isinstance(self.grace_s, int | float) or not math.isfinite(self.grace_s):
             raise ValueError(f"grace_s must be a finite number, not {self.grace_s!r}")

@@ -23,8 +23,12 @@ from memoryd import app
 from memoryd.errors import AlreadyStarted, MemorydError
 from memoryd.server.config import ServerConfig
 from memoryd.server.listener import SERVER, Server
-from memoryd.server.stores import StoreRegistry, durable_stores
-from memoryd.store.lmdb.dirlock import make_dir
+from memoryd.server.stores import (
+    StoreRegistry,
+    durable_exists,
+    durable_stores,
+    private_data_dir,
+)
 from supervisors import ChildSpec, Restart, StartError, whereis
 
 __all__ = ["run", "usage_text"]
@@ -103,8 +107,13 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     if config.listen is not None and config.no_auth:
         log.warning("tcp_without_auth", listen=f"{config.listen[0]}:{config.listen[1]}")
     try:
-        make_dir(config.data)  # durable: created entries fsynced, parents too
-        stores = StoreRegistry(durable_stores(config), max_message_bytes=config.max_message_bytes)
+        private_data_dir(config.data)
+        stores = StoreRegistry(
+            durable_stores(config),
+            max_message_bytes=config.max_message_bytes,
+            exists=durable_exists(config),
+            max_stores=config.max_stores,
+        )
         stores.start_default()
     except AlreadyStarted as exc:
         log.error("data_directory_in_use", data=str(config.data), error=str(exc))

@@ -8,19 +8,20 @@ token in constant time on TCP, and refuses bodies announced larger than the limi
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memoryd import codec
 from memoryd._json_values import COMPACT
-from memoryd.errors import CorruptRecord, HttpError
+from memoryd.errors import HttpError
 from memoryd.protocol import error_to_wire
+from memoryd.server.bodies import decode_body
 from memoryd.server.config import ServerConfig, is_loopback
 
 __all__ = [
@@ -82,10 +83,22 @@ def encode(payload: Any, msgpack: bool) -> tuple[bytes, str]:
     return _dumps(payload), JSON
 
 
-async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
+INLINE_DECODE_BYTES = 64 << 10
+"""Bodies up to this size are decoded on the event loop (well under a millisecond);
+larger ones in a worker thread, a few at a time, so no body holds the loop for long."""
+
+
+async def read_body(
+    request: Request,
+    max_bytes: int,
+    decode_limiter: anyio.CapacityLimiter | None = None,
+    max_items: int = 0,
+) -> dict[str, Any]:
     """Read and decode a request body of at most ``max_bytes`` into an object.
 
-    An empty body is ``{}``.
+    An empty body is ``{}``. Decoding is bounded in memory (`decode_body`); a body
+    over `INLINE_DECODE_BYTES` is decoded in a worker thread under ``decode_limiter``.
+    ``max_items`` is the route's limit on the elements of one array (see `decode_body`).
 
     Raises:
         HttpError: 413 over the limit, 415 for an unknown content type, 400 when the
@@ -115,16 +128,18 @@ async def read_body(request: Request, max_bytes: int) -> dict[str, Any]:
     if not raw:
         return {}
     kind = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
-    try:
-        if kind == MSGPACK:
-            body = codec.unpack_wire(raw, max_bytes=max_bytes)
-        elif kind in (JSON, "text/json", "", "application/x-www-form-urlencoded"):
-            # curl -d sends a form content type unless told otherwise: read it as JSON
-            body = json.loads(raw)
-        else:
-            raise HttpError(415, "UnsupportedMediaType", f"send {JSON} or {MSGPACK}, not {kind!r}")
-    except (ValueError, CorruptRecord) as exc:
-        raise HttpError(400, "ValueError", f"the request body cannot be decoded: {exc}") from None
+    if kind == MSGPACK:
+        form = "msgpack"
+    elif kind in (JSON, "text/json", "", "application/x-www-form-urlencoded"):
+        form = "json"  # curl -d sends a form content type unless told otherwise
+    else:
+        raise HttpError(415, "UnsupportedMediaType", f"send {JSON} or {MSGPACK}, not {kind!r}")
+    if len(raw) <= INLINE_DECODE_BYTES:
+        body = decode_body(raw, form, max_items)
+    else:
+        body = await anyio.to_thread.run_sync(
+            decode_body, raw, form, max_items, limiter=decode_limiter
+        )
     if not isinstance(body, dict):
         raise HttpError(400, "ValueError", "the request body must be an object")
     return body

@@ -1,14 +1,16 @@
 """Server: the supervised network listener ("memoryd.server" in the app's tree).
 
 ``init`` binds the sockets in the actor's thread (so a taken port fails the
-start with a clear error) and runs uvicorn in a thread of its own, with its own
-event loop. ``terminate`` stops accepting, lets in-flight requests finish within
-the grace period, and removes the Unix socket. If the uvicorn thread ends on its
-own, the actor crashes and its supervisor starts a new listener.
+start with a clear error), shares the file descriptors out (`memoryd.server.limits`)
+and runs one uvicorn server per listener, each with its own connection budget, in a
+thread of its own with its own event loop. ``terminate`` stops accepting, lets
+in-flight requests finish within the grace period, and removes the Unix socket. If
+the uvicorn thread ends on its own, the actor crashes and its supervisor starts a new listener.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import tempfile
@@ -19,11 +21,12 @@ from pathlib import Path
 
 import structlog
 import uvicorn
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from starlette.types import ASGIApp
 
 from memoryd.server.application import create_app
 from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
+from memoryd.server.limits import MAX_HEAD_BYTES, bounded, fd_budget, raise_fd_limit
 from memoryd.server.metrics import Metrics
 from memoryd.server.peercred import peer_checked
 from memoryd.server.stores import StoreRegistry
@@ -97,7 +100,7 @@ class Server(SupervisedActor):
         self.stores = stores
         self._ready = ready
         self._ctx: ServerContext | None = None
-        self._uvicorn: uvicorn.Server | None = None
+        self._servers: list[uvicorn.Server] = []
         self._thread: threading.Thread | None = None
         self._sockets: list[socket.socket] = []
         self._stopping = False
@@ -114,27 +117,27 @@ class Server(SupervisedActor):
             host, port = tcp.getsockname()[:2]
             self.addresses["tcp"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._ctx = ServerContext(config=cfg, stores=self.stores, metrics=Metrics(self.stores))
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(self._ctx),
-                log_config=None,
-                access_log=False,
-                lifespan="on",
-                loop="auto",  # uvloop when installed
-                # httptools when installed; refuses Unix peers of another uid
-                http=peer_checked(AutoHTTPProtocol, os.geteuid()),
-                ws="none",
-                proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
-                timeout_graceful_shutdown=max(int(cfg.grace_s), 1),
-                limit_concurrency=4096,
-                timeout_keep_alive=30,
-            )
+        budget = fd_budget(raise_fd_limit(), max_stores=cfg.max_stores, tcp=len(self._sockets) > 1)
+        self.stores.limit(budget.stores)
+        log.info(
+            "fd_budget",
+            nofile=budget.nofile,
+            max_stores=budget.stores,
+            unix_connections=budget.unix,
+            tcp_connections=budget.tcp,
         )
-        self._uvicorn = server
+        app = create_app(self._ctx)
+        # one uvicorn server per listener, each with its own connection budget, so a
+        # flood on TCP never takes the Unix socket's connections; the first runs the
+        # app's lifespan for both
+        self._servers = [
+            uvicorn.Server(self._uvicorn_config(app, limit, lifespan=i == 0))
+            for i, limit in enumerate((budget.unix, budget.tcp)[: len(self._sockets)])
+        ]
         self._thread = threading.Thread(target=self._serve, name="memoryd-http", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + self.start_timeout_s
-        while not server.started:
+        while not all(server.started for server in self._servers):
             if not self._thread.is_alive():
                 raise RuntimeError("the HTTP server stopped while starting; see the log")
             if time.monotonic() > deadline:
@@ -144,11 +147,33 @@ class Server(SupervisedActor):
         if self._ready is not None:
             self._ready(dict(self.addresses))
 
+    def _uvicorn_config(self, app: ASGIApp, limit: int, *, lifespan: bool) -> uvicorn.Config:
+        return uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on" if lifespan else "off",
+            loop="auto",  # uvloop when installed
+            # httptools, with bounded request heads; refuses Unix peers of another uid
+            http=peer_checked(bounded(limit), os.geteuid()),
+            ws="none",
+            proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
+            timeout_graceful_shutdown=max(int(self.config.grace_s), 1),
+            limit_concurrency=limit + 1,  # the protocol itself drops connections past limit
+            timeout_keep_alive=30,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        )
+
     def _serve(self) -> None:
-        server = self._uvicorn
-        assert server is not None
+        servers = self._servers
+
+        async def serve_all() -> None:
+            pairs = zip(servers, self._sockets, strict=True)
+            await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in pairs))
+
         try:
-            server.run(sockets=self._sockets)
+            with asyncio.Runner(loop_factory=servers[0].config.get_loop_factory()) as runner:
+                runner.run(serve_all())
         except BaseException as exc:  # uvicorn exits with SystemExit on startup failures
             log.error("server_thread_failed", error=repr(exc))
         finally:
@@ -161,12 +186,14 @@ class Server(SupervisedActor):
         self._stopping = True
         if self._ctx is not None:
             self._ctx.stopping.set()
-        server, thread = self._uvicorn, self._thread
-        if server is not None and thread is not None and thread.is_alive():
-            server.should_exit = True
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            for server in self._servers:
+                server.should_exit = True
             thread.join(self.config.grace_s + 5.0)
             if thread.is_alive():
-                server.force_exit = True
+                for server in self._servers:
+                    server.force_exit = True
                 thread.join(5.0)
         for sock in self._sockets:
             sock.close()

@@ -227,6 +227,11 @@ def _tail_args(request: Request) -> tuple[int, int, float]:
         raise HttpError(
             400, "ValueError", f"timeout must be between 0 and {MAX_TAIL_TIMEOUT_S:g} seconds"
         )
+    # checked here, before a stream's 200 is sent: the store would refuse them mid-stream
+    if after < 0:
+        raise HttpError(400, "ValueError", f"after must be 0 or more, not {after}")
+    if limit is not None and limit < 1:
+        raise HttpError(400, "ValueError", f"limit must be 1 or more, not {limit}")
     return after, 1000 if limit is None else limit, timeout
 
 
@@ -326,7 +331,8 @@ async def crash_store(request: Request) -> Response:
     ctx = ctx_of(request)
     if not ctx.config.fault_injection:
         raise HttpError(404, "NotFound", "fault injection is not enabled on this daemon")
-    handle = await in_thread(request, lambda: ctx.stores.resolve(request.path_params["store"]))
+    name = request.path_params["store"]
+    handle = await in_thread(request, lambda: ctx.stores.resolve(name, create=False))
     return JSONResponse({"killed": kill(handle.name, "crash requested over HTTP")})
 
 

@@ -3,8 +3,9 @@
 Where a store runs is `memoryd.store.lookup`'s answer; this registry adds the
 daemon's policy on top: which names it started, which named stores a request may
 start (``Memoryd-Autostart: no``, sent by handles from ``RemoteStore.start``, makes
-a stopped store raise ``StoreNotRunning`` instead), and how a durable store is
-started. That last one is chosen once, at daemon start (`durable_stores`): LMDB
+a stopped store raise ``StoreNotRunning`` instead; a read never creates a store that
+does not exist, it is a 404; at most ``max_stores`` named stores run), and how a
+durable store is started. That last one is chosen once, at daemon start (`durable_stores`): LMDB
 (the default store in the data directory, named stores in ``data/stores/<name>``)
 or Redis (``memoryd serve --backend redis://...``: every durable store in Redis
 under a key prefix derived from its name, so several stateless daemons can serve
@@ -14,12 +15,15 @@ the same stores and any of them answers any conversation).
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memoryd.errors import AlreadyStarted, StoreNotRunning
+import structlog
+
+from memoryd.errors import AlreadyStarted, HttpError, StoreNotRunning
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
 from memoryd.server.config import ServerConfig
 from memoryd.store import lookup
@@ -32,8 +36,10 @@ __all__ = [
     "KINDS",
     "StartStore",
     "StoreRegistry",
+    "durable_exists",
     "durable_stores",
     "lmdb_stores",
+    "private_data_dir",
     "redis_prefix",
     "redis_stores",
 ]
@@ -44,6 +50,41 @@ word for a durable store (in whatever backend the daemon was started with)."""
 
 StartStore = Callable[[str], StoreHandle]
 """Starts the store of a name and returns its handle (raises `AlreadyStarted` if taken)."""
+
+log = structlog.get_logger("memoryd.server")
+
+
+def private_data_dir(data: Path) -> None:
+    """Create the data directory 0700 (fsynced with its parents), or make an existing
+    one 0700 (logged).
+
+    Raises:
+        OSError: it cannot be created, or its mode cannot be changed (not its owner).
+    """
+    make_dir(data)
+    mode = data.stat().st_mode & 0o777
+    if mode & 0o077:
+        try:
+            os.chmod(data, 0o700)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"the data directory {data} is mode {mode:04o}, open to other users, and "
+                f"cannot be made 0700 ({exc.strerror}): chmod 700 it, or use another",
+            ) from None
+        log.warning("data_directory_made_private", data=str(data), was=f"{mode:04o}")
+
+
+def durable_exists(config: ServerConfig) -> Callable[[str], bool]:
+    """Whether a durable named store already exists, for the daemon of ``config``.
+
+    LMDB: its directory ``data/stores/<name>`` exists. Redis: always True (starting a
+    Redis store writes nothing, so a read that starts one creates nothing).
+    """
+    if config.backend is not None:
+        return lambda name: True
+    stores = config.data / "stores"
+    return lambda name: (stores / name).is_dir()
 
 
 def redis_prefix(name: str) -> str:
@@ -107,10 +148,22 @@ class StoreRegistry:
         durable: starts a durable store (the default one, and named ones of kind
             ``"lmdb"``); see `durable_stores`.
         max_message_bytes: the largest message the ephemeral stores accept.
+        exists: whether a durable named store exists (default: every name does); a
+            read of one that does not is a 404, never a new store.
+        max_stores: the most named stores that may run at once (None: no limit).
     """
 
-    def __init__(self, durable: StartStore, *, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        durable: StartStore,
+        *,
+        max_message_bytes: int,
+        exists: Callable[[str], bool] | None = None,
+        max_stores: int | None = None,
+    ) -> None:
         self.max_message_bytes = max_message_bytes
+        self.max_stores = max_stores
+        self._exists = exists if exists is not None else (lambda name: True)
         self._starters: dict[str, StartStore] = {"lmdb": durable, "ephemeral": self._ephemeral}
         self._lock = threading.Lock()
         self._names: set[str] = set()
@@ -130,12 +183,26 @@ class StoreRegistry:
             self._names.add(DEFAULT_STORE_NAME)
         return handle
 
-    def resolve(self, name: str | None, *, autostart: bool = True) -> StoreHandle:
+    def limit(self, max_stores: int) -> None:
+        """Let at most ``max_stores`` named stores run (the file-descriptor budget's say)."""
+        self.max_stores = max_stores
+
+    def resolve(
+        self, name: str | None, *, autostart: bool = True, create: bool = True
+    ) -> StoreHandle:
         """The handle for ``name`` (None: the default store), starting a named store if allowed.
+
+        Args:
+            name: the store's name, or None for the default store.
+            autostart: a named store that is not running may be started.
+            create: a named store that does not exist yet may be created (writes);
+                reads pass False.
 
         Raises:
             ValueError: an invalid name.
             StoreNotRunning: the store is not running and may not be started here.
+            HttpError: 404 (a read of a store that does not exist), 409 (``max_stores``
+                run already).
         """
         name = DEFAULT_STORE_NAME if name is None else check_store_name(name)
         running = lookup.whereis(name)
@@ -145,6 +212,13 @@ class StoreRegistry:
             raise StoreNotRunning(
                 f"store {name!r} is not running on the daemon; start it with "
                 f"PUT /v1/stores/{name} (memoryd.connect(..., store={name!r}) does)"
+            )
+        if not create and not self._exists(name):
+            raise HttpError(
+                404,
+                "StoreNotRunning",
+                f"store {name!r} does not exist on the daemon; a read never creates a "
+                f"store: write to it (or PUT /v1/stores/{name}) to create it",
             )
         handle, _ = self.start(name)
         return handle
@@ -165,6 +239,7 @@ class StoreRegistry:
         Raises:
             ValueError: an invalid name or kind.
             AlreadyStarted: ``exclusive`` and the store runs.
+            HttpError: 409 when ``max_stores`` named stores run already.
         """
         name = check_store_name(name)
         starter = self._starters.get(kind) if isinstance(kind, str) else None
@@ -178,9 +253,26 @@ class StoreRegistry:
                 return handle, False
             if name == DEFAULT_STORE_NAME:
                 raise StoreNotRunning("the default store is not running")
+            self._check_room(name)
             started = starter(name)
             self._names.add(name)
             return started, True
+
+    def _check_room(self, name: str) -> None:
+        """Refuse a new named store past ``max_stores`` (the caller holds the lock)."""
+        if self.max_stores is None:
+            return
+        running = sum(
+            1 for n in self._names if n != DEFAULT_STORE_NAME and lookup.spec(n) is not None
+        )
+        if running >= self.max_stores:
+            raise HttpError(
+                409,
+                "ValueError",
+                f"cannot start store {name!r}: the daemon runs {running} named stores, its "
+                f"limit (memoryd serve --max-stores {self.max_stores}); stop one "
+                "(DELETE /v1/stores/NAME) or raise the limit",
+            )
 
     def stop(self, name: str) -> bool:
         """Stop a named store. Returns False if it was not running.

@@ -1,6 +1,8 @@
 """StoreActor: the one owner of a store's engine (a gen_server owning its table).
 
-Writes arrive as ``submit(request, reply, writer)`` tells. The actor queues them and
+Writes arrive as ``submit(request, reply, writer)`` tells, or as one
+``submit_batch(pairs)`` tell for every write an event loop took in one iteration
+(each of those writes its own writer). The actor queues them and
 sends itself one ``flush``; by the time the flush is handled every write that
 arrived meanwhile is queued too, and all of them are written in one batch (one
 transaction and one fsync for LMDB, one pipeline for Redis: group commit), then
@@ -83,34 +85,58 @@ C = TypeVar("C", bound=StoreConfig)
 E = TypeVar("E", bound=Engine)
 
 
+def _writes_in(item: Any) -> int:
+    """How many writes an inbox item carries: a ``submit_batch`` tell carries its batch."""
+    message = getattr(item, "message", None)
+    if isinstance(message, ProxyCall) and message.attr_path == ("submit_batch",):
+        return len(message.args[0])
+    return 1
+
+
 class _Inbox(queue.Queue[Any]):
-    """The store actor's inbox: a ``queue.Queue`` the actor can wait on for several messages.
+    """The store actor's inbox: a ``queue.Queue`` the actor can wait on for several writes.
 
     While a batch waits for its expected writers the actor sleeps until that many
-    messages are queued (or the linger runs out): a put wakes it only when the
+    writes are queued (or the linger runs out): a put wakes it only when the
     count is reached, so a batch of eight costs the actor one wake-up, not eight,
-    and the actor never takes the GIL from the writers it is waiting for.
+    and the actor never takes the GIL from the writers it is waiting for. A
+    ``submit_batch`` message counts as the writes it carries.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._wanted = 1
+        self._writes = 0
+
+    def _put(self, item: Any) -> None:
+        self.queue.append(item)
+        self._writes += _writes_in(item)
+
+    def _get(self) -> Any:
+        item = self.queue.popleft()
+        self._writes -= _writes_in(item)
+        return item
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         """Queue ``item`` (never blocks: the inbox is unbounded)."""
         with self.mutex:
             self._put(item)
             self.unfinished_tasks += 1
-            if self._qsize() >= self._wanted:
+            if self._wanted <= 1 or self._writes >= self._wanted:
                 self.not_empty.notify()
 
+    def writes(self) -> int:
+        """The writes queued now (other messages count as one each)."""
+        with self.mutex:
+            return self._writes
+
     def wait_for(self, count: int, timeout: float) -> bool:
-        """Block until ``count`` messages are queued or ``timeout`` passes; True if they are."""
+        """Block until ``count`` writes are queued or ``timeout`` passes; True if they are."""
         with self.mutex:
             self._wanted = max(count, 1)
             try:
                 return self.not_empty.wait_for(
-                    lambda: self._qsize() >= count, timeout=max(timeout, 0.0)
+                    lambda: self._writes >= count, timeout=max(timeout, 0.0)
                 )
             finally:
                 self._wanted = 1
@@ -217,6 +243,23 @@ class StoreActor(SupervisedActor, Generic[C, E]):
             self._first_arrival = time.monotonic()
         self._pending.append((request, future))
         self._writers.add(writer)
+        self._arrived()
+
+    def submit_batch(self, batch: list[Pending]) -> None:
+        """Queue several writes told at once; each is its own writer. Runs in the actor's thread.
+
+        Args:
+            batch: ``(request, reply)`` pairs, in arrival order; each reply is answered
+                with its request's result once that write is committed.
+        """
+        if not self._pending:
+            self._first_arrival = time.monotonic()
+        self._pending.extend(batch)
+        self._writers.update(reply for _, reply in batch)
+        self._arrived()
+
+    def _arrived(self) -> None:
+        """Flush now, or after the messages already in the inbox, or after a linger."""
         if self._flush_scheduled:
             return
         if self.actor_inbox.empty() and self._ready():
@@ -264,8 +307,8 @@ class StoreActor(SupervisedActor, Generic[C, E]):
         return inbox
 
     def _queued(self) -> int:
-        """Messages waiting in the inbox."""
-        return self._inbox.qsize()
+        """Writes waiting in the inbox."""
+        return self._inbox.writes()
 
     def _ready(self) -> bool:
         waited = time.monotonic() - self._first_arrival

@@ -5,6 +5,10 @@ writer)``), so concurrent writers share one commit; the handle waits for the
 answer with a deadline, finds a restarted actor by its registered name, and sends
 again only a write that was surely never attempted. Reads are each backend's own.
 
+An event loop writes in batches: the writes its tasks submit during one loop
+iteration reach the actor as one ``submit_batch`` tell at the start of the next,
+and the answers to a committed batch wake the loop once (`_LoopLink`).
+
 A handle is built from its store's `StoreSpec` (``spec.handle()``); a backend's
 ``start`` builds the config and calls `memoryd.store.lookup.start` with its
 `Backend` record, and ``stop`` goes through the same table.
@@ -14,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import threading
 import time
+import weakref
 from typing import Any
 
 import pykka
@@ -34,8 +38,6 @@ from supervisors import whereis
 __all__ = ["ActorStoreHandle"]
 
 _POLL_S = 0.05
-_REQUESTS = itertools.count()
-"""Writer identities of requests sent from event loops."""
 
 
 def _tell(ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply, writer: Any) -> bool:
@@ -47,9 +49,67 @@ def _tell(ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply, writer:
     return True
 
 
-def _settle(woken: asyncio.Future[None]) -> None:
-    if not woken.done():
-        woken.set_result(None)
+class _LoopLink:
+    """An event loop's link to the store actors: batched hand-offs, batched wake-ups.
+
+    Writes submitted while the loop runs one iteration are queued per actor and told
+    as one ``submit_batch`` by a callback the first of them scheduled with
+    ``call_soon``: a lone write waits for nothing but the end of the current
+    iteration. Answers are collected by the answering thread and delivered by one
+    ``call_soon_threadsafe`` per burst of answers, not one per write.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._outbox: dict[pykka.ActorRef[Any], list[tuple[WriteRequest, Reply]]] = {}
+        self._answered: list[asyncio.Future[None]] = []
+        self._lock = threading.Lock()
+        self._waking = False
+
+    def send(self, ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply) -> None:
+        """Queue ``request`` for ``ref``; it is told at the end of this loop iteration."""
+        if not self._outbox:
+            self._loop.call_soon(self._drain)
+        self._outbox.setdefault(ref, []).append((request, reply))
+
+    def _drain(self) -> None:
+        outbox, self._outbox = self._outbox, {}
+        for ref, batch in outbox.items():
+            try:
+                ref.tell(ProxyCall(attr_path=("submit_batch",), args=(batch,), kwargs={}))
+            except pykka.ActorDeadError:
+                gone = NotWritten("the store actor stopped before the write")
+                for _, reply in batch:
+                    reply.set_exception(gone)  # sent again by the thread path
+
+    def answered(self, woken: asyncio.Future[None]) -> None:
+        """Note that ``woken``'s write was answered. Runs in the answering thread."""
+        with self._lock:
+            self._answered.append(woken)
+            if self._waking:
+                return
+            self._waking = True
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        with self._lock:
+            answered, self._answered = self._answered, []
+            self._waking = False
+        for woken in answered:
+            if not woken.done():
+                woken.set_result(None)
+
+
+_LINKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopLink] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _link(loop: asyncio.AbstractEventLoop) -> _LoopLink:
+    link = _LINKS.get(loop)
+    if link is None:
+        link = _LINKS[loop] = _LoopLink(loop)
+    return link
 
 
 class _Watch:
@@ -190,29 +250,30 @@ class ActorStoreHandle(StoreHandle):
     async def _write_async(self, request: WriteRequest) -> Any:
         """The write path of an event loop: the actor's answer wakes the loop itself.
 
-        The common case costs no thread: the request is told to the actor with a
-        `Reply` that completes a future on the loop when answered. Anything unusual
-        (the store restarting, or its actor dying before the write was attempted)
-        goes to the thread path, which waits for the restart and sends again, within
-        the same deadline. Each request is its own writer for the group-commit policy
-        (one loop thread serves many clients).
+        The common case costs no thread: the request joins the loop's batch for the
+        actor (`_LoopLink`) with a `Reply` that completes a future on the loop when
+        answered. Anything unusual (the store restarting, or its actor dying before
+        the write was attempted) goes to the thread path, which waits for the
+        restart and sends again, within the same deadline. Each request is its own
+        writer for the group-commit policy (one loop thread serves many clients).
         """
         self._refuse(request)
         deadline = time.monotonic() + self.call_timeout_s
         ref = whereis(self.name)
         if ref is not None:
             loop = asyncio.get_running_loop()
+            link = _link(loop)
             woken: asyncio.Future[None] = loop.create_future()
-            reply = Reply(functools.partial(loop.call_soon_threadsafe, _settle, woken))
-            if _tell(ref, request, reply, next(_REQUESTS)):
-                watch = _Watch(self, ref, reply, woken, deadline)
-                try:
-                    await woken
-                    return reply.result()
-                except (pykka.ActorDeadError, NotWritten):
-                    pass  # never attempted: safe to send again
-                finally:
-                    watch.cancel()
+            reply = Reply(functools.partial(link.answered, woken))
+            link.send(ref, request, reply)
+            watch = _Watch(self, ref, reply, woken, deadline)
+            try:
+                await woken
+                return reply.result()
+            except (pykka.ActorDeadError, NotWritten):
+                pass  # never attempted: safe to send again
+            finally:
+                watch.cancel()
         return await asyncio.to_thread(self._write_until, request, deadline)
 
     def stop(self) -> None:

@@ -28,6 +28,7 @@ from memoryd.store.lmdb.keys import MAX_IDEMPOTENCY_KEY_BYTES
 
 __all__ = [
     "HIDDEN_PREFIX",
+    "MAX_IMPORT_VERSION",
     "RECORD_KINDS",
     "Add",
     "Clear",
@@ -53,6 +54,11 @@ __all__ = [
 ]
 
 RECORD_KINDS = frozenset({"compacted", "memo"})
+
+MAX_IMPORT_VERSION = 1 << 53
+"""The highest version an import may write: far above any real log, and low enough
+that the conversation can still be written after it (and that every JSON reader
+holds it exactly)."""
 """The event kinds `StoreHandle.record` writes: they leave the history unchanged."""
 
 HIDDEN_PREFIX = "memoryd.run/"
@@ -357,6 +363,12 @@ def import_events(cid: str, events: Sequence[Event], *, max_bytes: int) -> Impor
                 f"{checked[-1].version}; an event log's versions increase by one"
             )
         checked.append(_checked_event(event, index, max_bytes))
+    last = checked[-1].version
+    if last > MAX_IMPORT_VERSION:
+        raise ValueError(
+            f"events[{len(checked) - 1}] has version {last}; an import writes versions "
+            f"up to 2**53 ({MAX_IMPORT_VERSION}), so the conversation can be written after it"
+        )
     return Import(cid=cid, events=tuple(checked))
 
 

@@ -7,6 +7,8 @@ with the bytes a test gives, so every kind of failure is exact.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,29 @@ def test_an_unreadable_address_is_refused(address: Any, match: str) -> None:
     """Nothing, a non-str, or a bare host name: ValueError saying what to write."""
     with pytest.raises(ValueError, match=match):
         parse_address(address)
+
+
+@pytest.mark.parametrize("address", ["foo://bar", "redis://localhost:6379", "tcp://h:1"])
+def test_an_unknown_scheme_names_the_schemes_memoryd_speaks(address: str) -> None:
+    """An address with another scheme is refused naming it and the three that work."""
+    scheme = address.split("://", maxsplit=1)[0]
+    with pytest.raises(ValueError, match=rf"scheme '{scheme}'.*unix://, http://, https://"):
+        parse_address(address)
+
+
+def test_the_cli_prints_the_schemes_for_an_unknown_one(tmp_path: Any) -> None:
+    """`memoryd --address foo://x get c` exits non-zero naming the schemes, not "No such file"."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryd.cli", "--address", "foo://x", "get", "c"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    assert "unix://, http://, https://" in done.stderr
+    assert "No such file" not in done.stderr
 
 
 # --------------------------------------------------------------------------- calls

@@ -80,11 +80,23 @@ def test_each_item_is_stored_as_a_valid_chat_message(store: StoreHandle, cid: st
     """The store holds one valid chat message per item, carrying the item verbatim."""
     run(MemorydSession(cid, store).add_items(cast(Any, ITEMS)))
     stored = store.get(cid)
-    assert [m[ITEM_KEY] for m in stored] == ITEMS
+    assert [m.get(ITEM_KEY, m) for m in stored] == ITEMS
     assert [m["role"] for m in stored[:3]] == ["user", "system", "assistant"]
     assert stored[0]["content"] == "What is the weather in Paris?"
     for message in stored:
         assert msgs.validate(message) == message
+
+
+def test_a_plain_chat_message_item_is_stored_as_itself(store: StoreHandle, cid: str) -> None:
+    """An item that is a plain text message is stored once, not beside a copy of itself."""
+    plain = {"role": "user", "content": "hello"}
+    tagged = {"role": "user", "content": "hello", "type": "message"}
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, [plain, tagged])))
+    stored = store.get(cid)
+    assert stored[0] == plain
+    assert stored[1][ITEM_KEY] == tagged
+    assert run(session.get_items()) == [plain, tagged]
 
 
 def test_get_items_with_limit_returns_the_latest_in_order(store: StoreHandle, cid: str) -> None:
@@ -322,7 +334,7 @@ def test_cancelled_add_items_returns_only_after_the_write(store: StoreHandle, ci
     done_while_held, cancelled = run(main())
     assert not done_while_held
     assert cancelled
-    assert [m[ITEM_KEY] for m in store.get(cid)] == ITEMS[:2]
+    assert [m.get(ITEM_KEY, m) for m in store.get(cid)] == ITEMS[:2]
 
 
 @function_tool

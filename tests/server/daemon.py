@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ class Daemon:
         tcp: also listen on 127.0.0.1 with a free port.
         token: the TCP token (default `TOKEN`).
         extra: more ``serve`` arguments.
+        nofile: the daemon's limit on open files (soft and hard, as ``ulimit -n``), or None.
     """
 
     def __init__(
@@ -35,7 +37,9 @@ class Daemon:
         tcp: bool = False,
         token: str | None = TOKEN,
         extra: tuple[str, ...] = ("--fault-injection",),
+        nofile: int | None = None,
     ) -> None:
+        self.nofile = nofile
         self._own_root = data is None
         self.root = (
             Path(tempfile.mkdtemp(prefix="md-", dir="/tmp")) if data is None else data.parent
@@ -58,19 +62,27 @@ class Daemon:
         cmd = [sys.executable, "-m", "memoryd.cli", "serve", "--data", str(self.data)]
         if self.tcp:
             cmd += ["--listen", "127.0.0.1:0"]
-            if self.token is not None:
-                cmd += ["--token", self.token]
         return cmd + list(self.extra)
 
     def start(self) -> Daemon:
         """Start the process and wait for its ready line."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        if self.tcp and self.token is not None:
+            env["MEMORYD_TOKEN"] = self.token  # never on the command line, where ps shows it
+        nofile = self.nofile
+
+        def limit_files() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            # only setrlimit runs between fork and exec (no locks taken)
+            preexec_fn=limit_files if nofile is not None else None,  # noqa: PLW1509
         )
         proc = self.proc
         assert proc.stdout is not None and proc.stderr is not None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,3 +206,69 @@ def test_only_small_reads_of_an_open_local_store_run_inline(store: StoreHandle) 
     assert not store.reads_inline(-1)
     store.stop()
     assert not store.reads_inline(50)
+
+
+class _CountingLoop(asyncio.SelectorEventLoop):
+    """A real event loop that counts the wake-ups other threads ask of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threadsafe_calls = 0
+
+    def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
+        self.threadsafe_calls += 1
+        return super().call_soon_threadsafe(callback, *args, context=context)
+
+
+def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
+    store: StoreHandle,
+) -> None:
+    """Writes submitted in one loop iteration reach the actor as one batch: one commit.
+
+    The interpreter switches threads as often as it can, so an actor handed the writes
+    one by one would start committing before the last of them arrived.
+    """
+
+    async def main() -> list[int]:
+        return await asyncio.gather(*(store.submit(_add(store, f"c{i}", "x")) for i in range(20)))
+
+    before = store.stats()["commits"]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        results = asyncio.run(main())
+    finally:
+        sys.setswitchinterval(switch)
+    assert results == [1] * 20
+
+    stats = store.stats()
+    assert stats["commits"] - before == 1
+    assert stats["appends"] == 20
+
+
+def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle) -> None:
+    """One committed batch of twenty writes costs one cross-thread wake-up of the loop."""
+    loop = _CountingLoop()
+    try:
+
+        async def main() -> list[int]:
+            await store.submit(_add(store, "warm", "x"))
+            loop.threadsafe_calls = 0
+            return await asyncio.gather(
+                *(store.submit(_add(store, f"c{i}", "x")) for i in range(20))
+            )
+
+        assert loop.run_until_complete(main()) == [1] * 20
+        assert loop.threadsafe_calls == 1
+    finally:
+        loop.close()
+
+
+def test_a_lone_write_from_a_loop_is_committed_without_company(store: StoreHandle) -> None:
+    """A single write is handed over at the end of its iteration and answered by itself."""
+
+    async def main() -> int:
+        return await store.submit(_add(store, "solo", "x"))
+
+    assert asyncio.run(main()) == 1
+    assert store.stats()["commits"] == 1

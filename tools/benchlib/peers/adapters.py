@@ -21,6 +21,10 @@ from benchlib.workload import Message
 _names = itertools.count(1)
 
 
+_POPULATE_BATCH = 50
+"""Items per ``add_items`` when populating a read store (ours' ``populate_batch``)."""
+
+
 def _start_store(directory: Path) -> Any:
     import memoryd
     from memoryd.logging import configure
@@ -61,9 +65,16 @@ class MemorydSessionPeer(AgentsSessionPeer):
     def populate(
         self, conversations: Iterable[tuple[str, list[Message]]], progress: ProgressFn
     ) -> None:
-        """One ``add_items`` of all messages per conversation."""
+        """``add_items`` of 50 items at a time: the events ours' read store holds.
+
+        One ``add_items`` is one store event; a last-50 read decodes the events that
+        hold those items, so the session is populated as ours is (`OursPeer`'s
+        ``populate_batch``), not as one 200-item event that every read would decode.
+        """
         for done, (cid, messages) in enumerate(conversations, start=1):
-            self._run(self._session(cid).add_items(list(messages)))
+            session = self._session(cid)
+            for start in range(0, len(messages), _POPULATE_BATCH):
+                self._run(session.add_items(list(messages[start : start + _POPULATE_BATCH])))
             progress(done)
 
     def close(self) -> None:

@@ -1,0 +1,218 @@
+"""Connection limits: what a client may hold before it has authenticated.
+
+Nothing about a request is known until its head (request line and headers) has
+arrived, so the head itself is bounded on every connection: `bounded` builds a
+subclass of uvicorn's httptools protocol that
+
+* closes a connection whose head is not complete `HEAD_TIMEOUT_S` after it was
+  opened (or after its previous request ended), answering 408;
+* refuses a head larger than `MAX_HEAD_BYTES` with 431 and closes the connection;
+* refuses, at accept time, a connection past its listener's budget (closed at once,
+  so it holds its file descriptor for microseconds).
+
+Each listener (the Unix socket, TCP) runs its own uvicorn server with its own
+budget, so a flood on TCP can never take the Unix socket's connections. The
+budgets come from the process's file-descriptor limit (`fd_budget`), which the
+daemon raises from its soft to its hard value at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = [
+    "FD_PER_STORE",
+    "HEAD_TIMEOUT_S",
+    "MAX_HEAD_BYTES",
+    "FdBudget",
+    "bounded",
+    "fd_budget",
+    "raise_fd_limit",
+]
+
+log = structlog.get_logger("memoryd.server")
+
+HEAD_TIMEOUT_S = 10.0
+"""How long a connection may take to send a request's head (line and headers)."""
+
+MAX_HEAD_BYTES = 64 << 10
+"""The largest request head accepted (431 above it)."""
+
+FD_PER_STORE = 4
+"""File descriptors one running LMDB store holds (data, lock, the directory's lock, spare)."""
+
+_FD_RESERVE = 64
+"""Descriptors kept for everything else (logs, the listeners themselves, threads' files)."""
+
+_MIN_CONNECTIONS = 64
+"""The fewest connections a listener is given, whatever else must shrink."""
+
+_STATUS = {408: b"408 Request Timeout", 431: b"431 Request Header Fields Too Large"}
+
+
+def _refusal(status: int, message: str) -> bytes:
+    body = b'{"error":{"type":"HttpError","message":"' + message.encode("ascii") + b'"}}'
+    return (
+        b"HTTP/1.1 "
+        + _STATUS[status]
+        + b"\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode("ascii")
+        + b"\r\nconnection: close\r\n\r\n"
+        + body
+    )
+
+
+_TIMED_OUT = _refusal(408, f"the request head did not arrive within {HEAD_TIMEOUT_S:g} s")
+_TOO_LARGE = _refusal(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft limit on open files to the hard limit; returns the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    elif hard == resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY:
+        for wanted in (1 << 20, 1 << 16):
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+                soft = wanted
+                break
+            except (ValueError, OSError):
+                continue
+    return int(soft) if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FdBudget:
+    """How the daemon's file descriptors are shared out.
+
+    Attributes:
+        nofile: the process's limit on open files.
+        stores: the most named stores that may run (``--max-stores``, lowered when the
+            descriptors cannot hold that many).
+        unix: the most connections the Unix socket holds at once.
+        tcp: the most connections the TCP listener holds at once.
+    """
+
+    nofile: int
+    stores: int
+    unix: int
+    tcp: int
+
+
+def fd_budget(nofile: int, *, max_stores: int, tcp: bool) -> FdBudget:
+    """Share ``nofile`` descriptors among stores and listeners (a pure function).
+
+    Stores get `FD_PER_STORE` each; the listeners share the rest, half each when
+    there is a TCP listener, each at least `_MIN_CONNECTIONS` (stores give way first).
+
+    Args:
+        nofile: the limit on open files.
+        max_stores: the most named stores asked for.
+        tcp: whether a TCP listener runs.
+    """
+    listeners = 2 if tcp else 1
+    spare = nofile - _FD_RESERVE - listeners * _MIN_CONNECTIONS
+    stores = max(1, min(max_stores, spare // FD_PER_STORE))
+    left = max(listeners * _MIN_CONNECTIONS, nofile - _FD_RESERVE - stores * FD_PER_STORE)
+    if tcp:
+        return FdBudget(nofile=nofile, stores=stores, unix=left - left // 2, tcp=left // 2)
+    return FdBudget(nofile=nofile, stores=stores, unix=left, tcp=0)
+
+
+def bounded(max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with the head limits and a connection budget.
+
+    Args:
+        max_connections: the most connections its server holds at once; one more is
+            closed as soon as it is accepted.
+
+    Returns:
+        The protocol class (pass it to `memoryd.server.peercred.peer_checked`).
+    """
+
+    class Bounded(HttpToolsProtocol):
+        _dropped = False
+        _head_bytes = 0
+        _heads = 0
+        _reading_head = True
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            if len(self.connections) >= max_connections:
+                self._dropped = True
+                log.warning("connection_refused", reason="listener_full", limit=max_connections)
+                transport.abort()
+                return
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            if not self._dropped:
+                super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            idle = self.cycle is None or self.cycle.response_complete
+            if self._reading_head and idle and not self.transport.is_closing():
+                self.transport.write(_TIMED_OUT)
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if self._dropped:
+                return
+            room = MAX_HEAD_BYTES - self._head_bytes
+            if self._reading_head and len(data) > room:
+                # feed the head's allowance only: a body may follow in the same chunk
+                heads = self._heads
+                self._head_bytes = MAX_HEAD_BYTES
+                super().data_received(data[:room])
+                if self._heads == heads:  # still in the same head, at the limit
+                    self._reading_head = False
+                    self._disarm()
+                    self.transport.write(_TOO_LARGE)
+                    self.transport.close()
+                elif not self.transport.is_closing():
+                    self.data_received(data[room:])
+                return
+            if self._reading_head:
+                self._head_bytes += len(data)
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            self._reading_head = False
+            self._heads += 1
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._reading_head = True
+            self._head_bytes = 0
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request's head is due within the timeout
+
+    return Bounded
