@@ -25,6 +25,7 @@ from memoryd.app import shutdown
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
+    CallTimeout,
     ConflictError,
     CorruptRecord,
     DenseUnavailable,
@@ -35,6 +36,7 @@ from memoryd.errors import (
     InvalidSessionItem,
     LLMError,
     MemorydError,
+    Overloaded,
     ProtocolError,
     SchemaError,
     ScriptExhausted,
@@ -43,6 +45,7 @@ from memoryd.errors import (
     StoreNotRunning,
     StoreUnavailable,
     ToolArgumentError,
+    UnknownAgent,
     UnknownRun,
     WriteTimeout,
 )
@@ -54,6 +57,7 @@ from memoryd.store.lookup import whereis
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult
+    from memoryd.agents import AgentSystem
     from memoryd.aio import AsyncStore
     from memoryd.client.remote import RemoteStore, connect
     from memoryd.kernel import (
@@ -84,6 +88,7 @@ if _TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(("Agent", "PendingRun", "RunResult"), "memoryd.agent"),
+    "AgentSystem": "memoryd.agents",
     **dict.fromkeys(
         (
             "ChatRequest",
@@ -122,13 +127,15 @@ _LAZY = {
 """Names loaded on first use, and their modules: a program that only stores and reads
 conversations (the CLI, a client) does not load the agent, kernel, provider and memory
 stacks, the daemon client or redis-py."""
-_SUBPACKAGES = frozenset({"agent", "kernel", "memory", "provider"})
+_SUBPACKAGES = frozenset({"agent", "agents", "kernel", "memory", "provider"})
 
 __all__ = [
     "Agent",
+    "AgentSystem",
     "AlreadyStarted",
     "AsyncStore",
     "AuthenticationError",
+    "CallTimeout",
     "Change",
     "ChatRequest",
     "ConflictError",
@@ -153,6 +160,7 @@ __all__ = [
     "LongTermMemory",
     "MemoryProvider",
     "MemorydError",
+    "Overloaded",
     "PendingRun",
     "ProtocolError",
     "RedisStore",
@@ -171,6 +179,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolCall",
     "ToolResult",
+    "UnknownAgent",
     "UnknownRun",
     "WriteTimeout",
     "__version__",

@@ -25,6 +25,7 @@ whose results were recorded. Runs on one conversation in one process take turns.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import time
 import uuid
@@ -38,7 +39,7 @@ from memoryd import messages as msgs
 from memoryd.agent.journal import RunJournal
 from memoryd.agent.locks import active_runs, conversation_lock, run_active
 from memoryd.agent.memory import commit_turn, keep_turn, resolve_memory, store_of
-from memoryd.errors import InvalidMessage, StepLimitExceeded
+from memoryd.errors import InvalidMessage, RunInterrupted, StepLimitExceeded
 from memoryd.kernel.context import Context
 from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
@@ -50,10 +51,15 @@ from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["Agent", "PendingRun", "RunResult"]
+__all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call"]
 
 log = structlog.get_logger(__name__)
 Message = dict[str, Any]
+
+current_tool_call: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "memoryd_current_tool_call", default=None
+)
+"""(run id, tool call id) of the tool call an agent is running in this context, else None."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -188,8 +194,9 @@ class Agent:
         self.agent_type: str | None = None
         """The agent type an `AgentSystem` runs this agent as (recorded in its journals)."""
         self.step_hook: Callable[[str], None] | None = None
-        """Called with the run id at every step boundary (before each LLM and tool call);
-        what it raises ends the run there, its journal kept."""
+        """Called with the run id at every step boundary (before each LLM and tool call).
+        A `memoryd.errors.RunInterrupted` it raises ends the run there with its journal
+        kept (to be resumed); another exception fails the run like any error."""
 
     @property
     def max_steps(self) -> int:
@@ -230,13 +237,16 @@ class Agent:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def run(self, input: Any, *, conversation_id: str | None = None) -> RunResult:
+    def run(
+        self, input: Any, *, conversation_id: str | None = None, run_id: str | None = None
+    ) -> RunResult:
         """Run one turn: the tool loop, then one atomic commit of the turn.
 
         Args:
             input: The user's text, a message dict, or a list of messages.
             conversation_id: The conversation (default: the active session's, else a
                 new generated id, returned on the result).
+            run_id: The run id, also the commit's idempotency key (default: a new one).
 
         Returns:
             The result.
@@ -254,7 +264,10 @@ class Agent:
         if conversation_id is None:
             conversation_id = f"conversation-{uuid.uuid4().hex}"
         cid = msgs.validate_conversation_id(conversation_id)
-        run_id = uuid.uuid4().hex
+        if run_id is None:
+            run_id = uuid.uuid4().hex
+        elif not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
         with run_active(run_id), self._lock(cid):
             base, history = self._load(cid)
             return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
@@ -393,6 +406,8 @@ class Agent:
                 version = commit_turn(
                     self.provider, cid, turn, run_id=run_id, base_version=base, then_clear=journal
                 )
+        except RunInterrupted:
+            raise  # stopped at a step boundary: the journal stays for the resume
         except Exception:
             if self._journal is not None and self._journal.journaled(run_id):
                 try:
@@ -458,7 +473,11 @@ class Agent:
                 for call in calls:
                     if call["id"] not in answered:
                         self._boundary(run)
-                        result = self.kernel.call_tool(call, context=context)
+                        token = current_tool_call.set((run_id, call["id"]))
+                        try:
+                            result = self.kernel.call_tool(call, context=context)
+                        finally:
+                            current_tool_call.reset(token)
                         answer = {
                             "role": "tool",
                             "tool_call_id": result.call_id,
