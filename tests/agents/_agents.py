@@ -33,7 +33,7 @@ def stepping_model(steps: int, tool: str = "note") -> ScriptedModel:
         last_user = max(i for i, m in enumerate(sent) if m.get("role") == "user")
         return f"done {done} for {sent[last_user]['content']}"
 
-    return ScriptedModel([decide] * (steps + 1) * 4)
+    return ScriptedModel([decide] * (steps + 1) * 100)
 
 
 def echo_model() -> ScriptedModel:
