@@ -71,5 +71,6 @@ def main(data_dir: str) -> None:
     finally:
         memoryd.shutdown()
 
+
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="memoryd-example-"))

@@ -63,8 +63,10 @@ def test_instances_killed_mid_run_are_all_resumed_by_a_new_process(
     crashing = child("crash", store_spec, str(effects), str(INSTANCES))
     try:
         wait_until(
-            lambda: len(list(tmp_path.glob("effects.*.blocked"))) == INSTANCES
-            or crashing.poll() is not None,
+            lambda: (
+                len(list(tmp_path.glob("effects.*.blocked"))) == INSTANCES
+                or crashing.poll() is not None
+            ),
             timeout=120,
         )
         assert crashing.poll() is None, crashing.communicate()[1]

@@ -12,8 +12,8 @@ import pytest
 
 import memoryd
 import supervisors
-from memoryd.agents import AgentSystem
 from memoryd import messages
+from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from tests.agents._agents import Gate, factory, note_tool, stepping_model, tool_steps_done
 from tests.helpers import Worker, wait_until

@@ -75,10 +75,10 @@ def test_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
     first.start()
     assert gate.arrived.acquire(timeout=10)
     later = []
-    for text in ("second", "third", "fourth"):
+    for queued, text in enumerate(("second", "third", "fourth"), 1):
         later.append(Worker(lambda text=text: system.call("w", "k", text)))
         later[-1].start()
-        wait_until(lambda n=len(later): system.instances()[0].queued == n)
+        wait_until(lambda queued=queued: system.instances()[0].queued == queued)
     gate.release.set()
     assert first.outcome().text == "done 1 for first"
     assert [w.outcome().text for w in later] == [

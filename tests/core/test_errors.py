@@ -17,6 +17,7 @@ from memoryd import errors
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
+    CallTimeout,
     ConflictError,
     CorruptRecord,
     DenseUnavailable,
@@ -27,6 +28,7 @@ from memoryd.errors import (
     InvalidSessionItem,
     LLMError,
     MemorydError,
+    Overloaded,
     ProtocolError,
     SchemaError,
     ScriptExhausted,
@@ -35,6 +37,7 @@ from memoryd.errors import (
     StoreNotRunning,
     StoreUnavailable,
     ToolArgumentError,
+    UnknownAgent,
     UnknownRun,
     WriteTimeout,
 )
@@ -58,6 +61,9 @@ PARENTS = {
     StepLimitExceeded: (MemorydError,),
     ToolArgumentError: (MemorydError, ValueError),
     UnknownRun: (MemorydError, LookupError),
+    UnknownAgent: (MemorydError, LookupError),
+    Overloaded: (MemorydError,),
+    CallTimeout: (MemorydError, TimeoutError),
     SchemaError: (MemorydError, ValueError),
     ExtractionError: (MemorydError, ValueError),
     DenseUnavailable: (MemorydError, ImportError),
