@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def stepping(steps: int, tool: str = "step") -> ScriptedModel:
             return messages.assistant(tool_calls=[call])
         return "done"
 
-    return ScriptedModel([decide] * 100_000)
+    return ScriptedModel([decide] * (steps + 1) * 200)
 
 
 @memoryd.tool
@@ -96,10 +97,10 @@ def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, flo
 
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
-                llm=stepping(STEPS), memory=store, tools=[step], journal=agent_journal
+                llm=stepping(STEPS), memory=store, tools=[step], journal=agent_journal, max_steps=STEPS + 1
             )
 
-        system = AgentSystem.start({"w": make}, store=store, name="bench-steps")
+        system = AgentSystem.start({"w": make}, store=store, name="bench-steps-system")
         system.call("w", "warm", "warm up")
         before = int(store.stats()["fsyncs"])
 
@@ -210,7 +211,7 @@ def child(args: list[str]) -> None:
                 out.write(f"{key} {n}\n")
             return n
 
-        return memoryd.Agent(llm=stepping(STEPS), memory=store, tools=[step])
+        return memoryd.Agent(llm=stepping(STEPS), memory=store, tools=[step], max_steps=STEPS + 1)
 
     recover = "keep" if phase == "crash" else "resume"
     system = AgentSystem.start({"w": make}, store=store, name="bench-rec", recover=recover)
@@ -264,8 +265,17 @@ def recovery(kind: str, count: int) -> tuple[float, float, int]:
 # -- messaging and activation ---------------------------------------------------------------------
 
 
+class Trivial:
+    """A chat model that answers at once (a `memoryd.llm.ChatModel`)."""
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        return {"role": "assistant", "content": "ok"}
+
+
 def echo(key: str) -> memoryd.Agent:
-    return memoryd.Agent(llm=ScriptedModel([lambda sent: "ok"] * 1_000_000), memory=False)
+    return memoryd.Agent(llm=Trivial(), memory=False)
 
 
 def memoryd_round_trips(callers: int, calls: int) -> float:
@@ -289,33 +299,46 @@ def memoryd_activations(count: int) -> float:
     return count / elapsed
 
 
-def autogen_round_trips(callers: int, calls: int) -> float:
-    from autogen_core import (
-        AgentId,
-        MessageContext,
-        RoutedAgent,
-        SingleThreadedAgentRuntime,
-        message_handler,
-    )
+@dataclass
+class Ping:
+    """AutoGen's message type (it routes by dataclass)."""
 
-    class Echo(RoutedAgent):
+    text: str
+
+
+def autogen_echo() -> Any:
+    """AutoGen Core's agent that answers at once (imported only when measured; its
+    handler's hints are resolved in this module's globals, hence the names put there)."""
+    import autogen_core
+
+    globals()["MessageContext"] = autogen_core.MessageContext
+
+    class Echo(autogen_core.RoutedAgent):
         def __init__(self) -> None:
             super().__init__("echo")
 
-        @message_handler
-        async def on_text(self, message: str, ctx: MessageContext) -> str:
-            return "ok"
+        @autogen_core.message_handler
+        async def on_text(self, message: Ping, ctx: MessageContext) -> Ping:  # noqa: F821
+            return Ping(text="ok")
+
+    return Echo
+
+
+def autogen_round_trips(callers: int, calls: int) -> float:
+    from autogen_core import AgentId, SingleThreadedAgentRuntime
+
+    Echo = autogen_echo()
 
     async def scenario() -> float:
         runtime = SingleThreadedAgentRuntime()
         await Echo.register(runtime, "echo", lambda: Echo())
         runtime.start()
         for c in range(callers):
-            await runtime.send_message("warm", AgentId("echo", f"k{c}"))
+            await runtime.send_message(Ping("warm"), AgentId("echo", f"k{c}"))
 
         async def work(c: int) -> None:
             for _ in range(calls):
-                await runtime.send_message("ping", AgentId("echo", f"k{c}"))
+                await runtime.send_message(Ping("ping"), AgentId("echo", f"k{c}"))
 
         start = time.perf_counter()
         await asyncio.gather(*(work(c) for c in range(callers)))
@@ -327,21 +350,9 @@ def autogen_round_trips(callers: int, calls: int) -> float:
 
 
 def autogen_activations(count: int) -> float:
-    from autogen_core import (
-        AgentId,
-        MessageContext,
-        RoutedAgent,
-        SingleThreadedAgentRuntime,
-        message_handler,
-    )
+    from autogen_core import AgentId, SingleThreadedAgentRuntime
 
-    class Echo(RoutedAgent):
-        def __init__(self) -> None:
-            super().__init__("echo")
-
-        @message_handler
-        async def on_text(self, message: str, ctx: MessageContext) -> str:
-            return "ok"
+    Echo = autogen_echo()
 
     async def scenario() -> float:
         runtime = SingleThreadedAgentRuntime()
@@ -349,7 +360,7 @@ def autogen_activations(count: int) -> float:
         runtime.start()
         start = time.perf_counter()
         for n in range(count):
-            await runtime.send_message("hi", AgentId("echo", f"k{n}"))
+            await runtime.send_message(Ping("hi"), AgentId("echo", f"k{n}"))
         elapsed = time.perf_counter() - start
         await runtime.stop()
         return count / elapsed
