@@ -97,7 +97,11 @@ def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, flo
 
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
-                llm=stepping(STEPS), memory=store, tools=[step], journal=agent_journal, max_steps=STEPS + 1
+                llm=stepping(STEPS),
+                memory=store,
+                tools=[step],
+                journal=agent_journal,
+                max_steps=STEPS + 1,
             )
 
         system = AgentSystem.start({"w": make}, store=store, name="bench-steps-system")
@@ -327,11 +331,11 @@ def autogen_echo() -> Any:
 def autogen_round_trips(callers: int, calls: int) -> float:
     from autogen_core import AgentId, SingleThreadedAgentRuntime
 
-    Echo = autogen_echo()
+    echo_agent = autogen_echo()
 
     async def scenario() -> float:
         runtime = SingleThreadedAgentRuntime()
-        await Echo.register(runtime, "echo", lambda: Echo())
+        await echo_agent.register(runtime, "echo", echo_agent)
         runtime.start()
         for c in range(callers):
             await runtime.send_message(Ping("warm"), AgentId("echo", f"k{c}"))
@@ -352,11 +356,11 @@ def autogen_round_trips(callers: int, calls: int) -> float:
 def autogen_activations(count: int) -> float:
     from autogen_core import AgentId, SingleThreadedAgentRuntime
 
-    Echo = autogen_echo()
+    echo_agent = autogen_echo()
 
     async def scenario() -> float:
         runtime = SingleThreadedAgentRuntime()
-        await Echo.register(runtime, "echo", lambda: Echo())
+        await echo_agent.register(runtime, "echo", echo_agent)
         runtime.start()
         start = time.perf_counter()
         for n in range(count):
@@ -377,9 +381,14 @@ def rss_mb() -> float:
 
 def many_instances(count: int, max_active: int) -> tuple[int, int, float, float, float]:
     """Threads before and at most during; RSS at start, peak and after passivation."""
+    now = [0.0]
     system = AgentSystem.start(
-        {"echo": echo}, name="bench-many", recover="keep", max_active=max_active,
+        {"echo": echo},
+        name="bench-many",
+        recover="keep",
+        max_active=max_active,
         idle_after_s=3600.0,
+        clock=lambda: now[0],
     )
     system.call("echo", "warm", "hi")
     threads_before, rss_start = threading.active_count(), rss_mb()
@@ -389,16 +398,14 @@ def many_instances(count: int, max_active: int) -> tuple[int, int, float, float,
         if n % 100 == 0:
             peak_threads = max(peak_threads, threading.active_count())
             peak_rss = max(peak_rss, rss_mb())
-    now = [time.monotonic() + 10_000.0]
-    system._clock = lambda: now[0]  # every instance is idle long enough
-    system.idle_after_s = 1.0
+    now[0] = 3600.0  # every instance has been idle long enough
     system.passivate_idle()
     rss_end = rss_mb()
     system.stop()
     return threads_before, peak_threads, rss_start, peak_rss, rss_end
 
 
-# -- report ------------------------------------------------------------------------------------------
+# -- report ----------------------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -418,7 +425,9 @@ def main() -> None:
 
     fsync_notes = []
     for workers in (1, 8):
-        ours, fsyncs = memoryd_steps(workers, runs // workers if workers > 1 else runs, journal=True)
+        ours, fsyncs = memoryd_steps(
+            workers, runs // workers if workers > 1 else runs, journal=True
+        )
         off, _ = memoryd_steps(workers, runs // workers if workers > 1 else runs, journal=False)
         theirs = dbos_steps(workers, max(runs // (2 * workers), 5))
         row(f"durable 10-step runs, {workers} concurrent (vs DBOS)", ours, theirs, "runs/s")
@@ -427,8 +436,12 @@ def main() -> None:
     count = 20 if args.quick else 100
     md_wall, md_inner, md_twice = recovery("memoryd", count)
     db_wall, db_inner, db_twice = recovery("dbos", count)
-    row(f"recovery of {count} runs killed at step {KILL_AT} (process start to done)",
-        1 / md_wall, 1 / db_wall, "1/s")
+    row(
+        f"recovery of {count} runs killed at step {KILL_AT} (process start to done)",
+        1 / md_wall,
+        1 / db_wall,
+        "1/s",
+    )
     row(f"recovery of {count} runs (after imports)", 1 / md_inner, 1 / db_inner, "1/s")
     calls = 500 if args.quick else 5000
     for callers in (1, 8):
@@ -438,8 +451,12 @@ def main() -> None:
             autogen_round_trips(callers, calls // callers),
             "calls/s",
         )
-    row("1,000 activations, one call each (vs AutoGen)", memoryd_activations(1000),
-        autogen_activations(1000), "1/s")
+    row(
+        "1,000 activations, one call each (vs AutoGen)",
+        memoryd_activations(1000),
+        autogen_activations(1000),
+        "1/s",
+    )
     many = 2000 if args.quick else 10_000
     before, peak, rss0, rss_peak, rss_end = many_instances(many, 256)
 

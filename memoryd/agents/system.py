@@ -17,7 +17,6 @@ instances are passivated after ``idle_after_s`` and at most ``max_active`` are l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import threading
 import time
@@ -34,7 +33,8 @@ from memoryd.agent.agent import Agent, PendingRun, RunResult
 from memoryd.agent.journal import RunJournal, RunRecord
 from memoryd.agent.locks import active_runs
 from memoryd.agents import naming
-from memoryd.agents.instance import Call, Instance, Slot, State, call_chain, nudge
+from memoryd.agents.instance import Call, Slot, State, call_chain, nudge
+from memoryd.agents.placement import Placement
 from memoryd.agents.recovery import orphaned_runs
 from memoryd.agents.tool import agent_tool
 from memoryd.errors import AlreadyStarted, CallTimeout, Overloaded, UnknownAgent
@@ -45,10 +45,7 @@ from supervisors import (
     ChildSpec,
     ChildSpecError,
     DynamicSupervisor,
-    Restart,
     StartError,
-    SupervisorError,
-    whereis,
 )
 
 __all__ = ["AgentSystem", "InstanceInfo", "Recover"]
@@ -130,8 +127,6 @@ class AgentSystem:
     ) -> None:
         self.name = name
         self.store = store
-        self.idle_after_s = idle_after_s
-        self.max_active = max_active
         self.mailbox = mailbox
         self.call_timeout_s = call_timeout_s
         self.lease_s = lease_s
@@ -141,9 +136,15 @@ class AgentSystem:
         self._clock = clock
         self._slots: dict[tuple[str, str], Slot] = {}
         self._slots_lock = threading.Lock()
-        self._live: dict[str, Slot] = {}
-        self._activating = threading.Lock()
-        self._wake = threading.Condition()
+        self._placement = Placement(
+            self,
+            max_active=max_active,
+            idle_after_s=idle_after_s,
+            clock=clock,
+            count=self._count,
+            retire=self._retire,
+            stopped=lambda: self._stopped,
+        )
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._counts_lock = threading.Lock()
         self._stopped = False
@@ -152,6 +153,16 @@ class AgentSystem:
         self._reaper: threading.Thread | None = None
         self._recovery: list[Future[RunResult]] = []
         self._recovery_done = threading.Event()
+
+    @property
+    def idle_after_s(self) -> float:
+        """Instances idle this long are passivated."""
+        return self._placement.idle_after_s
+
+    @property
+    def max_active(self) -> int:
+        """The most instances live at once."""
+        return self._placement.max_active
 
     # -- start and stop -----------------------------------------------------------------------
 
@@ -280,7 +291,7 @@ class AgentSystem:
                 self._recovery.append(call.future)
                 if not live:
                     try:
-                        self._ensure_live(slot, time.monotonic() + 3600.0)
+                        self._placement.ensure_live(slot, time.monotonic() + 3600.0)
                     except Exception as exc:
                         self._withdraw(slot, call)
                         if not call.future.done():
@@ -305,15 +316,12 @@ class AgentSystem:
 
     def _after_escalation(self) -> None:
         """The supervisor was restarted: activate again the instances that had work."""
-        with self._activating:
-            slots = list(self._live.values())
-            self._live.clear()
-        for slot in slots:
+        for slot in self._placement.take_all():
             with slot.mutex:
                 busy = not slot.idle
             if busy:
                 try:
-                    self._ensure_live(slot, time.monotonic() + self.call_timeout_s)
+                    self._placement.ensure_live(slot, time.monotonic() + self.call_timeout_s)
                 except Exception as exc:
                     log.error("instance_reactivation_failed", instance=slot.name, error=repr(exc))
 
@@ -328,14 +336,11 @@ class AgentSystem:
             return
         self._stopped = True
         self._reaper_stop.set()
-        with self._wake:
-            self._wake.notify_all()
+        self._placement.wake()
         if self._reaper is not None and self._reaper is not threading.current_thread():
             self._reaper.join(10.0)
         app.stop_child(self.name)
-        with self._activating:
-            live, self._live = list(self._live.values()), {}
-        for slot in live:
+        for slot in self._placement.take_all():
             if slot.lease is not None:
                 slot.lease.release()
                 slot.lease = None
@@ -400,7 +405,7 @@ class AgentSystem:
         slot, call, live = self._submit(agent_type, key, input, request_id, deadline)
         if not live:
             try:
-                self._ensure_live(slot, deadline)
+                self._placement.ensure_live(slot, deadline)
             except BaseException:
                 self._withdraw(slot, call)
                 raise
@@ -432,7 +437,7 @@ class AgentSystem:
         slot, call, live = self._submit(agent_type, key, input, request_id, deadline)
         if not live:
             try:
-                await asyncio.to_thread(self._ensure_live, slot, deadline)
+                await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
             except BaseException:
                 self._withdraw(slot, call)
                 raise
@@ -544,100 +549,6 @@ class AgentSystem:
 
     # -- activation and passivation -------------------------------------------------------------
 
-    def _supervisor(self) -> DynamicSupervisor:
-        ref = whereis(self.name)
-        if ref is None:
-            raise RuntimeError(
-                f"agent system {self.name!r} is not running (stopped, or memoryd was shut "
-                "down); start a new one"
-            )
-        return DynamicSupervisor(ref, name=self.name, call_timeout_s=120.0)
-
-    def _ensure_live(self, slot: Slot, deadline: float) -> None:
-        """Make sure a live incarnation drains ``slot``: activate it, making room first.
-
-        Raises:
-            CallTimeout: No room (every live instance busy) or no restart within the deadline.
-            Exception: The instance failed to start (its factory raised, for example).
-        """
-        while True:
-            if self._stopped:
-                raise RuntimeError(f"agent system {self.name!r} is stopped")
-            with self._activating:
-                with slot.mutex:
-                    if nudge(slot):
-                        return
-                    if slot.state is State.RETIRED:
-                        return  # no call waits in a retired slot
-                restarting = slot.name in self._live
-                if not restarting and (len(self._live) < self.max_active or self._make_room(slot)):
-                    self._activate(slot)
-                    return
-            if time.monotonic() >= deadline:
-                why = "being restarted" if restarting else f"every one of {self.max_active} busy"
-                raise CallTimeout(
-                    f"instance {slot.name!r} was not live in time ({why}); call again later"
-                )
-            with self._wake:
-                self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
-
-    def _activate(self, slot: Slot) -> None:
-        """Start an incarnation of ``slot`` (holding ``_activating``)."""
-        spec = ChildSpec(
-            id=slot.name,
-            start=Instance.start,
-            args=(self, slot),
-            restart=Restart.TRANSIENT,
-            shutdown_s=60.0,
-            start_timeout_s=30.0,
-        )
-        try:
-            self._supervisor().start_child(spec)
-        except ChildSpecError:
-            self._live[slot.name] = slot  # a restart of it is under way
-            return
-        except StartError as exc:
-            raise (exc.__cause__ if isinstance(exc.__cause__, Exception) else exc) from None
-        self._live[slot.name] = slot
-
-    def _make_room(self, keep: Slot) -> bool:
-        """Passivate the least recently used idle instance (holding ``_activating``)."""
-        idle = []
-        for slot in self._live.values():
-            with slot.mutex:
-                if slot is not keep and slot.idle and slot.state is State.LIVE:
-                    idle.append((slot.last_used, slot))
-        for _, slot in sorted(idle, key=lambda pair: pair[0]):
-            if self._passivate(slot, "max_active"):
-                return True
-        return False
-
-    def _passivate(self, slot: Slot, reason: str) -> bool:
-        """Stop an idle instance and release its lease (holding ``_activating``)."""
-        with slot.mutex:
-            if not slot.idle or slot.state is not State.LIVE:
-                return False
-            slot.state = State.STOPPING
-        with contextlib.suppress(KeyError, SupervisorError, RuntimeError):  # already gone
-            self._supervisor().terminate_child(slot.name)
-        if slot.lease is not None:
-            slot.lease.release()
-            slot.lease = None
-        with slot.mutex:
-            slot.state, slot.ref = State.DOWN, None
-            slot.incarnations = 0
-            retire = slot.idle
-            if retire:
-                slot.state = State.RETIRED
-        self._live.pop(slot.name, None)
-        if retire:
-            with self._slots_lock:
-                if self._slots.get((slot.agent_type, slot.key)) is slot:
-                    del self._slots[(slot.agent_type, slot.key)]
-        self._count("passivations")
-        log.info("instance_passivated", instance=slot.name, reason=reason)
-        return True
-
     def passivate_idle(self) -> int:
         """Passivate every instance idle for ``idle_after_s`` and renew the leases of the
         others (the system's reaper thread calls this periodically).
@@ -645,18 +556,12 @@ class AgentSystem:
         Returns:
             How many instances were passivated.
         """
-        now, done = self._clock(), 0
-        with self._activating:
-            for slot in list(self._live.values()):
-                with slot.mutex:
-                    expired = slot.idle and now - slot.last_used >= self.idle_after_s
-                if expired and self._passivate(slot, "idle"):
-                    done += 1
-            leases = [(s.name, s.lease) for s in self._live.values() if s.lease is not None]
-        for name, lease in leases:
-            if not lease.renew():
-                log.warning("instance_lease_lost", instance=name)
-        return done
+        return self._placement.passivate_idle()
+
+    def _retire(self, slot: Slot) -> None:
+        with self._slots_lock:
+            if self._slots.get((slot.agent_type, slot.key)) is slot:
+                del self._slots[(slot.agent_type, slot.key)]
 
     def _reap(self) -> None:
         tick = min(max(self.idle_after_s / 4, 0.01), 1.0, self.lease_s / 4)
@@ -676,8 +581,7 @@ class AgentSystem:
         """A slot drained its queue: wake whoever waits for room."""
         with slot.mutex:
             slot.last_used = self._clock()
-        with self._wake:
-            self._wake.notify_all()
+        self._placement.wake()
 
     def count(self, what: str) -> None:
         """Count an event in `stats`."""
@@ -691,8 +595,7 @@ class AgentSystem:
 
     def instances(self) -> list[InstanceInfo]:
         """The live instances, sorted by name."""
-        with self._activating:
-            live = list(self._live.values())
+        live = self._placement.live()
         infos = []
         for slot in live:
             with slot.mutex:
@@ -752,8 +655,7 @@ class AgentSystem:
         """Counts: live instances, calls waiting and running, and the system's events
         (calls, overloaded, timeouts, activations, passivations, restarts, resumed,
         discarded, escalations)."""
-        with self._activating:
-            live = list(self._live.values())
+        live = self._placement.live()
         queued = running = 0
         for slot in live:
             with slot.mutex:
