@@ -61,6 +61,7 @@ bench: $(BSTAMP)
 	$(BIN)/python tools/bench_prepare.py
 	$(BIN)/python tools/bench_daemon.py
 	$(BIN)/python tools/bench_redis.py
+	$(BIN)/python tools/bench_agents.py
 
 ## soak: the long crash and restart runs
 soak: $(STAMP)
