@@ -8,7 +8,7 @@ BSTAMP := $(VENV)/.installed-bench
 DATA   ?= data
 PYTEST_ARGS ?=
 
-.PHONY: install run demo test lint typecheck unit bench soak clean
+.PHONY: install run demo test lint typecheck unit sdk-sessions bench soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,7 +40,7 @@ demo: $(RSTAMP)
 	$(BIN)/python -m memoryd.demo --data $(DATA)/demo
 
 ## test: lint, type-check, then the whole test suite
-test: lint unit
+test: lint unit sdk-sessions
 
 lint: $(STAMP)
 	$(BIN)/ruff check memoryd supervisors tests tools
@@ -49,6 +49,11 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
+## sdk-sessions: the OpenAI Agents SDK's own session tests, run against MemorydSession
+## (the SDK's source distribution is fetched from the package registry once, into .sdk-suite)
+sdk-sessions: $(STAMP)
+	$(BIN)/python tools/openai_agents_suite.py --work .sdk-suite
+
 ## bench: benchmarks against the peers, printed as ratios
 bench: $(BSTAMP)
 	$(BIN)/python tools/bench_restart.py
@@ -56,6 +61,7 @@ bench: $(BSTAMP)
 	$(BIN)/python tools/bench_prepare.py
 	$(BIN)/python tools/bench_daemon.py
 	$(BIN)/python tools/bench_redis.py
+	$(BIN)/python tools/bench_agents.py
 
 ## soak: the long crash and restart runs
 soak: $(STAMP)
@@ -64,4 +70,4 @@ soak: $(STAMP)
 	$(BIN)/python tools/soak_resources.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .sdk-suite build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -25,6 +25,7 @@ from memoryd.app import shutdown
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
+    CallTimeout,
     ConflictError,
     CorruptRecord,
     DenseUnavailable,
@@ -36,6 +37,7 @@ from memoryd.errors import (
     InvalidSessionItem,
     LLMError,
     MemorydError,
+    Overloaded,
     ProtocolError,
     SchemaError,
     ScriptExhausted,
@@ -44,6 +46,7 @@ from memoryd.errors import (
     StoreNotRunning,
     StoreUnavailable,
     ToolArgumentError,
+    UnknownAgent,
     UnknownConversation,
     UnknownRun,
     WriteTimeout,
@@ -56,6 +59,7 @@ from memoryd.store.lookup import whereis
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult
+    from memoryd.agents import AgentSystem
     from memoryd.aio import AsyncStore
     from memoryd.client.remote import RemoteStore, connect
     from memoryd.kernel import (
@@ -87,6 +91,7 @@ if _TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(("Agent", "PendingRun", "RunResult"), "memoryd.agent"),
+    "AgentSystem": "memoryd.agents",
     **dict.fromkeys(
         (
             "ChatRequest",
@@ -126,13 +131,15 @@ _LAZY = {
 """Names loaded on first use, and their modules: a program that only stores and reads
 conversations (the CLI, a client) does not load the agent, kernel, provider and memory
 stacks, the daemon client or redis-py."""
-_SUBPACKAGES = frozenset({"agent", "kernel", "memory", "provider"})
+_SUBPACKAGES = frozenset({"agent", "agents", "kernel", "memory", "provider"})
 
 __all__ = [
     "Agent",
+    "AgentSystem",
     "AlreadyStarted",
     "AsyncStore",
     "AuthenticationError",
+    "CallTimeout",
     "Change",
     "ChatRequest",
     "ChatStore",
@@ -159,6 +166,7 @@ __all__ = [
     "LongTermMemory",
     "MemoryProvider",
     "MemorydError",
+    "Overloaded",
     "PendingRun",
     "ProtocolError",
     "RedisStore",
@@ -177,6 +185,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolCall",
     "ToolResult",
+    "UnknownAgent",
     "UnknownConversation",
     "UnknownRun",
     "WriteTimeout",

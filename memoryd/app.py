@@ -3,7 +3,8 @@
 ```
 Supervisor "memoryd"            one_for_one, intensity 3 / 5 s
 ├── DynamicSupervisor "memoryd.stores"   one store actor per started store
-└── Server "memoryd.server"              only in the daemon (start_server)
+├── Server "memoryd.server"              only in the daemon (start_server)
+└── other subtrees (start_child)         e.g. an agent system's instance supervisor
 ```
 
 A store is restarted with `STORE_BACKOFF`: a store that keeps crashing (a failing
@@ -43,6 +44,7 @@ from supervisors import (
     Restart,
     StartError,
     Supervisor,
+    SupervisorError,
     whereis,
 )
 
@@ -52,8 +54,10 @@ __all__ = [
     "STORE_BACKOFF",
     "running",
     "shutdown",
+    "start_child",
     "start_server",
     "start_store",
+    "stop_child",
     "stop_store",
 ]
 
@@ -201,6 +205,35 @@ def start_server(spec: ChildSpec) -> None:
         _stores()
         assert _tree.root is not None
         _tree.root.start_child(spec)
+
+
+def start_child(spec: ChildSpec) -> None:
+    """Start a child of the root supervisor, after the stores (the tree starts if needed).
+
+    Any layer above the stores adds its own subtree this way (an agent system adds its
+    supervisor of agent instances); the tree knows it only by its spec.
+
+    Raises:
+        ChildSpecError: the root already has a child with that id.
+        StartError: the child failed to start (the cause is chained).
+    """
+    with _lock:
+        _stores()
+        assert _tree.root is not None
+        _tree.root.start_child(spec)
+
+
+def stop_child(child_id: str) -> None:
+    """Stop a child started with `start_child` and forget its spec (nothing if unknown)."""
+    with _lock:
+        root = _tree.root
+        if root is None or not root.is_alive():
+            return
+        for call in (root.terminate_child, root.delete_child):
+            try:
+                call(child_id)
+            except (KeyError, pykka.ActorDeadError, SupervisorError):
+                return
 
 
 def _discard(specs: list[StoreSpec[Any]]) -> None:

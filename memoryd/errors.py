@@ -24,6 +24,9 @@ MemorydError
 ├── StepLimitExceeded                  the tool loop reached max_steps without a final answer
 ├── ToolArgumentError(ValueError)      a tool was called with arguments its schema refuses
 ├── UnknownRun(LookupError)            resume() was given a run id the journal does not hold
+├── UnknownAgent(LookupError)          an AgentSystem was called with an agent type it lacks
+├── Overloaded                         an agent instance's mailbox is full (nothing written)
+├── CallTimeout(TimeoutError)          an agent call did not finish within its deadline
 ├── SchemaError(ValueError)            a memory record body does not match its schema, or
 │                                      the schema itself is malformed
 ├── ExtractionError(ValueError)        a model's extraction, query planning or rerank reply
@@ -49,6 +52,9 @@ HttpError                              the daemon's HTTP layer refuses a request
                                        and answers with its status
 JsonProblem                            a value is not JSON-compatible; `messages` turns it
                                        into InvalidMessage naming the path
+RunInterrupted                         an agent system stops a run at a step boundary (its
+                                       instance was killed or shut down): the journal is
+                                       kept and the next incarnation resumes the run
 ```
 
 Every message says what was wrong and what to do about it. Exceptions carrying extra
@@ -63,6 +69,7 @@ from typing import Any
 __all__ = [
     "AlreadyStarted",
     "AuthenticationError",
+    "CallTimeout",
     "ConflictError",
     "ConnectFailed",
     "CorruptRecord",
@@ -80,7 +87,9 @@ __all__ = [
     "LLMError",
     "MemorydError",
     "NotWritten",
+    "Overloaded",
     "ProtocolError",
+    "RunInterrupted",
     "SchemaError",
     "ScriptExhausted",
     "StepLimitExceeded",
@@ -89,6 +98,7 @@ __all__ = [
     "StoreUnavailable",
     "ToolArgumentError",
     "TransportFailed",
+    "UnknownAgent",
     "UnknownConversation",
     "UnknownRun",
     "WouldWait",
@@ -289,6 +299,23 @@ class UnknownRun(MemorydError, LookupError):
     """No run with that id is recorded in the agent's journal."""
 
 
+class UnknownAgent(MemorydError, LookupError):
+    """An `AgentSystem` was called with an agent type it was not started with."""
+
+
+class Overloaded(MemorydError):
+    """An agent instance's mailbox is full: the call is refused at once and nothing is
+    written. Retry later, or start the system with a larger ``mailbox``."""
+
+
+class CallTimeout(MemorydError, TimeoutError):
+    """An agent call did not finish within its deadline.
+
+    A call still queued is withdrawn (nothing is written); a run already started goes on
+    and commits: call again with the same ``request_id`` to get its result.
+    """
+
+
 class SchemaError(MemorydError, ValueError):
     """A value does not match its schema, or the schema itself is malformed."""
 
@@ -343,6 +370,15 @@ class HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.type_name = type_name
+
+
+class RunInterrupted(Exception):
+    """An agent system stopped a run at a step boundary, its journal kept.
+
+    Raised by an instance's step hook when the instance was killed or is being shut
+    down; the agent lets it through without discarding the run's journal, and the
+    instance's next incarnation resumes the run.
+    """
 
 
 class JsonProblem(Exception):

@@ -40,6 +40,7 @@ is in the journal (pending, for `resume`) without another call to that store.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 import time
@@ -62,7 +63,12 @@ from memoryd.agent.memory import (
     store_of,
 )
 from memoryd.agent.sessions import SessionMethods, Sessions
-from memoryd.errors import InvalidMessage, StepLimitExceeded, StoreUnavailable
+from memoryd.errors import (
+    InvalidMessage,
+    RunInterrupted,
+    StepLimitExceeded,
+    StoreUnavailable,
+)
 from memoryd.kernel.context import Context
 from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
@@ -75,10 +81,15 @@ from memoryd.provider.session import Session
 from memoryd.provider.session_turns import recorded_turn
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["Agent", "PendingRun", "RunResult"]
+__all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call"]
 
 log = structlog.get_logger(__name__)
 Message = dict[str, Any]
+
+current_tool_call: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "memoryd_current_tool_call", default=None
+)
+"""(run id, tool call id) of the tool call an agent is running in this context, else None."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -228,8 +239,9 @@ class Agent(SessionMethods):
         self.agent_type: str | None = None
         """The agent type an `AgentSystem` runs this agent as (recorded in its journals)."""
         self.step_hook: Callable[[str], None] | None = None
-        """Called with the run id at every step boundary (before each LLM and tool call);
-        what it raises ends the run there, its journal kept."""
+        """Called with the run id at every step boundary (before each LLM and tool call).
+        A `memoryd.errors.RunInterrupted` it raises ends the run there with its journal
+        kept (to be resumed); another exception fails the run like any error."""
 
     @property
     def max_steps(self) -> int:
@@ -238,7 +250,9 @@ class Agent(SessionMethods):
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def run(self, input: Any, conversation_id: str | None = None) -> RunResult:
+    def run(
+        self, input: Any, conversation_id: str | None = None, *, run_id: str | None = None
+    ) -> RunResult:
         """Run one turn: the tool loop, then one atomic commit of the turn.
 
         ``agent.run("text", "session-1")`` is Koog's positional form.
@@ -249,6 +263,7 @@ class Agent(SessionMethods):
                 choose what is recorded).
             conversation_id: The conversation (default: the active session's, else a
                 new generated id, returned on the result).
+            run_id: The run id, also the commit's idempotency key (default: a new one).
 
         Returns:
             The result.
@@ -268,7 +283,10 @@ class Agent(SessionMethods):
         if conversation_id is None:
             conversation_id = f"conversation-{uuid.uuid4().hex}"
         cid = msgs.validate_conversation_id(conversation_id)
-        run_id = uuid.uuid4().hex
+        if run_id is None:
+            run_id = uuid.uuid4().hex
+        elif not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
         with run_active(run_id), self._lock(cid):
             base, history = self._load(cid)
             return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
@@ -408,6 +426,8 @@ class Agent(SessionMethods):
             if self.provider is not None:
                 journal = self._journal.finished_by(run_id) if self._journal else None
                 version = self._commit(run, turn, then_clear=journal)
+        except RunInterrupted:
+            raise  # stopped at a step boundary: the journal stays for the resume
         except Exception as exc:
             # A store found unavailable is not called again: the run stays pending.
             if (
@@ -504,7 +524,11 @@ class Agent(SessionMethods):
                 for call in calls:
                     if call["id"] not in answered:
                         self._boundary(run)
-                        result = self.kernel.call_tool(call, context=context)
+                        token = current_tool_call.set((run_id, call["id"]))
+                        try:
+                            result = self.kernel.call_tool(call, context=context)
+                        finally:
+                            current_tool_call.reset(token)
                         answer = {
                             "role": "tool",
                             "tool_call_id": result.call_id,

@@ -46,6 +46,7 @@ __all__ = [
     "RunJournal",
     "RunRecord",
     "journal_id",
+    "owner_gone",
 ]
 
 Message = dict[str, Any]
@@ -57,8 +58,9 @@ OWNER = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 _HEADER_KEY = "memoryd_run"
 
 
-def _gone(owner: str) -> bool:
-    """True when ``owner`` names a process of this host that no longer exists."""
+def owner_gone(owner: str) -> bool:
+    """True when ``owner`` (an owner id like `OWNER`) names a process of this host that
+    no longer exists."""
     host, _, rest = owner.partition("/")
     pid = rest.partition("/")[0]
     if host != socket.gethostname() or not pid.isdigit():
@@ -123,7 +125,7 @@ class RunRecord:
         """
         if self.owner == OWNER:
             return not running_here
-        return now > self.heartbeat + self.lease_s or _gone(self.owner)
+        return now > self.heartbeat + self.lease_s or owner_gone(self.owner)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,329 @@
+"""An agent instance: a supervised actor that runs one agent's calls, one at a time.
+
+An instance is addressed by (agent type, key) and lives in a `Slot`, which outlives
+its incarnations: the slot holds the calls waiting (the mailbox), the call in flight
+and the instance's lease. An incarnation (an `Instance` actor) builds its agent from
+the type's factory, then drains the slot. When it is killed (`supervisors.kill`) or
+shut down while a run is going, its agent's step hook stops the run at the next step
+boundary with its journal kept; the call stays in flight in the slot, and the next
+incarnation resumes the run from its journal (or runs it again from its input when
+it had recorded nothing yet, so no tool ran), so the waiting caller gets that run's
+result.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import queue
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pykka
+import structlog
+from pykka.messages import ProxyCall
+
+from memoryd.agent.agent import Agent, RunResult
+from memoryd.agent.memory import store_of
+from memoryd.agents.lease import InstanceLease
+from memoryd.errors import RunInterrupted, UnknownRun
+from memoryd.store.handle import StoreHandle
+from supervisors import Exit, SupervisedActor
+
+__all__ = ["Call", "Host", "Instance", "Slot", "State", "call_chain", "nudge"]
+
+log = structlog.get_logger(__name__)
+
+call_chain: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "memoryd_agent_call_chain", default=()
+)
+"""The instances whose runs are waiting on the code running in this context, outermost
+first (an instance's own name last): a call to one of them would wait on itself."""
+
+_DRAIN = object()
+_CONTROL = {("_sv_kill",), ("_sv_shutdown",)}
+_RESULTS_KEPT = 256
+
+
+class State(enum.Enum):
+    """Where a slot's instance is."""
+
+    DOWN = "down"
+    """No incarnation runs (never activated, passivated, or between crash and restart)."""
+    LIVE = "live"
+    """An incarnation runs and takes calls."""
+    STOPPING = "stopping"
+    """It is being passivated; a new call waits and activates it again."""
+    RETIRED = "retired"
+    """The system forgot the slot; a new call looks the instance up again."""
+
+
+@dataclass(slots=True, eq=False)
+class Call:
+    """One call to an instance.
+
+    Attributes:
+        input: The run's input (unused when ``resume``).
+        run_id: The run id (derived from the request id when one is given).
+        deadline: The caller's deadline (``time.monotonic()``), for the instance lease.
+        request_id: The caller's request id, or None.
+        chain: The instances waiting on the caller (`call_chain`).
+        resume: True for a pending run found at start: resume ``run_id``.
+        started: True once a run was started for it (a later incarnation resumes it).
+        future: Resolved with the `RunResult` or the run's exception.
+    """
+
+    input: Any
+    run_id: str
+    deadline: float = float("inf")
+    request_id: str | None = None
+    chain: tuple[str, ...] = ()
+    resume: bool = False
+    started: bool = False
+    future: Future[RunResult] = field(default_factory=Future)
+
+
+@dataclass(slots=True, eq=False)
+class Slot:
+    """One instance address and what outlives its incarnations.
+
+    Attributes:
+        agent_type: The agent type.
+        key: The instance key.
+        name: The registered name ``"<system>/<type>/<key>"``.
+        cid: The conversation ``"<type>/<key>"``.
+        mutex: Guards ``queue``, ``current``, ``state`` and ``ref``.
+        queue: The calls waiting, in arrival order.
+        current: The call in flight (kept across a crash), or None.
+        state: Where the instance is.
+        ref: The live incarnation's actor, or None.
+        last_used: When a call last arrived or finished (the system's clock).
+        lease: The instance lease, while held.
+        results: Results of recent calls made with a request id, by run id.
+        incarnations: How many incarnations were started.
+    """
+
+    agent_type: str
+    key: str
+    name: str
+    cid: str
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+    queue: deque[Call] = field(default_factory=deque)
+    current: Call | None = None
+    state: State = State.DOWN
+    ref: pykka.ActorRef[Any] | None = None
+    last_used: float = 0.0
+    lease: InstanceLease | None = None
+    results: OrderedDict[str, RunResult] = field(default_factory=OrderedDict)
+    incarnations: int = 0
+
+    @property
+    def idle(self) -> bool:
+        """True when no call waits or runs (read under ``mutex``)."""
+        return not self.queue and self.current is None
+
+    def remember(self, result: RunResult) -> None:
+        """Keep a request's result for a repeated request id (a bounded few)."""
+        self.results[result.run_id] = result
+        while len(self.results) > _RESULTS_KEPT:
+            self.results.popitem(last=False)
+
+
+class Host(Protocol):
+    """What an instance needs of its system."""
+
+    name: str
+    store: StoreHandle
+    lease_s: float
+
+    def factory(self, agent_type: str) -> Callable[[str], Agent]:
+        """The agent type's factory."""
+
+    def finished(self, slot: Slot) -> None:
+        """A slot drained its queue: its instance may be passivated."""
+
+    def count(self, what: str) -> None:
+        """Count an event in the system's stats."""
+
+
+def _committed(store: StoreHandle, cid: str, run_id: str) -> RunResult | None:
+    """The result of a run already committed to ``cid`` (found by its idempotency key)."""
+    for event in store.events(cid):
+        if event.idempotency_key == run_id and event.messages:
+            return RunResult(
+                message=event.messages[-1],
+                messages=tuple(event.messages),
+                conversation_id=cid,
+                run_id=run_id,
+                version=event.version,
+            )
+    return None
+
+
+def nudge(slot: Slot) -> bool:
+    """Tell a slot's live incarnation to drain its queue (call under ``slot.mutex``).
+
+    Returns:
+        False when no live incarnation took the nudge.
+    """
+    if slot.state is not State.LIVE or slot.ref is None:
+        return False
+    try:
+        slot.ref.tell(_DRAIN)
+    except pykka.ActorDeadError:
+        return False
+    return True
+
+
+class Instance(SupervisedActor):
+    """One incarnation of an agent instance. Every method runs in the actor's thread.
+
+    Args:
+        host: The agent system.
+        slot: The instance's slot.
+    """
+
+    def __init__(self, host: Host, slot: Slot) -> None:
+        super().__init__(name=slot.name)
+        self._host = host
+        self._slot = slot
+        self._agent: Agent | None = None
+
+    def init(self) -> None:
+        """Build the agent, take the slot over and start draining it.
+
+        Raises:
+            TypeError: The factory did not return an `memoryd.Agent`.
+            ValueError: The agent keeps its memory in another store than the system's.
+        """
+        slot, host = self._slot, self._host
+        agent = host.factory(slot.agent_type)(slot.key)
+        if not isinstance(agent, Agent):
+            raise TypeError(
+                f"the factory of agent type {slot.agent_type!r} returned "
+                f"{type(agent).__name__}; it must return a memoryd.Agent"
+            )
+        store = store_of(agent.provider)
+        if store is not None and store.name != host.store.name:
+            raise ValueError(
+                f"agent type {slot.agent_type!r} keeps its memory in store {store.name!r}, "
+                f"but agent system {host.name!r} runs on store {host.store.name!r}; build "
+                "the agent with memory= on the system's store"
+            )
+        agent.agent_type = slot.agent_type
+        agent.step_hook = self._step
+        self._agent = agent
+        with slot.mutex:
+            slot.ref, slot.state = self.actor_ref, State.LIVE
+            slot.incarnations += 1
+            again = slot.incarnations > 1
+            in_flight = slot.current is not None
+        if again:
+            host.count("restarts")
+            log.warning("instance_restarted", instance=slot.name, resumes_call=in_flight)
+        else:
+            host.count("activations")
+            log.info("instance_activated", instance=slot.name)
+        self.actor_ref.tell(_DRAIN)
+
+    def terminate(self, exit: Exit) -> None:
+        """Leave the slot (its calls wait for the next incarnation)."""
+        slot = self._slot
+        with slot.mutex:
+            if slot.ref is not None and slot.ref.actor_urn == self.actor_urn:
+                slot.ref = None
+                if slot.state is State.LIVE:
+                    slot.state = State.DOWN
+
+    def on_receive(self, message: Any) -> Any:
+        """Pykka hook: a nudge to drain the slot. Runs in the actor's thread."""
+        if message is _DRAIN:
+            self._drain()
+        return None
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        slot = self._slot
+        while True:
+            with slot.mutex:
+                call = slot.current
+                while call is None and slot.queue:
+                    candidate = slot.queue.popleft()
+                    if candidate.future.set_running_or_notify_cancel():
+                        call = candidate
+                slot.current = call
+                if call is None:
+                    break
+            token = call_chain.set((*call.chain, slot.name))
+            try:
+                result = self._execute(call)
+            except RunInterrupted:
+                return  # killed or shut down: the control message is next in the inbox
+            except Exception as exc:
+                call.future.set_exception(exc)
+            else:
+                call.future.set_result(result)
+            finally:
+                call_chain.reset(token)
+            with slot.mutex:
+                slot.current = None
+        self._host.finished(slot)
+
+    def _execute(self, call: Call) -> RunResult:
+        agent, slot = self._agent, self._slot
+        assert agent is not None
+        store = store_of(agent.provider)
+        if store is not None and (slot.lease is None or not slot.lease.held):
+            lease = InstanceLease(store, slot.cid, lease_s=self._host.lease_s)
+            lease.acquire(call.deadline)  # CallTimeout: another process runs the instance
+            slot.lease = lease
+        if call.resume:
+            self._host.count("resumed")
+            log.info("instance_run_resumed", instance=slot.name, run_id=call.run_id)
+            return agent.resume(call.run_id)
+        if call.request_id is not None:
+            done = slot.results.get(call.run_id)
+            if done is None and store is not None and not call.started:
+                done = _committed(store, slot.cid, call.run_id)
+            if done is not None:
+                return done
+        if (call.started or call.request_id is not None) and store is not None:
+            try:
+                result = agent.resume(call.run_id)
+            except (UnknownRun, ValueError):  # ValueError: the agent keeps no journal
+                pass  # nothing recorded yet: no tool ran, run it from its input
+            else:
+                self._host.count("resumed")
+                return self._kept(call, result)
+        call.started = True
+        return self._kept(call, agent.run(call.input, conversation_id=slot.cid, run_id=call.run_id))
+
+    def _kept(self, call: Call, result: RunResult) -> RunResult:
+        if call.request_id is not None:
+            self._slot.remember(result)
+        return result
+
+    # -- step boundaries --------------------------------------------------------------------
+
+    def _step(self, run_id: str) -> None:
+        """The agent's step hook: stop the run here if this incarnation must go."""
+        if self._control_pending():
+            raise RunInterrupted(
+                f"instance {self._slot.name!r} was stopped at a step boundary of run {run_id}"
+            )
+
+    def _control_pending(self) -> bool:
+        """True when a kill or a shutdown waits in this actor's inbox."""
+        inbox = self.actor_inbox
+        if not isinstance(inbox, queue.Queue):
+            return False
+        with inbox.mutex:
+            return any(
+                isinstance(envelope.message, ProxyCall) and envelope.message.attr_path in _CONTROL
+                for envelope in inbox.queue
+            )

@@ -1,0 +1,75 @@
+"""How agent instances are named: registry names, conversation ids and derived run ids. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from memoryd import messages as msgs
+
+__all__ = [
+    "check_agent_types",
+    "check_key",
+    "conversation_id",
+    "instance_name",
+    "request_run_id",
+    "split_conversation",
+]
+
+
+def check_agent_types(names: Iterable[object]) -> tuple[str, ...]:
+    """Check agent type names: non-empty str without ``/`` (it separates type and key).
+
+    Args:
+        names: The agent types.
+
+    Returns:
+        The names, in order.
+
+    Raises:
+        ValueError: A name is not such a str, or there is none.
+    """
+    checked = []
+    for name in names:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"an agent type must be a non-empty str without '/', not {name!r}")
+        checked.append(name)
+    if not checked:
+        raise ValueError("an agent system needs at least one agent type")
+    return tuple(checked)
+
+
+def check_key(agent_type: str, key: object) -> str:
+    """Check an instance key: a non-empty str that makes a valid conversation id.
+
+    Raises:
+        ValueError: Not a non-empty str.
+        InvalidConversationId: ``"<type>/<key>"`` is not a valid conversation id.
+    """
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"an instance key must be a non-empty str, not {key!r}")
+    msgs.validate_conversation_id(conversation_id(agent_type, key))
+    return key
+
+
+def conversation_id(agent_type: str, key: str) -> str:
+    """An instance's conversation: ``"<type>/<key>"``."""
+    return f"{agent_type}/{key}"
+
+
+def instance_name(system: str, agent_type: str, key: str) -> str:
+    """An instance's registered name: ``"<system>/<type>/<key>"``."""
+    return f"{system}/{agent_type}/{key}"
+
+
+def split_conversation(cid: str) -> tuple[str, str]:
+    """The (type, key) of an instance's conversation id (the key may hold ``/``)."""
+    agent_type, _, key = cid.partition("/")
+    return agent_type, key
+
+
+def request_run_id(agent_type: str, key: str, request_id: str) -> str:
+    """The run id a call with ``request_id`` runs as: the same for the same request on the
+    same instance, in every process, so its commit (keyed by run id) is found again."""
+    digest = hashlib.sha256(f"{agent_type}/{key}\n{request_id}".encode()).hexdigest()
+    return f"q{digest[:31]}"

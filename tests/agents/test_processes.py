@@ -1,0 +1,105 @@
+"""Agent systems across real processes: ``kill -9`` mid-run and recovery by a new process
+(LMDB, the daemon, Redis), and two processes over one daemon sharing an instance."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memoryd
+from tests.helpers import wait_until
+from tests.server.daemon import Daemon
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTANCES = 20
+
+
+def child(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.agents._child", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    running = Daemon().start()
+    yield running
+    running.close()
+
+
+@pytest.fixture(params=["lmdb", "remote", "redis"])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "lmdb":
+        return f"lmdb:{tmp_path / 'data'}"
+    if request.param == "remote":
+        daemon: Daemon = request.getfixturevalue("daemon")
+        return f"remote:{daemon.address}/agents-{uuid.uuid4().hex[:8]}"
+    server = request.getfixturevalue("redis_server")
+    server.flush()
+    return f"redis:{server.url}"
+
+
+def test_instances_killed_mid_run_are_all_resumed_by_a_new_process(
+    store_spec: str, tmp_path: Path
+) -> None:
+    """20 instances blocked in step 2 of 4 die with SIGKILL; a new process starts the
+    system with recover="resume" and no ids; every run finishes and every tool side
+    effect happened exactly once."""
+    effects = tmp_path / "effects"
+    crashing = child("crash", store_spec, str(effects), str(INSTANCES))
+    try:
+        wait_until(
+            lambda: (
+                len(list(tmp_path.glob("effects.*.blocked"))) == INSTANCES
+                or crashing.poll() is not None
+            ),
+            timeout=120,
+        )
+        assert crashing.poll() is None, crashing.communicate()[1]
+    finally:
+        crashing.send_signal(signal.SIGKILL)
+        crashing.wait()
+    lines = effects.read_text().split("\n")[:-1]
+    assert Counter(line.split()[1] for line in lines) == {"0": INSTANCES, "1": INSTANCES}
+    recovering = child("recover", store_spec, str(effects))
+    out, err = recovering.communicate(timeout=300)
+    assert recovering.returncode == 0, err
+    assert out.strip() == f"recovered {INSTANCES}"
+    done = Counter(effects.read_text().split("\n")[:-1])
+    assert done == {f"k{n} {step}": 1 for n in range(INSTANCES) for step in range(4)}
+
+
+def test_two_processes_over_one_daemon_never_run_one_instance_at_once(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Both call instance w/shared 5 times; its tool's start/end marks never interleave,
+    and the conversation holds all ten turns."""
+    effects = tmp_path / "effects"
+    name = f"shared-{uuid.uuid4().hex[:8]}"
+    spec = f"remote:{daemon.address}/{name}"
+    procs = [child("share", spec, str(effects), "5") for _ in range(2)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert out.strip() == "shared done"
+    marks = effects.read_text().split("\n")[:-1]
+    assert len(marks) == 2 * 5 * 2 * 2  # 2 processes, 5 calls, 2 tool steps, start and end
+    for start, end in zip(marks[::2], marks[1::2], strict=True):
+        assert start.split()[0] == "start" and end == f"end {start.split()[1]}"
+    store = memoryd.connect(daemon.address, store=name)
+    users = [m for m in store.get("w/shared") if m["role"] == "user"]
+    assert len(users) == 10

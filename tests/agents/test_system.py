@@ -1,0 +1,390 @@
+"""AgentSystem calls: addressing, ordering, concurrency, bounds, passivation, idempotency,
+agent tools and call cycles, on a real store with real instance actors and threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import memoryd
+import supervisors
+from memoryd import CallTimeout, Overloaded, UnknownAgent
+from memoryd.agents import AgentSystem
+from tests.agents._agents import Gate, echo_model, factory, note_tool, stepping_model
+from tests.helpers import Worker, wait_until
+
+
+@pytest.fixture
+def store() -> memoryd.StoreHandle:
+    return memoryd.EphemeralStore.start(name=f"agents-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def systems() -> Iterator[list[AgentSystem]]:
+    started: list[AgentSystem] = []
+    yield started
+    for system in started:
+        system.stop()
+
+
+def start(systems: list[AgentSystem], agents: dict[str, Any], **options: Any) -> AgentSystem:
+    options.setdefault("name", f"crew-{uuid.uuid4().hex[:8]}")
+    system = AgentSystem.start(agents, **options)
+    systems.append(system)
+    return system
+
+
+def test_an_instance_is_activated_on_its_first_call_and_registered(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """The first call starts instance "<system>/<type>/<key>" on conversation "<type>/<key>"."""
+    system = start(systems, {"echo": factory(store, echo_model)}, store=store, name="crew")
+    assert system.instances() == []
+    reply = system.call("echo", "alice", "hi")
+    assert reply.text == "echo: hi"
+    assert reply.conversation_id == "echo/alice"
+    assert [i.name for i in system.instances()] == ["crew/echo/alice"]
+    assert supervisors.whereis("crew/echo/alice") is not None
+    assert [m["content"] for m in store.get("echo/alice")] == ["hi", "echo: hi"]
+
+
+def test_an_unknown_agent_type_is_refused(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """UnknownAgent is a LookupError naming the known types; nothing is written."""
+    system = start(systems, {"echo": factory(store, echo_model)}, store=store)
+    with pytest.raises(UnknownAgent, match="'echo'") as caught:
+        system.call("writer", "a", "hi")
+    assert isinstance(caught.value, LookupError)
+    assert store.conversations() == []
+
+
+def test_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """Three calls queued behind a blocked run commit in the order they arrived."""
+    gate, log = Gate(), []
+    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
+    system = start(systems, agents, store=store)
+    first = Worker(lambda: system.call("w", "k", "first"))
+    first.start()
+    assert gate.arrived.acquire(timeout=10)
+    later = []
+    for queued, text in enumerate(("second", "third", "fourth"), 1):
+        later.append(Worker(lambda text=text: system.call("w", "k", text)))
+        later[-1].start()
+        wait_until(lambda queued=queued: system.instances()[0].queued == queued)
+    gate.release.set()
+    assert first.outcome().text == "done 1 for first"
+    assert [w.outcome().text for w in later] == [
+        f"done 1 for {t}" for t in ("second", "third", "fourth")
+    ]
+    users = [m["content"] for m in store.get("w/k") if m["role"] == "user"]
+    assert users == ["first", "second", "third", "fourth"]
+
+
+def test_different_instances_run_concurrently(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """While one instance is blocked inside a tool, another answers."""
+    gate, log = Gate(), []
+    agents = {
+        "w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate)),
+        "echo": factory(store, echo_model),
+    }
+    system = start(systems, agents, store=store)
+    blocked = Worker(lambda: system.call("w", "k", "slow"))
+    blocked.start()
+    assert gate.arrived.acquire(timeout=10)
+    assert system.call("echo", "k", "quick").text == "echo: quick"
+    gate.release.set()
+    assert blocked.outcome().text == "done 1 for slow"
+
+
+def test_a_full_mailbox_refuses_at_once_and_writes_nothing(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """With mailbox=2, a third waiting call raises Overloaded in the caller's thread."""
+    gate, log = Gate(), []
+    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
+    system = start(systems, agents, store=store, mailbox=2)
+    running = Worker(lambda: system.call("w", "k", "running"))
+    running.start()
+    assert gate.arrived.acquire(timeout=10)
+    waiting = [Worker(lambda t=t: system.call("w", "k", t)) for t in ("q1", "q2")]
+    for n, worker in enumerate(waiting, 1):
+        worker.start()
+        wait_until(lambda n=n: system.instances()[0].queued == n)
+    version = store.version("w/k")
+    with pytest.raises(Overloaded, match="mailbox=2"):
+        system.call("w", "k", "refused")
+    assert store.version("w/k") == version
+    assert system.stats()["overloaded"] == 1
+    gate.release.set()
+    assert [w.outcome().text for w in [running, *waiting]] == [
+        "done 1 for running",
+        "done 1 for q1",
+        "done 1 for q2",
+    ]
+    assert "refused" not in [m["content"] for m in store.get("w/k")]
+
+
+def test_a_call_past_its_deadline_raises_call_timeout_and_a_queued_one_never_runs(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """A call still waiting at its deadline is withdrawn: its input is never stored."""
+    gate, log = Gate(), []
+    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
+    system = start(systems, agents, store=store)
+    running = Worker(lambda: system.call("w", "k", "running"))
+    running.start()
+    assert gate.arrived.acquire(timeout=10)
+    with pytest.raises(CallTimeout, match="never ran") as caught:
+        system.call("w", "k", "late", timeout=0.05)
+    assert isinstance(caught.value, TimeoutError)
+    gate.release.set()
+    running.outcome()
+    assert system.call("w", "k", "after").text == "done 1 for after"
+    users = [m["content"] for m in store.get("w/k") if m["role"] == "user"]
+    assert users == ["running", "after"]
+    assert system.stats()["timeouts"] == 1
+
+
+def test_an_exception_in_a_run_reaches_the_caller_and_the_instance_lives_on(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """A model error fails the call; the same incarnation answers the next call."""
+    models = iter(
+        [memoryd.llm.ScriptedModel([memoryd.LLMError("rate limited"), "fine"])]  # type: ignore[attr-defined]
+    )
+    system = start(
+        systems,
+        {"a": lambda key: memoryd.Agent(llm=next(models), memory=store)},
+        store=store,
+    )
+    with pytest.raises(memoryd.LLMError, match="rate limited"):
+        system.call("a", "k", "one")
+    assert system.call("a", "k", "two").text == "fine"
+    (info,) = system.instances()
+    assert info.incarnations == 1
+    assert system.stats()["restarts"] == 0
+
+
+def test_idle_instances_are_passivated_and_come_back_with_their_memory(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """After idle_after_s an instance stops; the next call builds a new agent that sees
+    the conversation so far (the state is in the store)."""
+    now = [0.0]
+    sent: list[list[dict[str, Any]]] = []
+
+    def remembering(key: str) -> memoryd.Agent:
+        def answer(messages: list[dict[str, Any]]) -> str:
+            sent.append(messages)
+            return f"seen {sum(1 for m in messages if m['role'] == 'user')}"
+
+        return memoryd.Agent(llm=memoryd.llm.ScriptedModel([answer] * 5), memory=store)  # type: ignore[attr-defined]
+
+    system = start(
+        systems, {"a": remembering}, store=store, idle_after_s=10.0, clock=lambda: now[0]
+    )
+    assert system.call("a", "k", "my name is Ada").text == "seen 1"
+    name = system.instances()[0].name
+    now[0] = 9.0
+    assert system.passivate_idle() == 0
+    now[0] = 10.0
+    assert system.passivate_idle() == 1
+    assert system.instances() == [] and supervisors.whereis(name) is None
+    assert system.call("a", "k", "what is my name?").text == "seen 2"
+    assert [m["content"] for m in sent[-1] if m["role"] == "user"] == [
+        "my name is Ada",
+        "what is my name?",
+    ]
+    stats = system.stats()
+    assert (stats["activations"], stats["passivations"]) == (2, 1)
+
+
+def test_at_most_max_active_are_live_and_the_least_recently_used_goes_first(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """With max_active=2, activating a third instance passivates the LRU one."""
+    now = [0.0]
+    system = start(
+        systems,
+        {"echo": factory(store, echo_model)},
+        store=store,
+        max_active=2,
+        clock=lambda: now[0],
+    )
+    for tick, key in enumerate(["a", "b", "a"]):
+        now[0] = float(tick)
+        system.call("echo", key, "hi")
+    now[0] = 5.0
+    system.call("echo", "c", "hi")
+    assert [i.key for i in system.instances()] == ["a", "c"]
+    assert system.stats()["active"] == 2
+
+
+def test_a_repeated_request_id_returns_the_first_result_without_a_second_run(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """Same request id: same result, no tool called again, one commit."""
+    log: list[str] = []
+    agents = {"w": factory(store, lambda: stepping_model(2), note_tool(log))}
+    system = start(systems, agents, store=store)
+    first = system.call("w", "k", "job", request_id="req-1")
+    again = system.call("w", "k", "job", request_id="req-1")
+    assert again.run_id == first.run_id and again.text == first.text
+    assert log == ["0", "1"]
+    assert len(store.events("w/k")) == 1
+    other = system.call("w", "k", "job", request_id="req-2")
+    assert other.run_id != first.run_id and log == ["0", "1", "0", "1"]
+
+
+def test_a_request_id_is_found_again_by_a_new_system(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """Across a restart (a new system on the same store) the first result comes back."""
+    log: list[str] = []
+    agents = {"w": factory(store, lambda: stepping_model(2), note_tool(log))}
+    first_system = start(systems, agents, store=store, name="first")
+    first = first_system.call("w", "k", "job", request_id="req-1")
+    first_system.stop()
+    second_system = start(systems, agents, store=store, name="second")
+    again = second_system.call("w", "k", "job", request_id="req-1")
+    assert (again.run_id, again.text, again.version) == (first.run_id, first.text, first.version)
+    assert log == ["0", "1"]
+
+
+def test_an_agent_type_is_a_tool_for_another_agent(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """system.tool("writer") lets a boss agent ask a writer instance; the writer's turn is
+    in its own conversation."""
+    from memoryd import messages
+
+    holder: dict[str, AgentSystem] = {}
+
+    def boss(key: str) -> memoryd.Agent:
+        def decide(sent: list[dict[str, Any]]) -> Any:
+            if sent[-1]["role"] == "tool":
+                return f"the writer said: {sent[-1]['content']}"
+            call = messages.tool_call("w1", "ask_writer", {"key": "w-1", "message": "draft"})
+            return messages.assistant(tool_calls=[call])
+
+        tool = holder["system"].tool("writer", description="Ask the writer")
+        return memoryd.Agent(
+            llm=memoryd.llm.ScriptedModel([decide] * 4),  # type: ignore[attr-defined]
+            memory=store,
+            tools=[tool],
+        )
+
+    system = start(systems, {"boss": boss, "writer": factory(store, echo_model)}, store=store)
+    holder["system"] = system
+    assert system.tool("writer").name == "ask_writer"
+    reply = system.call("boss", "b", "go")
+    assert reply.text == "the writer said: echo: draft"
+    assert [m["content"] for m in store.get("writer/w-1")] == ["draft", "echo: draft"]
+    with pytest.raises(UnknownAgent):
+        system.tool("nobody")
+
+
+def test_a_call_cycle_on_one_instance_fails_fast(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """An agent asking itself (through its tool) gets a clear error, not a deadlock."""
+    from memoryd import messages
+
+    holder: dict[str, AgentSystem] = {}
+
+    def narcissus(key: str) -> memoryd.Agent:
+        def decide(sent: list[dict[str, Any]]) -> Any:
+            if sent[-1]["role"] == "tool":
+                return f"tool said: {sent[-1]['content']}"
+            call = messages.tool_call("s1", "ask_self", {"key": key, "message": "again"})
+            return messages.assistant(tool_calls=[call])
+
+        return memoryd.Agent(
+            llm=memoryd.llm.ScriptedModel([decide] * 4),  # type: ignore[attr-defined]
+            memory=store,
+            tools=[holder["system"].tool("self")],
+        )
+
+    system = start(systems, {"self": narcissus}, store=store, name="loop")
+    holder["system"] = system
+    reply = system.call("self", "k", "go", timeout=10)
+    assert "call cycle: loop/self/k -> loop/self/k" in reply.text
+
+
+def test_acall_does_not_block_the_event_loop(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """While an acall waits on a blocked run, other coroutines of the loop keep running."""
+    gate, log = Gate(), []
+    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
+    system = start(systems, agents, store=store)
+
+    async def scenario() -> tuple[str, int]:
+        ticks = 0
+        call = asyncio.ensure_future(system.acall("w", "k", "async"))
+        while not gate.arrived.acquire(blocking=False):
+            await asyncio.sleep(0.001)
+        for _ in range(5):
+            await asyncio.sleep(0)
+            ticks += 1
+        threading.Timer(0.01, gate.release.set).start()
+        reply = await call
+        return reply.text, ticks
+
+    text, ticks = asyncio.run(scenario())
+    assert (text, ticks) == ("done 1 for async", 5)
+
+
+def test_a_second_system_of_the_same_name_is_refused(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """The name belongs to the running system."""
+    start(systems, {"echo": factory(store, echo_model)}, store=store, name="solo")
+    with pytest.raises(memoryd.AlreadyStarted, match="solo"):
+        AgentSystem.start({"echo": factory(store, echo_model)}, store=store, name="solo")
+
+
+def test_an_agent_keeping_memory_in_another_store_is_refused_on_activation(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """The factory's agent must keep its memory in the system's store; the error says so."""
+    other = memoryd.EphemeralStore.start(name=f"other-{uuid.uuid4().hex[:8]}")
+    system = start(systems, {"a": factory(other, echo_model)}, store=store)
+    with pytest.raises(ValueError, match="keeps its memory in store"):
+        system.call("a", "k", "hi")
+    assert other.conversations() == [] and store.conversations() == []
+
+
+def test_stop_fails_the_waiting_callers_and_refuses_new_calls(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """A stopped system answers nothing more; its queued callers hear why."""
+    gate, log = Gate(), []
+    agents = {"w": factory(store, lambda: stepping_model(2), note_tool(log, gate_at=0, gate=gate))}
+    system = start(systems, agents, store=store)
+    running = Worker(lambda: system.call("w", "k", "running"))
+    running.start()
+    assert gate.arrived.acquire(timeout=10)
+    ref = supervisors.whereis(system.instances()[0].name)
+    assert ref is not None
+    stopper = Worker(system.stop)
+    stopper.start()
+    wait_until(lambda: ref.actor_inbox.qsize() > 0)  # type: ignore[attr-defined]
+    gate.release.set()
+    stopper.outcome()
+    with pytest.raises(RuntimeError, match="stopped"):
+        running.outcome()
+    with pytest.raises(RuntimeError, match="stopped"):
+        system.call("w", "k", "more")
+    (pending,) = system.pending_runs()  # the interrupted run stays resumable
+    assert pending.conversation_id == "w/k" and log == ["0"]

@@ -1,0 +1,478 @@
+"""Agent systems against their anchors: DBOS Transact (durable steps, recovery) and
+AutoGen Core (messaging, activation), measured in one run and printed as ratios.
+
+    python tools/bench_agents.py [--quick]
+
+* durable steps: a run of 10 trivial tool steps (ScriptedModel, durable LmdbStore,
+  through an AgentSystem) against a DBOS workflow of 10 ``@DBOS.step`` on its SQLite
+  system database; 1 and 8 concurrent runs; memoryd with its journal off as well; fsyncs
+  per turn from the store's ``stats()``.
+* recovery: 100 runs killed with SIGKILL at step 6 of 10, then the time from a new
+  process's start to all 100 finished (memoryd: ``AgentSystem.start(recover="resume")``
+  with no ids; DBOS: recovery at ``DBOS.launch()``), and the side effects counted.
+* messaging: a call's round trip to an instance with a trivial model and no memory,
+  against AutoGen Core's ``SingleThreadedAgentRuntime.send_message`` to an agent that
+  answers at once; 1 and 8 callers.
+* activation: 1,000 distinct instances called once each, against AutoGen registering
+  and messaging 1,000 agents; 10,000 instances with max_active=256: live threads and RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import memoryd
+from memoryd import messages
+from memoryd.agents import AgentSystem
+from memoryd.llm import ScriptedModel
+
+STEPS = 10
+KILL_AT = 6
+
+
+# -- memoryd agents ----------------------------------------------------------------------------
+
+
+def stepping(steps: int, tool: str = "step") -> ScriptedModel:
+    """A model calling ``tool`` ``steps`` times, then answering; it reads the turn."""
+
+    def decide(sent: list[dict[str, Any]]) -> Any:
+        last_user = max(i for i, m in enumerate(sent) if m.get("role") == "user")
+        done = sum(1 for m in sent[last_user:] if m.get("role") == "tool")
+        if done < steps:
+            call = messages.tool_call(f"c{done}", tool, {"n": done})
+            return messages.assistant(tool_calls=[call])
+        return "done"
+
+    return ScriptedModel([decide] * (steps + 1) * 200)
+
+
+@memoryd.tool
+def step(n: int) -> int:
+    """A trivial step.
+
+    Args:
+        n: The step.
+    """
+    return n
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def in_threads(workers: int, fn: Callable[[int], None]) -> float:
+    threads = [threading.Thread(target=fn, args=(w,)) for w in range(workers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
+def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, float]:
+    """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run."""
+    data = tempfile.mkdtemp(prefix="bench-agents-")
+    try:
+        store = memoryd.LmdbStore.start(data, name="bench-steps")
+        agent_journal = None if journal else False
+
+        def make(key: str) -> memoryd.Agent:
+            return memoryd.Agent(
+                llm=stepping(STEPS),
+                memory=store,
+                tools=[step],
+                journal=agent_journal,
+                max_steps=STEPS + 1,
+            )
+
+        system = AgentSystem.start({"w": make}, store=store, name="bench-steps-system")
+        system.call("w", "warm", "warm up")
+        before = int(store.stats()["fsyncs"])
+
+        def work(w: int) -> None:
+            for n in range(runs):
+                system.call("w", f"k{w}", f"run {n}")
+
+        elapsed = in_threads(workers, work)
+        fsyncs = (int(store.stats()["fsyncs"]) - before) / (workers * runs)
+        system.stop()
+        memoryd.shutdown()
+        return workers * runs / elapsed, fsyncs
+    finally:
+        shutdown_and_remove(data)
+
+
+def shutdown_and_remove(data: str) -> None:
+    memoryd.shutdown()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+# -- DBOS ----------------------------------------------------------------------------------------
+
+
+def dbos_launch(db: str, effects: str | None = None, block_at: int | None = None) -> Any:
+    """Configure DBOS on a SQLite system database and register the 10-step workflow."""
+    from dbos import DBOS
+
+    DBOS(config={"name": "bench", "system_database_url": f"sqlite:///{db}", "log_level": "ERROR"})
+
+    @DBOS.step()
+    def dbos_step(n: int) -> int:
+        if effects is not None:
+            if n == block_at:
+                Path(f"{effects}.{DBOS.workflow_id}.blocked").write_text("")
+                threading.Event().wait()
+            with open(effects, "a") as out:
+                out.write(f"{DBOS.workflow_id} {n}\n")
+        return n
+
+    @DBOS.workflow()
+    def ten_steps(tag: str) -> str:
+        for n in range(STEPS):
+            dbos_step(n)
+        return tag
+
+    DBOS.launch()
+    return ten_steps
+
+
+def dbos_steps(workers: int, runs: int) -> float:
+    from dbos import DBOS
+
+    root = tempfile.mkdtemp(prefix="bench-dbos-")
+    try:
+        workflow = dbos_launch(os.path.join(root, "sys.sqlite"))
+        workflow("warm")
+
+        def work(w: int) -> None:
+            for n in range(runs):
+                workflow(f"{w}-{n}")
+
+        elapsed = in_threads(workers, work)
+        DBOS.destroy()
+        return workers * runs / elapsed
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- recovery (child processes) -----------------------------------------------------------------
+
+
+def child(args: list[str]) -> None:
+    """The crash and recovery processes: ``--child KIND PHASE DIR N``."""
+    kind, phase, root, count = args[0], args[1], args[2], int(args[3])
+    effects = os.path.join(root, "effects")
+    started = time.perf_counter()
+    if kind == "dbos":
+        from dbos import DBOS
+
+        workflow = dbos_launch(
+            os.path.join(root, "sys.sqlite"), effects, KILL_AT if phase == "crash" else None
+        )
+        if phase == "crash":
+            for n in range(count):
+                DBOS.start_workflow(workflow, f"w{n}")
+            threading.Event().wait()
+        while sum(1 for _ in DBOS.list_workflows(status="SUCCESS")) < count:
+            time.sleep(0.01)
+        print(time.perf_counter() - started, flush=True)
+        DBOS.destroy()
+        return
+    store = memoryd.LmdbStore.start(os.path.join(root, "data"), name="bench-recovery")
+    blocked_at = KILL_AT if phase == "crash" else None
+
+    def make(key: str) -> memoryd.Agent:
+        @memoryd.tool
+        def step(n: int) -> int:
+            """A step with a side effect.
+
+            Args:
+                n: The step.
+            """
+            if n == blocked_at:
+                Path(f"{effects}.{key}.blocked").write_text("")
+                threading.Event().wait()
+            with open(effects, "a") as out:
+                out.write(f"{key} {n}\n")
+            return n
+
+        return memoryd.Agent(llm=stepping(STEPS), memory=store, tools=[step], max_steps=STEPS + 1)
+
+    recover = "keep" if phase == "crash" else "resume"
+    system = AgentSystem.start({"w": make}, store=store, name="bench-rec", recover=recover)
+    if phase == "crash":
+        for n in range(count):
+            threading.Thread(target=system.call, args=("w", f"k{n}", "go"), daemon=True).start()
+        threading.Event().wait()
+    assert system.recovered(timeout=600)
+    print(time.perf_counter() - started, flush=True)
+    system.stop()
+    memoryd.shutdown()
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, "--child", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def recovery(kind: str, count: int) -> tuple[float, float, int]:
+    """Wall time of the recovering process (from its start, interpreter included; and from
+    its first line of code), and how many side effects were written more than once."""
+    root = tempfile.mkdtemp(prefix=f"bench-rec-{kind}-")
+    try:
+        crashing = spawn(kind, "crash", root, str(count))
+        deadline = time.monotonic() + 300
+        while len(list(Path(root).glob("effects.*.blocked"))) < count:
+            if crashing.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{kind} crash phase failed: {crashing.communicate()[1][-2000:]}")
+            time.sleep(0.01)
+        crashing.send_signal(signal.SIGKILL)
+        crashing.wait()
+        start = time.perf_counter()
+        recovering = spawn(kind, "recover", root, str(count))
+        out, err = recovering.communicate(timeout=600)
+        wall = time.perf_counter() - start
+        if recovering.returncode != 0:
+            raise SystemExit(f"{kind} recovery failed: {err[-2000:]}")
+        lines = Path(root, "effects").read_text().split("\n")[:-1]
+        twice = len(lines) - len(set(lines))
+        if len(set(lines)) != count * STEPS:
+            raise SystemExit(f"{kind}: {len(set(lines))} side effects, expected {count * STEPS}")
+        return wall, float(out.strip().splitlines()[-1]), twice
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- messaging and activation ---------------------------------------------------------------------
+
+
+class Trivial:
+    """A chat model that answers at once (a `memoryd.llm.ChatModel`)."""
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        return {"role": "assistant", "content": "ok"}
+
+
+def echo(key: str) -> memoryd.Agent:
+    return memoryd.Agent(llm=Trivial(), memory=False)
+
+
+def memoryd_round_trips(callers: int, calls: int) -> float:
+    system = AgentSystem.start({"echo": echo}, name="bench-msg", recover="keep")
+    for c in range(callers):
+        system.call("echo", f"k{c}", "warm")
+
+    def work(c: int) -> None:
+        for _ in range(calls):
+            system.call("echo", f"k{c}", "ping")
+
+    elapsed = in_threads(callers, work)
+    system.stop()
+    return callers * calls / elapsed
+
+
+def memoryd_activations(count: int) -> float:
+    system = AgentSystem.start({"echo": echo}, name="bench-act", recover="keep", max_active=count)
+    elapsed = timed(lambda: [system.call("echo", f"k{n}", "hi") for n in range(count)])
+    system.stop()
+    return count / elapsed
+
+
+@dataclass
+class Ping:
+    """AutoGen's message type (it routes by dataclass)."""
+
+    text: str
+
+
+def autogen_echo() -> Any:
+    """AutoGen Core's agent that answers at once (imported only when measured; its
+    handler's hints are resolved in this module's globals, hence the names put there)."""
+    import autogen_core
+
+    globals()["MessageContext"] = autogen_core.MessageContext
+
+    class Echo(autogen_core.RoutedAgent):
+        def __init__(self) -> None:
+            super().__init__("echo")
+
+        @autogen_core.message_handler
+        async def on_text(self, message: Ping, ctx: MessageContext) -> Ping:  # noqa: F821
+            return Ping(text="ok")
+
+    return Echo
+
+
+def autogen_round_trips(callers: int, calls: int) -> float:
+    from autogen_core import AgentId, SingleThreadedAgentRuntime
+
+    echo_agent = autogen_echo()
+
+    async def scenario() -> float:
+        runtime = SingleThreadedAgentRuntime()
+        await echo_agent.register(runtime, "echo", echo_agent)
+        runtime.start()
+        for c in range(callers):
+            await runtime.send_message(Ping("warm"), AgentId("echo", f"k{c}"))
+
+        async def work(c: int) -> None:
+            for _ in range(calls):
+                await runtime.send_message(Ping("ping"), AgentId("echo", f"k{c}"))
+
+        start = time.perf_counter()
+        await asyncio.gather(*(work(c) for c in range(callers)))
+        elapsed = time.perf_counter() - start
+        await runtime.stop()
+        return callers * calls / elapsed
+
+    return asyncio.run(scenario())
+
+
+def autogen_activations(count: int) -> float:
+    from autogen_core import AgentId, SingleThreadedAgentRuntime
+
+    echo_agent = autogen_echo()
+
+    async def scenario() -> float:
+        runtime = SingleThreadedAgentRuntime()
+        await echo_agent.register(runtime, "echo", echo_agent)
+        runtime.start()
+        start = time.perf_counter()
+        for n in range(count):
+            await runtime.send_message(Ping("hi"), AgentId("echo", f"k{n}"))
+        elapsed = time.perf_counter() - start
+        await runtime.stop()
+        return count / elapsed
+
+    return asyncio.run(scenario())
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def many_instances(count: int, max_active: int) -> tuple[int, int, float, float, float]:
+    """Threads before and at most during; RSS at start, peak and after passivation."""
+    now = [0.0]
+    system = AgentSystem.start(
+        {"echo": echo},
+        name="bench-many",
+        recover="keep",
+        max_active=max_active,
+        idle_after_s=3600.0,
+        clock=lambda: now[0],
+    )
+    system.call("echo", "warm", "hi")
+    threads_before, rss_start = threading.active_count(), rss_mb()
+    peak_threads, peak_rss = threads_before, rss_start
+    for n in range(count):
+        system.call("echo", f"k{n}", "hi")
+        if n % 100 == 0:
+            peak_threads = max(peak_threads, threading.active_count())
+            peak_rss = max(peak_rss, rss_mb())
+    now[0] = 3600.0  # every instance has been idle long enough
+    system.passivate_idle()
+    rss_end = rss_mb()
+    system.stop()
+    return threads_before, peak_threads, rss_start, peak_rss, rss_end
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke test)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    runs = 20 if args.quick else 100
+    rows: list[tuple[str, str, str, str]] = []
+
+    def row(what: str, ours: float, theirs: float, unit: str) -> None:
+        rows.append((what, f"{ours:,.1f} {unit}", f"{theirs:,.1f} {unit}", f"{ours / theirs:.2f}x"))
+        print(f"  {what}: {rows[-1][1]} vs {rows[-1][2]} ({rows[-1][3]})", file=sys.stderr)
+
+    fsync_notes = []
+    for workers in (1, 8):
+        ours, fsyncs = memoryd_steps(
+            workers, runs // workers if workers > 1 else runs, journal=True
+        )
+        off, _ = memoryd_steps(workers, runs // workers if workers > 1 else runs, journal=False)
+        theirs = dbos_steps(workers, max(runs // (2 * workers), 5))
+        row(f"durable 10-step runs, {workers} concurrent (vs DBOS)", ours, theirs, "runs/s")
+        row(f"journal on vs off, {workers} concurrent", ours, off, "runs/s")
+        fsync_notes.append(f"{workers} concurrent: {fsyncs:.2f} fsyncs per 10-step run")
+    count = 20 if args.quick else 100
+    md_wall, md_inner, md_twice = recovery("memoryd", count)
+    db_wall, db_inner, db_twice = recovery("dbos", count)
+    row(
+        f"recovery of {count} runs killed at step {KILL_AT} (process start to done)",
+        1 / md_wall,
+        1 / db_wall,
+        "1/s",
+    )
+    row(f"recovery of {count} runs (after imports)", 1 / md_inner, 1 / db_inner, "1/s")
+    calls = 500 if args.quick else 5000
+    for callers in (1, 8):
+        row(
+            f"round trip, {callers} caller(s) (vs AutoGen send_message)",
+            memoryd_round_trips(callers, calls // callers),
+            autogen_round_trips(callers, calls // callers),
+            "calls/s",
+        )
+    row(
+        "1,000 activations, one call each (vs AutoGen)",
+        memoryd_activations(1000),
+        autogen_activations(1000),
+        "1/s",
+    )
+    many = 2000 if args.quick else 10_000
+    before, peak, rss0, rss_peak, rss_end = many_instances(many, 256)
+
+    print("\n| measure | memoryd | anchor | ratio |\n|---|---|---|---|")
+    for what, ours_s, theirs_s, ratio in rows:
+        print(f"| {what} | {ours_s} | {theirs_s} | {ratio} |")
+    print()
+    for note in fsync_notes:
+        print(f"- fsyncs: {note} (k + 1 = {STEPS + 1} expected)")
+    print(f"- recovery side effects written twice: memoryd {md_twice}, DBOS {db_twice}")
+    print(
+        f"- {many:,} instances, max_active=256: threads {before} before, at most {peak} "
+        f"(limit 256 + {before}); RSS {rss0:.1f} MB at start, {rss_peak:.1f} MB peak, "
+        f"{rss_end:.1f} MB once passivated ({rss_end - rss0:+.1f} MB)"
+    )
+
+
+if __name__ == "__main__":
+    main()
