@@ -49,6 +49,7 @@ from memoryd.errors import (
     UnknownAgent,
     UnknownConversation,
     UnknownRun,
+    UnknownStore,
     WriteTimeout,
 )
 from memoryd.events import Change, Event, EventKind
@@ -188,6 +189,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownConversation",
     "UnknownRun",
+    "UnknownStore",
     "WriteTimeout",
     "__version__",
     "connect",

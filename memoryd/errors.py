@@ -11,6 +11,7 @@ MemorydError
 ├── AuthenticationError(PermissionError)  the daemon refused the token, Host or Origin
 ├── StoreUnavailable                   not running, or not back within the call timeout
 │   ├── StoreNotRunning                the daemon runs no store of that name (stopped)
+│   │   └── UnknownStore(LookupError)  ... and never had one: a read does not create it
 │   └── WriteTimeout                   the outcome is unknown: retry with the same
 │                                      idempotency_key
 ├── StorageError                       the backend failed (the store crashes and restarts)
@@ -101,6 +102,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownConversation",
     "UnknownRun",
+    "UnknownStore",
     "WouldWait",
     "WriteTimeout",
 ]
@@ -213,6 +215,14 @@ class StoreNotRunning(StoreUnavailable):
     """The daemon runs no store of that name (it was stopped): calls fail at once, unretried.
 
     Start it again (``RemoteStore.start``, or ``memoryd.connect``, which starts it on use).
+    """
+
+
+class UnknownStore(StoreNotRunning, LookupError):
+    """The daemon has no store of that name: none was ever written (a read never creates one).
+
+    A `memoryd.connect` handle reads such a store as empty (its first write creates it);
+    the command line, and a handle made with ``empty_when_missing=False``, raise this.
     """
 
 

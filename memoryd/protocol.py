@@ -158,6 +158,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (errors.InvalidConversationId, 400),
     (errors.ConflictError, 409),
     (errors.UnknownConversation, 404),
+    (errors.UnknownStore, 404),
     (errors.AlreadyStarted, 409),
     (errors.AuthenticationError, 401),
     (errors.WriteTimeout, 504),

@@ -105,7 +105,10 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     timeout = getattr(args, "timeout", None) or (
         FOLLOW_PATIENCE_S if getattr(args, "follow", False) else 10.0
     )
-    return client.connect(address, token=token, store=name, timeout=timeout)
+    # a mistyped --store is said, not read as an empty store
+    return client.connect(
+        address, token=token, store=name, timeout=timeout, empty_when_missing=False
+    )
 
 
 def _messages_to_add(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from memoryd._ids import IdSource
 from memoryd.client.calls import DaemonCaller, parse_address
-from memoryd.errors import StoreNotRunning, StoreUnavailable
+from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 from memoryd.protocol import (
@@ -77,6 +77,10 @@ class RemoteStore(StoreHandle):
             calls on a stopped store raise `StoreNotRunning`, as with a local handle.
         max_message_bytes: the largest message checked locally before sending.
         wire: ``"msgpack"`` (default) or ``"json"`` bodies.
+        empty_when_missing: a named store the daemon never had reads as an empty store
+            would (no messages, version 0, no events, conversations or changes) until its
+            first write creates it; False raises `UnknownStore` instead (the command line
+            does, so a mistyped name is said, not read as empty). A read never creates it.
 
     Raises:
         ValueError: a bad address, store name, timeout or wire format.
@@ -92,6 +96,7 @@ class RemoteStore(StoreHandle):
         autostart: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         wire: str = "msgpack",
+        empty_when_missing: bool = True,
     ) -> None:
         base_url, uds = parse_address(address)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
@@ -112,6 +117,7 @@ class RemoteStore(StoreHandle):
             msgpack=wire == "msgpack",
         )
         self._closed = False
+        self._empty_when_missing = bool(empty_when_missing)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -230,6 +236,23 @@ class RemoteStore(StoreHandle):
             method, path, timeout=self.timeout + wait_s, retry=retry, params=params, body=body
         )
 
+    def _read(
+        self, path: str, field: str, empty: Any, *, params: Any = None, wait_s: float = 0.0
+    ) -> Any:
+        """``field`` of a read's answer; ``empty`` for a store the daemon never had.
+
+        Raises:
+            UnknownStore: the daemon never had this store, and this handle does not
+                read a missing store as empty.
+        """
+        try:
+            answer = self._call("GET", path, params=params, retry=True, wait_s=wait_s)
+        except UnknownStore:
+            if not self._empty_when_missing:
+                raise
+            return empty
+        return answer[field]
+
     def _conv(self, cid: str, suffix: str) -> str:
         return f"{self._prefix}/conversations/{_segment(cid)}/{suffix}"
 
@@ -283,24 +306,24 @@ class RemoteStore(StoreHandle):
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         params = {"limit": limit, "at_version": at_version}
-        messages: list[dict[str, Any]] = self._call(
-            "GET", self._conv(cid, "messages"), params=params, retry=True
-        )["messages"]
+        messages: list[dict[str, Any]] = self._read(
+            self._conv(cid, "messages"), "messages", [], params=params
+        )
         return messages
 
     def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
         params = {"limit": limit, "system": "true"}
-        messages: list[dict[str, Any]] = self._call(
-            "GET", self._conv(cid, "messages"), params=params, retry=True
-        )["messages"]
+        messages: list[dict[str, Any]] = self._read(
+            self._conv(cid, "messages"), "messages", [], params=params
+        )
         return messages
 
     def _version(self, cid: str) -> int:
-        return int(self._call("GET", self._conv(cid, "version"), retry=True)["version"])
+        return int(self._read(self._conv(cid, "version"), "version", 0))
 
     def _events(self, cid: str, after: int) -> list[Event]:
-        body = self._call("GET", self._conv(cid, "events"), params={"after": after}, retry=True)
-        return [event_from_wire(e) for e in body["events"]]
+        found = self._read(self._conv(cid, "events"), "events", [], params={"after": after})
+        return [event_from_wire(e) for e in found]
 
     def _conversations(
         self, prefix: str, after: str | None, limit: int | None, include_empty: bool
@@ -311,9 +334,9 @@ class RemoteStore(StoreHandle):
             "limit": limit,
             "include_empty": "true" if include_empty else None,
         }
-        names: list[str] = self._call(
-            "GET", f"{self._prefix}/conversations", params=params, retry=True
-        )["conversations"]
+        names: list[str] = self._read(
+            f"{self._prefix}/conversations", "conversations", [], params=params
+        )
         return names
 
     def _tail(self, after: int, limit: int, timeout: float) -> list[Change]:
@@ -321,8 +344,11 @@ class RemoteStore(StoreHandle):
         while True:
             wait = max(0.0, min(until - time.monotonic(), _TAIL_SLICE_S))
             params = {"after": after, "limit": limit, "timeout": round(wait, 3)}
-            body = self._call("GET", f"{self._prefix}/tail", params=params, retry=True, wait_s=wait)
-            changes = [change_from_wire(c) for c in body["changes"]]
+            found = self._read(f"{self._prefix}/tail", "changes", None, params=params, wait_s=wait)
+            if found is None:  # a store the daemon never had: nothing can change meanwhile
+                time.sleep(wait)
+                found = []
+            changes = [change_from_wire(c) for c in found]
             if changes or time.monotonic() >= until:
                 return changes
 
@@ -339,6 +365,7 @@ def connect(
     store: str | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     wire: str = "msgpack",
+    empty_when_missing: bool = True,
 ) -> RemoteStore:
     """A handle on a store served by a memoryd daemon (no connection is made yet).
 
@@ -350,6 +377,8 @@ def connect(
             daemon's default store.
         timeout: the deadline of each call in seconds, retries included.
         wire: ``"msgpack"`` (default) or ``"json"`` bodies.
+        empty_when_missing: a named store the daemon never had reads as empty until
+            its first write creates it; False raises `UnknownStore` (see `RemoteStore`).
 
     Returns:
         The handle.
@@ -363,7 +392,14 @@ def connect(
             raise ValueError("no daemon address: pass one or set MEMORYD_ADDRESS")
     if token is None:
         token = os.environ.get("MEMORYD_TOKEN") or None
-    return RemoteStore(address, token=token, store=store, timeout=timeout, wire=wire)
+    return RemoteStore(
+        address,
+        token=token,
+        store=store,
+        timeout=timeout,
+        wire=wire,
+        empty_when_missing=empty_when_missing,
+    )
 
 
 def whereis(

@@ -216,7 +216,7 @@ class StoreRegistry:
         if not create and not self._exists(name):
             raise HttpError(
                 404,
-                "StoreNotRunning",
+                "UnknownStore",
                 f"store {name!r} does not exist on the daemon; a read never creates a "
                 f"store: write to it (or PUT /v1/stores/{name}) to create it",
             )

@@ -41,6 +41,7 @@ from memoryd.errors import (
     UnknownAgent,
     UnknownConversation,
     UnknownRun,
+    UnknownStore,
     WriteTimeout,
 )
 
@@ -64,6 +65,7 @@ PARENTS = {
     StepLimitExceeded: (MemorydError,),
     ToolArgumentError: (MemorydError, ValueError),
     UnknownConversation: (MemorydError, LookupError),
+    UnknownStore: (StoreNotRunning, LookupError),
     UnknownRun: (MemorydError, LookupError),
     UnknownAgent: (MemorydError, LookupError),
     Overloaded: (MemorydError,),

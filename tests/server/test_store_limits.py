@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.errors import StoreNotRunning
+import memoryd
+from memoryd.errors import StoreNotRunning, UnknownStore
 from memoryd.store.requests import MAX_IMPORT_VERSION
 from tests.server.daemon import Daemon
 from tests.server.test_security import raw_request
@@ -43,18 +44,38 @@ def test_a_read_of_a_store_that_does_not_exist_is_404_and_creates_nothing(
     and no store appears (neither running nor on disk)."""
     status, answer = raw_request(daemon, "GET", target)
     assert status == 404, answer
-    assert answer is not None and answer["error"]["type"] == "StoreNotRunning"
+    assert answer is not None and answer["error"]["type"] == "UnknownStore"
     assert "does not exist" in answer["error"]["message"]
     assert not (daemon.data / "stores" / "typo").exists()
     status, listing = raw_request(daemon, "GET", b"/v1/stores")
     assert "typo" not in [s["name"] for s in (listing or {}).get("stores", [])]
 
 
-def test_a_client_read_of_a_missing_store_raises_store_not_running(daemon: Daemon) -> None:
-    """Through the client the 404 is `StoreNotRunning`, raised at once."""
-    with pytest.raises(StoreNotRunning, match="does not exist"):
-        daemon.connect(store="missing-one").get("x")
+def test_a_strict_client_read_of_a_missing_store_raises_unknown_store(daemon: Daemon) -> None:
+    """With ``empty_when_missing=False`` the 404 is `UnknownStore` (a `StoreNotRunning`),
+    raised at once, and nothing is created."""
+    handle = memoryd.connect(daemon.address, store="missing-one", empty_when_missing=False)
+    with pytest.raises(UnknownStore, match="does not exist") as raised:
+        handle.get("x")
+    assert isinstance(raised.value, StoreNotRunning)
     assert not (daemon.data / "stores" / "missing-one").exists()
+
+
+def test_a_missing_store_reads_as_empty_until_its_first_write_creates_it(daemon: Daemon) -> None:
+    """A `memoryd.connect` handle reads a store the daemon never had as an empty store
+    (so an Agent's first turn on a new named store works), creating nothing; its first
+    write creates it."""
+    handle = daemon.connect(store="fresh-one")
+    assert handle.get("c") == []
+    assert handle.get("c", limit=5, system=True) == []
+    assert handle.version("c") == 0
+    assert handle.events("c") == []
+    assert handle.conversations() == []
+    assert handle.tail(timeout=0.2) == []
+    assert not (daemon.data / "stores" / "fresh-one").exists()
+    assert handle.add("c", [{"role": "user", "content": "hi"}]) == 1
+    assert handle.get("c") == [{"role": "user", "content": "hi"}]
+    assert (daemon.data / "stores" / "fresh-one").exists()
 
 
 def test_a_write_creates_the_store_and_later_reads_find_it_after_a_restart(
