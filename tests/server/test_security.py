@@ -348,13 +348,14 @@ def test_a_client_gone_before_its_body_arrives_is_logged_quietly_and_writes_noth
 
 
 def assert_only_expected_files(daemon: Daemon) -> None:
-    """The data directory holds the socket, LMDB files and store directories, nothing else."""
+    """The data directory holds the socket, LMDB files (with each store's identity record)
+    and store directories, nothing else."""
     for dirpath, dirnames, filenames in os.walk(daemon.data):
         here = Path(dirpath)
         rel = here.relative_to(daemon.data)
         if rel == Path("."):
             assert set(dirnames) <= {"stores"}, dirnames
-            expected = {"data.mdb", "lock.mdb", "memoryd.lock", "memoryd.sock"}
+            expected = {"data.mdb", "lock.mdb", "memoryd.lock", "memoryd.sock", "identity.json"}
             assert set(filenames) <= expected, filenames
         elif rel == Path("stores"):
             for name in dirnames:
@@ -363,7 +364,8 @@ def assert_only_expected_files(daemon: Daemon) -> None:
         else:
             assert rel.parent == Path("stores"), rel
             assert dirnames == [], (rel, dirnames)
-            assert set(filenames) <= {"data.mdb", "lock.mdb", "memoryd.lock"}, (rel, filenames)
+            expected = {"data.mdb", "lock.mdb", "memoryd.lock", "identity.json"}
+            assert set(filenames) <= expected, (rel, filenames)
     assert sorted(p.name for p in daemon.root.iterdir()) == ["d"]
 
 
