@@ -21,7 +21,7 @@ import functools
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import pykka
 from pykka.messages import ProxyCall
@@ -154,9 +154,20 @@ class ActorStoreHandle(StoreHandle):
 
     Args:
         spec: the store's spec (its backend, name, limits and deadline).
+
+    Raises:
+        TypeError: the spec's config is not the backend's (``config_type``).
     """
 
+    config_type: ClassVar[type[StoreConfig]] = StoreConfig
+    """The config class this handle's backend needs; a subclass names its own."""
+
     def __init__(self, spec: StoreSpec[Any]) -> None:
+        if not isinstance(spec.config, self.config_type):
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.config_type.__name__}, "
+                f"not {type(spec.config).__name__}"
+            )
         self.spec = spec
         self.name = spec.config.name
         self.max_message_bytes = spec.config.max_message_bytes

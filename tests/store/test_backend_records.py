@@ -99,7 +99,7 @@ def test_a_record_and_a_config_must_fit(tmp_path: Path) -> None:
     from memoryd.store.config import StoreConfig
     from memoryd.store.spec import StoreSpec
 
-    with pytest.raises(TypeError, match="JournalStore needs an LmdbConfig, not StoreConfig"):
+    with pytest.raises(TypeError, match="JournalStore needs a LmdbConfig, not StoreConfig"):
         StoreSpec(backend=JOURNAL, config=StoreConfig(name="plain")).handle()
     with pytest.raises(ValueError, match="kind"):
         Backend(kind="", actor=LmdbStoreActor, handle=JournalStore)

@@ -47,12 +47,11 @@ class _LmdbHandle(ActorStoreHandle):
         TypeError: the spec's config is not an `LmdbConfig`.
     """
 
+    config_type = LmdbConfig
+
     def __init__(self, spec: StoreSpec[Any]) -> None:
-        if not isinstance(spec.config, LmdbConfig):
-            raise TypeError(
-                f"{type(self).__name__} needs an LmdbConfig, not {type(spec.config).__name__}"
-            )
         super().__init__(spec)
+        assert isinstance(spec.config, LmdbConfig)
         self._path = spec.config.path
 
     @property

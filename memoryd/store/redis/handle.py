@@ -78,12 +78,11 @@ class RedisStore(ActorStoreHandle):
         TypeError: the spec's config is not a `RedisConfig`.
     """
 
+    config_type = RedisConfig
+
     def __init__(self, spec: StoreSpec[Any]) -> None:
-        if not isinstance(spec.config, RedisConfig):
-            raise TypeError(
-                f"{type(self).__name__} needs a RedisConfig, not {type(spec.config).__name__}"
-            )
         super().__init__(spec)
+        assert isinstance(spec.config, RedisConfig)
         self._url = spec.config.url
 
     @classmethod
