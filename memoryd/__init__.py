@@ -20,8 +20,8 @@ from typing import Any as _Any
 
 from memoryd import logging as _logging  # noqa: F401 (events go to the logging module)
 from memoryd import messages
+from memoryd._after_import import when_imported as _when_imported
 from memoryd._version import __version__
-from memoryd.app import shutdown
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
@@ -49,14 +49,11 @@ from memoryd.errors import (
     WriteTimeout,
 )
 from memoryd.events import Change, Event, EventKind
-from memoryd.store.default import default_store
-from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
-from memoryd.store.lookup import whereis
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult
     from memoryd.aio import AsyncStore
+    from memoryd.app import shutdown
     from memoryd.client.remote import RemoteStore, connect
     from memoryd.kernel import (
         ChatRequest,
@@ -83,6 +80,10 @@ if _TYPE_CHECKING:
         safe_window,
         window,
     )
+    from memoryd.store.default import default_store
+    from memoryd.store.handle import StoreHandle
+    from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
+    from memoryd.store.lookup import whereis
     from memoryd.store.redis.handle import RedisStore
 
 _LAZY = {
@@ -122,10 +123,17 @@ _LAZY = {
     "RemoteStore": "memoryd.client.remote",
     "connect": "memoryd.client.remote",
     "RedisStore": "memoryd.store.redis.handle",
+    "shutdown": "memoryd.app",
+    "default_store": "memoryd.store.default",
+    "StoreHandle": "memoryd.store.handle",
+    "EphemeralStore": "memoryd.store.lmdb.handle",
+    "LmdbStore": "memoryd.store.lmdb.handle",
+    "whereis": "memoryd.store.lookup",
 }
-"""Names loaded on first use, and their modules: a program that only stores and reads
-conversations (the CLI, a client) does not load the agent, kernel, provider and memory
-stacks, the daemon client or redis-py."""
+"""Names loaded on first use, and their modules: a program loads only the stack it uses
+(a daemon client does not load LMDB, the actors or structlog; a program that only stores
+and reads conversations does not load the agent, kernel, provider and memory stacks, the
+daemon client or redis-py)."""
 _SUBPACKAGES = frozenset({"agent", "kernel", "memory", "provider"})
 
 __all__ = [
@@ -193,6 +201,16 @@ __all__ = [
     "whereis",
     "window",
 ]
+
+
+def _attach_tree() -> None:
+    """Load the supervision tree, which attaches itself to the table of stores."""
+    _importlib.import_module("memoryd.app")
+
+
+# The tree (and the actors, pykka and structlog with it) loads with the table of stores,
+# the first time any store backend is imported: a daemon client never loads it.
+_when_imported("memoryd.store.lookup", _attach_tree)
 
 
 def __getattr__(name: str) -> _Any:

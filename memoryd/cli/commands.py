@@ -14,14 +14,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.errors import AlreadyStarted, StoreUnavailable
-from memoryd.export import export_jsonl, import_jsonl
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
-from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb.handle import LmdbStore
+
+if TYPE_CHECKING:
+    from memoryd.store.handle import StoreHandle
 
 __all__ = ["FOLLOW_PATIENCE_S", "backup", "open_store", "run", "token_of"]
 
@@ -77,8 +77,6 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         ValueError: no store given, or a bad store name or address.
         AlreadyStarted: ``--data`` is held by another process that serves no socket.
     """
-    from memoryd.client import remote as client  # noqa: PLC0415 (the HTTP client only when a daemon is used)
-
     address = _option(args, "address", "MEMORYD_ADDRESS")
     token = token_of(args)
     data = _option(args, "data")
@@ -86,6 +84,11 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     if name is not None:
         check_store_name(name)
     if address is None and data is not None:
+        # LMDB, the actors and their logging load only for a data directory used directly.
+        from memoryd import logging as mlogging  # noqa: PLC0415
+        from memoryd.store.lmdb.handle import LmdbStore  # noqa: PLC0415
+
+        mlogging.configure(level="warning")
         root = Path(data)
         path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
         try:
@@ -102,6 +105,8 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
             "no store given: pass --address (or set MEMORYD_ADDRESS) to use a daemon, "
             "or --data DIR to use a data directory directly"
         )
+    from memoryd.client import remote as client  # noqa: PLC0415 (the HTTP client only for a daemon)
+
     timeout = getattr(args, "timeout", None) or (
         FOLLOW_PATIENCE_S if getattr(args, "follow", False) else 10.0
     )
@@ -221,6 +226,8 @@ def _tail(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
 
 
 def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    from memoryd.export import export_jsonl  # noqa: PLC0415 (only export needs it)
+
     total = store.stats().get("events")
     shown = progress("exporting", total if isinstance(total, int) else None)
     if args.out:
@@ -243,6 +250,8 @@ def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
 
 
 def _import(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    from memoryd.export import import_jsonl  # noqa: PLC0415 (only import needs it)
+
     shown = progress("importing conversations", None)
     summary = import_jsonl(store, args.file, workers=args.workers, progress=shown)
     if shown is not None:

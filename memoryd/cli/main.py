@@ -16,14 +16,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memoryd import app
 from memoryd import logging as mlogging
 from memoryd.cli import commands as _cli_commands
 from memoryd.cli import parser as _cli_parser
 from memoryd.cli.output import Output
 from memoryd.errors import MemorydError
-from memoryd.store.handle import StoreHandle
+
+if TYPE_CHECKING:
+    from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]
 
@@ -63,11 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _cli_parser.parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    mlogging.configure(level="warning")
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
     store: StoreHandle | None = None
     try:
         if args.command == "backup":
+            mlogging.configure(level="warning")
             return _cli_commands.backup(args, Output(as_json, sys.stdout))
         store = _cli_commands.open_store(args)
         return _cli_commands.run(args, store, Output(as_json, sys.stdout))
@@ -83,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if store is not None and hasattr(store, "close"):
             store.close()
-        app.shutdown()
+        app = sys.modules.get("memoryd.app")
+        if app is not None:  # the supervision tree runs only once a local store was opened
+            app.shutdown()
 
 
 if __name__ == "__main__":
