@@ -14,11 +14,12 @@ store.get("session-1", limit=50)
 ```
 """
 
+import functools as _functools
 import importlib as _importlib
+from collections.abc import Callable as _Callable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from memoryd import logging as _logging  # noqa: F401 (events go to the logging module)
 from memoryd import messages
 from memoryd._after_import import when_imported as _when_imported
 from memoryd._version import __version__
@@ -203,14 +204,17 @@ __all__ = [
 ]
 
 
-def _attach_tree() -> None:
-    """Load the supervision tree, which attaches itself to the table of stores."""
-    _importlib.import_module("memoryd.app")
+def _load(module: str) -> _Callable[[], object]:
+    return _functools.partial(_importlib.import_module, module)
 
 
-# The tree (and the actors, pykka and structlog with it) loads with the table of stores,
-# the first time any store backend is imported: a daemon client never loads it.
-_when_imported("memoryd.store.lookup", _attach_tree)
+# Loaded on first need, so a daemon client loads neither: memoryd.logging (structlog's
+# routing into the standard loggers) as soon as structlog or pykka is imported, before
+# any module can log through them; the supervision tree (which attaches itself to the
+# table of stores) as soon as that table is, when a store backend is first imported.
+_when_imported("structlog", _load("memoryd.logging"))
+_when_imported("pykka", _load("memoryd.logging"))
+_when_imported("memoryd.store.lookup", _load("memoryd.app"))
 
 
 def __getattr__(name: str) -> _Any:

@@ -5,7 +5,9 @@ Library modules log structured events with ``structlog.get_logger(__name__)``
 configures structlog. Importing memoryd routes those events into the standard
 loggers named after their modules (``memoryd.store.actor``, ``supervisors``, …),
 unless the program configured structlog before, and the program's logging
-configuration decides where they go:
+configuration decides where they go (``import memoryd`` loads this module as soon as
+structlog or pykka is first imported, so a program that loads neither, such as a daemon
+client, never loads structlog):
 
 * nothing configured: WARNING and above reach stderr, as the standard library's own
   last-resort handler would send them, but through a bounded queue that a writer
@@ -24,12 +26,6 @@ in the caller's thread: here the caller is often a store actor.
 
 Records are rendered in the thread that logs them (so ``exc_info`` is that thread's
 exception); only the finished line crosses the queue.
-
-Importing this module does not import structlog (which loads ``rich`` and ``asyncio``
-with it, a large share of a short command's start): a program that never loads a module
-that logs with structlog, such as a daemon client, never pays for it. structlog is routed
-into the standard loggers the moment it is first imported (`memoryd._after_import`), or at
-once when it was imported before, so it is configured before any module logs through it.
 """
 
 from __future__ import annotations
@@ -42,12 +38,9 @@ import os
 import queue
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import Any, Literal, TextIO
 
-from memoryd._after_import import when_imported
-
-if TYPE_CHECKING:
-    import structlog
+import structlog
 
 __all__ = ["DroppingQueueHandler", "configure", "dropped_records"]
 
@@ -68,24 +61,17 @@ _LIBRARY_LOGGERS = ("memoryd", "supervisors", "pykka")
 _QUEUE_SIZE = 10_000
 _STOP_WAIT_S = 2.0
 
-
-def _shared() -> list[structlog.types.Processor]:
-    """The keys every line carries: context variables, logger name, level, timestamp."""
-    import structlog  # noqa: PLC0415 (structlog loads only when something logs)
-
-    return [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_logger_name,
-        structlog.stdlib.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-
-
-def _foreign() -> list[structlog.types.Processor]:
-    """Records of other libraries (pykka, uvicorn) and the drop notice get the same keys."""
-    import structlog  # noqa: PLC0415 (structlog loads only when something logs)
-
-    return [*_shared(), structlog.stdlib.ExtraAdder(allow=("dropped",))]
+_SHARED: list[structlog.types.Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+# Records of other libraries (pykka, uvicorn) and the drop notice get the same keys.
+_FOREIGN: list[structlog.types.Processor] = [
+    *_SHARED,
+    structlog.stdlib.ExtraAdder(allow=("dropped",)),
+]
 
 
 _HIDDEN = frozenset({"event", "level", "logger", "timestamp", "exc_info", "stack"})
@@ -106,20 +92,16 @@ class _Event(dict[str, Any]):
 def _wrap(
     logger: Any, name: str, event_dict: structlog.types.EventDict
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    import structlog  # noqa: PLC0415 (loaded already: structlog called this)
-
     args, kwargs = structlog.stdlib.ProcessorFormatter.wrap_for_formatter(logger, name, event_dict)
     return (_Event(args[0]), *args[1:]), kwargs
 
 
 def _configure_structlog() -> None:
     """Send structlog's events to the standard logger named after each module."""
-    import structlog  # noqa: PLC0415 (structlog loads only when something logs)
-
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
-            *_shared(),
+            *_SHARED,
             structlog.processors.StackInfoRenderer(),
             _wrap,
         ],
@@ -130,8 +112,6 @@ def _configure_structlog() -> None:
 
 
 def _formatter(fmt: Format, *, colors: bool) -> logging.Formatter:
-    import structlog  # noqa: PLC0415 (structlog loads only when something logs)
-
     renderer: structlog.types.Processor
     steps: list[structlog.types.Processor] = [
         structlog.stdlib.ProcessorFormatter.remove_processors_meta
@@ -144,7 +124,7 @@ def _formatter(fmt: Format, *, colors: bool) -> logging.Formatter:
             colors=colors, exception_formatter=structlog.dev.plain_traceback
         )
     return structlog.stdlib.ProcessorFormatter(
-        processors=[*steps, renderer], foreign_pre_chain=_foreign()
+        processors=[*steps, renderer], foreign_pre_chain=_FOREIGN
     )
 
 
@@ -213,12 +193,11 @@ class DroppingQueueHandler(logging.handlers.QueueHandler):
     the number lost is queued before the next record.
 
     Args:
-        formatter: renders each record into its line (None: set one before the first
-            record).
+        formatter: renders each record into its line.
         maxsize: how many lines may wait for the writer.
     """
 
-    def __init__(self, formatter: logging.Formatter | None, *, maxsize: int = _QUEUE_SIZE) -> None:
+    def __init__(self, formatter: logging.Formatter, *, maxsize: int = _QUEUE_SIZE) -> None:
         self.lines: queue.Queue[logging.LogRecord] = queue.Queue(maxsize)
         super().__init__(self.lines)
         self.setFormatter(formatter)
@@ -262,12 +241,12 @@ class _StderrFallback(DroppingQueueHandler):
     """WARNING and above to stderr, for records that no handler of the program takes.
 
     It stands in for the standard library's last-resort handler (which writes in the
-    caller's thread) on the library's loggers; its formatter is made and its writer
-    thread started on the first record it writes.
+    caller's thread) on the library's loggers, and its writer thread starts on the
+    first record it writes.
     """
 
     def __init__(self) -> None:
-        super().__init__(None)
+        super().__init__(_formatter("console", colors=False))
         self.setLevel(logging.WARNING)
         self._listener: _Listener | None = None
         self._start_lock = threading.Lock()
@@ -279,7 +258,6 @@ class _StderrFallback(DroppingQueueHandler):
         if self._listener is None:
             with self._start_lock:
                 if self._listener is None:
-                    self.setFormatter(_formatter("console", colors=False))
                     listener = _Listener(self.lines, _StreamWriter(sys.stderr))
                     listener.start()
                     self._listener = listener
@@ -304,20 +282,13 @@ _install_lock = threading.Lock()
 
 
 def _install_library_default() -> None:
-    """Give the library's loggers the fallback; route structlog once it is imported."""
+    """Route structlog into the standard loggers and give the library's loggers the fallback."""
+    if not structlog.is_configured():
+        _configure_structlog()
     for name in _LIBRARY_LOGGERS:
         std = logging.getLogger(name)
         if _fallback not in std.handlers:
             std.addHandler(_fallback)
-    when_imported("structlog", _route_structlog)
-
-
-def _route_structlog() -> None:
-    """Send structlog's events to the standard loggers, unless the program configured it."""
-    import structlog  # noqa: PLC0415 (imported already)
-
-    if not structlog.is_configured():
-        _configure_structlog()
 
 
 def configure(

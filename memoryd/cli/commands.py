@@ -23,7 +23,7 @@ from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
 if TYPE_CHECKING:
     from memoryd.store.handle import StoreHandle
 
-__all__ = ["FOLLOW_PATIENCE_S", "backup", "open_store", "run", "token_of"]
+__all__ = ["FOLLOW_PATIENCE_S", "backup", "configure_logging", "open_store", "run", "token_of"]
 
 #: How long ``tail -f`` keeps reconnecting (with backoff) to a daemon that stopped
 #: answering before it exits with an error, unless ``--timeout`` says otherwise.
@@ -70,6 +70,13 @@ def token_of(args: argparse.Namespace) -> str | None:
     return os.environ.get("MEMORYD_TOKEN") or None
 
 
+def configure_logging() -> None:
+    """Warnings and errors of the stores this command opens go to stderr (JSON when piped)."""
+    from memoryd import logging as mlogging  # noqa: PLC0415 (structlog, only for what logs)
+
+    mlogging.configure(level="warning")
+
+
 def open_store(args: argparse.Namespace) -> StoreHandle:
     """The store the command works on: through the daemon, or directly on ``--data``.
 
@@ -85,10 +92,9 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         check_store_name(name)
     if address is None and data is not None:
         # LMDB, the actors and their logging load only for a data directory used directly.
-        from memoryd import logging as mlogging  # noqa: PLC0415
         from memoryd.store.lmdb.handle import LmdbStore  # noqa: PLC0415
 
-        mlogging.configure(level="warning")
+        configure_logging()
         root = Path(data)
         path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
         try:

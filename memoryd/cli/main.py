@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memoryd import logging as mlogging
 from memoryd.cli import commands as _cli_commands
 from memoryd.cli import parser as _cli_parser
 from memoryd.cli.output import Output
@@ -31,6 +30,7 @@ __all__ = ["main"]
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from memoryd import logging as mlogging  # noqa: PLC0415 (structlog, only for what logs)
     from memoryd.server import ServerConfig, parse_listen, run  # noqa: PLC0415 (starlette)
 
     mlogging.configure(level=args.log_level)  # console on a terminal, else JSON
@@ -62,14 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 on success, 1 on an error (printed to stderr), 2 on bad usage.
     """
-    args = _cli_parser.parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _cli_parser.parser(argv).parse_args(argv)
     if args.command == "serve":
         return _serve(args)
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
     store: StoreHandle | None = None
     try:
         if args.command == "backup":
-            mlogging.configure(level="warning")
+            _cli_commands.configure_logging()
             return _cli_commands.backup(args, Output(as_json, sys.stdout))
         store = _cli_commands.open_store(args)
         return _cli_commands.run(args, store, Output(as_json, sys.stdout))
