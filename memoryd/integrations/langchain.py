@@ -116,12 +116,12 @@ class _Maker:
         self._extra = made.__pydantic_extra__ is not None
         self._private = made.__pydantic_private__
 
-    def __call__(self, **values: Any) -> BaseMessage:
+    def __call__(self, values: dict[str, Any]) -> BaseMessage:
         """A message with ``values`` for the fields the example set (the others default)."""
-        fields = self._fields.copy()
+        fields = {**self._fields, **values}
         for key, kind in self._fresh:
-            fields[key] = kind()
-        fields.update(values)
+            if key not in values:
+                fields[key] = kind()
         made = _new(self._cls)
         _set(made, "__dict__", fields)
         _set(made, "__pydantic_fields_set__", self._fields_set.copy())
@@ -146,18 +146,18 @@ def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMe
     if type(text) is not str or (name is not None and type(name) is not str):
         return None
     if role == "user":
-        return _HUMAN(content=text, name=name)
+        return _HUMAN({"content": text, "name": name})
     if role == "system":
-        return _SYSTEM(content=text, name=name)
+        return _SYSTEM({"content": text, "name": name})
     if role == "developer":
         return _DEVELOPER_SYSTEM(
-            content=text, name=name, additional_kwargs={_DEVELOPER: "developer"}
+            {"content": text, "name": name, "additional_kwargs": {_DEVELOPER: "developer"}}
         )
     if role == "tool":
         call_id = message.get("tool_call_id")
-        return _TOOL(content=text, tool_call_id=call_id) if type(call_id) is str else None
+        return _TOOL({"content": text, "tool_call_id": call_id}) if type(call_id) is str else None
     if role == "assistant" and not message.get("tool_calls"):
-        return _AI(content=text, name=name)
+        return _AI({"content": text, "name": name})
     return None
 
 
@@ -219,7 +219,7 @@ def to_openai(message: BaseMessage) -> dict[str, Any]:
 def from_openai(message: Mapping[str, Any]) -> BaseMessage:
     """The LangChain message a stored OpenAI-format dict holds (inverse of `to_openai`)."""
     extra = message.get(LANGCHAIN_KEY)
-    if isinstance(extra, Mapping):
+    if extra is not None and isinstance(extra, Mapping):  # the ABC check is slow: skip it
         return messages_from_dict([dict(extra)])[0]
     return _from_plain(message)
 
