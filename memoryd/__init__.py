@@ -14,14 +14,15 @@ store.get("session-1", limit=50)
 ```
 """
 
+import functools as _functools
 import importlib as _importlib
+from collections.abc import Callable as _Callable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from memoryd import logging as _logging  # noqa: F401 (events go to the logging module)
 from memoryd import messages
+from memoryd._after_import import when_imported as _when_imported
 from memoryd._version import __version__
-from memoryd.app import shutdown
 from memoryd.errors import (
     AlreadyStarted,
     AuthenticationError,
@@ -53,15 +54,12 @@ from memoryd.errors import (
     WriteTimeout,
 )
 from memoryd.events import Change, Event, EventKind
-from memoryd.store.default import default_store
-from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
-from memoryd.store.lookup import whereis
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult
     from memoryd.agents import AgentSystem
     from memoryd.aio import AsyncStore
+    from memoryd.app import shutdown
     from memoryd.client.remote import RemoteStore, connect
     from memoryd.kernel import (
         ChatRequest,
@@ -88,6 +86,10 @@ if _TYPE_CHECKING:
         safe_window,
         window,
     )
+    from memoryd.store.default import default_store
+    from memoryd.store.handle import StoreHandle
+    from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
+    from memoryd.store.lookup import whereis
     from memoryd.store.redis.handle import RedisStore
 
 _LAZY = {
@@ -128,10 +130,17 @@ _LAZY = {
     "RemoteStore": "memoryd.client.remote",
     "connect": "memoryd.client.remote",
     "RedisStore": "memoryd.store.redis.handle",
+    "shutdown": "memoryd.app",
+    "default_store": "memoryd.store.default",
+    "StoreHandle": "memoryd.store.handle",
+    "EphemeralStore": "memoryd.store.lmdb.handle",
+    "LmdbStore": "memoryd.store.lmdb.handle",
+    "whereis": "memoryd.store.lookup",
 }
-"""Names loaded on first use, and their modules: a program that only stores and reads
-conversations (the CLI, a client) does not load the agent, kernel, provider and memory
-stacks, the daemon client or redis-py."""
+"""Names loaded on first use, and their modules: a program loads only the stack it uses
+(a daemon client does not load LMDB, the actors or structlog; a program that only stores
+and reads conversations does not load the agent, kernel, provider and memory stacks, the
+daemon client or redis-py)."""
 _SUBPACKAGES = frozenset({"agent", "agents", "kernel", "memory", "provider"})
 
 __all__ = [
@@ -204,6 +213,19 @@ __all__ = [
     "whereis",
     "window",
 ]
+
+
+def _load(module: str) -> _Callable[[], object]:
+    return _functools.partial(_importlib.import_module, module)
+
+
+# Loaded on first need, so a daemon client loads neither: memoryd.logging (structlog's
+# routing into the standard loggers) as soon as structlog or pykka is imported, before
+# any module can log through them; the supervision tree (which attaches itself to the
+# table of stores) as soon as that table is, when a store backend is first imported.
+_when_imported("structlog", _load("memoryd.logging"))
+_when_imported("pykka", _load("memoryd.logging"))
+_when_imported("memoryd.store.lookup", _load("memoryd.app"))
 
 
 def __getattr__(name: str) -> _Any:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 
 __all__ = ["IdSource"]
 
@@ -58,5 +57,5 @@ class IdSource:
         head = self._head
         if head is None or head[0] != _forks:
             # Threads racing here may each draw a nonce; their numbers still differ.
-            head = self._head = (_forks, f"{self.prefix}{secrets.token_hex(self._nonce_bytes)}.")
+            head = self._head = (_forks, f"{self.prefix}{os.urandom(self._nonce_bytes).hex()}.")
         return f"{head[1]}{next(self._counter):x}"

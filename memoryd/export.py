@@ -14,10 +14,14 @@ contiguous and in version order. Every conversation with events is exported, als
 those holding no messages now: cleared ones, and logs of ``memo`` events only (where
 long-term memory keeps its records).
 
-Import first checks every line (reporting the line number of anything bad) and
-writes nothing unless the whole file is valid. It then writes each conversation's
-events exactly as they are, with `StoreHandle.import_events`, in chunks of at most
-1,000 events (so memory stays bounded whatever the file's size): same versions,
+Import reads the file once and checks it whole (reporting the line number of
+anything bad) before it writes anything. A conversation the store holds already (same
+version, same last event) is counted as present from its last line alone: its other
+lines are checked for their conversation id and version only, not decoded, so
+re-importing a file that is fully present writes nothing and costs little more than
+reading it. The other conversations are decoded and checked, kept decoded up to 16 MiB
+of lines (past that, read again when written), and written exactly as they are, with
+`StoreHandle.import_events`, in chunks of at most 1,000 events: same versions,
 kinds, messages, commit timestamps, idempotency keys and data, ``forked``,
 ``memo`` and ``compacted`` events included. Importing is idempotent: events
 already in the store identically are skipped, so a conversation imported before
@@ -33,18 +37,20 @@ from __future__ import annotations
 import functools
 import json
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from memoryd import messages as msgs
 from memoryd.errors import ConflictError, ExportFormatError
 from memoryd.events import Event, EventKind
 from memoryd.protocol import event_to_wire
 from memoryd.store.handle import StoreHandle
+from memoryd.store.importing import same_event
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -306,6 +312,232 @@ def _import_one(store: StoreHandle, cid: str, chunks: queue.Queue[_Chunk]) -> _O
     return ("imported" if written else "present"), written
 
 
+_HEAD = '{"conversation_id":'
+_VERSION = ',"version":'
+_NUMBER = re.compile(r"[0-9]{1,19}(?=[,}])")
+_DECODER = json.JSONDecoder()
+_CACHE_BYTES = 16 * 2**20
+"""How many bytes of lines of the conversations to write an import keeps decoded while it
+reads (decoded, about 2.7 times as many bytes of memory); the conversations past it are
+read again from the file when they are written."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A conversation of the file to hand to the store: its events, or where they are."""
+
+    cid: str
+    start: int
+    first_line: int
+    count: int
+    events: list[Event] | None
+
+
+class _Scan:
+    """One read of an export file: checks it, and sorts its conversations into those the
+    store holds already (present) and those to import.
+
+    A conversation is present when the store's version equals the file's last version
+    and the stored last event is the file's last event (kind, messages, data, timestamp
+    and idempotency key): its other lines are only checked for their conversation id and
+    version, not decoded. Any other conversation has every line decoded and checked, and
+    is imported (continued, or refused as a conflict) exactly as it reads.
+    """
+
+    def __init__(self, store: StoreHandle) -> None:
+        self.store = store
+        self.pending: list[_Pending] = []
+        self.present: list[str] = []
+        self._cached = 0
+        self._seen: set[str] = set()
+        self._cid: str | None = None
+        self._lines: list[str] = []
+        self._start = 0
+        self._first_line = 0
+        self._previous = 0
+        self._prefix = ""  # how the current conversation's lines start, up to the version
+
+    def read(self, path: str | Path) -> None:
+        """Read and check the whole file.
+
+        Raises:
+            ExportFormatError: naming the first bad line found.
+        """
+        counted = 0
+        ended = False
+        number = 0
+        offset = 0
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                at, offset = offset, offset + len(raw)
+                if ended:
+                    raise ExportFormatError(number, "nothing may follow the end line")
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ExportFormatError(number, f"not UTF-8: {exc}") from None
+                if number == 1:
+                    _check_header(_json(number, text))
+                    continue
+                if self._prefix and text.startswith(self._prefix):
+                    # The next line of the conversation being read, as export_jsonl wrote it.
+                    next_version = _NUMBER.match(text, len(self._prefix))
+                    if next_version is not None:
+                        version = int(next_version.group())
+                        if version != self._previous + 1:
+                            self._out_of_order(number, version)
+                        self._previous = version
+                        self._lines.append(text)
+                        counted += 1
+                        continue
+                head = _head(text)
+                if head is None:
+                    obj = _json(number, text)
+                    if isinstance(obj, dict) and obj.get("end") is True:
+                        if obj.get("events") != counted:
+                            raise ExportFormatError(
+                                number,
+                                f"the end line counts {obj.get('events')} events; found {counted}",
+                            )
+                        ended = True
+                        continue
+                    cid, event = _parse_event(number, obj)
+                    head = cid, event.version, ""
+                counted += 1
+                self._line(number, at, text, head)
+            if number == 0:
+                raise ExportFormatError(1, "the file is empty")
+            if not ended:
+                raise ExportFormatError(
+                    number + 1, "the end line is missing: the file is truncated"
+                )
+        self._finish()
+
+    def _out_of_order(self, number: int, version: int) -> NoReturn:
+        raise ExportFormatError(
+            number,
+            f"version {version} follows version {self._previous}; "
+            "a conversation's versions increase by one",
+        )
+
+    def _line(self, number: int, at: int, text: str, head: tuple[str, int, str]) -> None:
+        cid, version, self._prefix = head
+        if cid != self._cid:
+            if cid in self._seen:
+                raise ExportFormatError(
+                    number, f"conversation {cid!r} appears again after other conversations"
+                )
+            if version != 1:
+                _, first = _parse_event(number, _json(number, text))
+                if first.kind != EventKind.CLEARED:
+                    raise ExportFormatError(
+                        number,
+                        f"conversation {cid!r} starts at version {version} with a "
+                        f"{first.kind!r} event; a log starts at version 1 or with a cleared "
+                        "marker",
+                    )
+            self._finish()
+            self._seen.add(cid)
+            self._cid, self._lines, self._start, self._first_line = cid, [], at, number
+        elif version != self._previous + 1:
+            self._out_of_order(number, version)
+        self._previous = version
+        self._lines.append(text)
+
+    def _finish(self) -> None:
+        """Sort the conversation just read: present, or to import (decoded and checked)."""
+        cid, lines = self._cid, self._lines
+        if cid is None:
+            return
+        self._cid, self._lines = None, []
+        last_number = self._first_line + len(lines) - 1
+        try:
+            _, last = _parse_event(last_number, json.loads(lines[-1]))
+        except ValueError:  # ExportFormatError too: reported below, in line order
+            pass
+        else:
+            if self._holds(cid, last):
+                self.present.append(cid)
+                return
+        events = [
+            _parse_event(number, _json(number, text))[1]
+            for number, text in enumerate(lines, start=self._first_line)
+        ]
+        size = sum(len(text) for text in lines)
+        keep = self._cached + size <= _CACHE_BYTES
+        self._cached += size if keep else 0
+        self.pending.append(
+            _Pending(cid, self._start, self._first_line, len(events), events if keep else None)
+        )
+
+    def _holds(self, cid: str, last: Event) -> bool:
+        """Whether the store's log of ``cid`` ends with ``last``, at the same version."""
+        if self.store.version(cid) != last.version:
+            return False
+        stored = self.store.events(cid, after=last.version - 1)
+        return (
+            len(stored) == 1
+            and same_event(stored[0], last)
+            and stored[0].timestamp == last.timestamp
+            and stored[0].idempotency_key == last.idempotency_key
+        )
+
+
+def _head(text: str) -> tuple[str, int, str] | None:
+    """``(conversation id, version, the line's start up to the version)`` read off an
+    exported line without decoding the rest; None when the line does not start as
+    `export_jsonl` writes it."""
+    if not text.startswith(_HEAD):
+        return None
+    try:
+        cid, end = _DECODER.raw_decode(text, len(_HEAD))
+    except ValueError:
+        return None
+    if not isinstance(cid, str) or not text.startswith(_VERSION, end):
+        return None
+    number = _NUMBER.match(text, end + len(_VERSION))
+    if number is None:
+        return None
+    try:
+        checked = msgs.validate_conversation_id(cid)
+    except ValueError:
+        return None
+    return checked, int(number.group()), text[: end + len(_VERSION)]
+
+
+def _json(number: int, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ExportFormatError(number, f"not valid JSON: {exc}") from None
+
+
+def _check_header(obj: Any) -> None:
+    if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:
+        raise ExportFormatError(1, f"not a memoryd export (no '{EXPORT_FORMAT}' header)")
+    if obj.get("schema") != EXPORT_SCHEMA:
+        raise ExportFormatError(
+            1,
+            f"export schema {obj.get('schema')!r}; this memoryd reads schema {EXPORT_SCHEMA}",
+        )
+
+
+def _chunks(path: str | Path, pending: list[_Pending]) -> Iterator[tuple[_Pending, list[Event]]]:
+    """Each pending conversation's events in chunks of at most ``_CHUNK``, in file order;
+    those not kept decoded are read again from the file."""
+    with open(path, "rb") as handle:
+        for item in pending:
+            events = item.events
+            if events is None:
+                handle.seek(item.start)
+                events = [
+                    _parse_event(number, _json(number, handle.readline().decode("utf-8")))[1]
+                    for number in range(item.first_line, item.first_line + item.count)
+                ]
+            for at in range(0, len(events), _CHUNK):
+                yield item, events[at : at + _CHUNK]
+
+
 def import_jsonl(
     store: StoreHandle,
     path: str | Path,
@@ -315,9 +547,13 @@ def import_jsonl(
 ) -> ImportSummary:
     """Import an export file into ``store``; idempotent.
 
-    Each conversation's events are written exactly (`StoreHandle.import_events`),
-    in chunks of at most 1,000 events, in order. Conversations are imported in
-    parallel (one worker per conversation, so concurrent writers share fsyncs).
+    The file is read once, and checked whole before the first write. A conversation
+    the store holds already (same version, same last event) is counted as present
+    without decoding its events, so re-importing a file that is fully present writes
+    nothing and reads little more than the file's bytes. The other conversations'
+    events are written exactly (`StoreHandle.import_events`), in chunks of at most
+    1,000 events, in order, and in parallel (one worker per conversation, so
+    concurrent writers share fsyncs).
 
     Args:
         store: the target store.
@@ -331,10 +567,14 @@ def import_jsonl(
     Raises:
         ExportFormatError: a bad line (nothing has been written).
     """
-    summary = ImportSummary()
+    scan = _Scan(store)
+    scan.read(path)  # check every line before the first write
+    summary = ImportSummary(present=len(scan.present))
     lock = threading.Lock()
     slots = threading.BoundedSemaphore(workers * 2)
-    handled = 0
+    handled = len(scan.present)
+    if progress is not None and handled:
+        progress(handled)
 
     def record(cid: str, future: Future[_Outcome]) -> None:
         nonlocal handled
@@ -352,20 +592,22 @@ def import_jsonl(
             if progress is not None:
                 progress(handled)
 
-    for _ in _walk(path):  # check every line before the first write
-        pass
     futures: list[Future[_Outcome]] = []
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memoryd-import") as pool:
         open_queue: queue.Queue[_Chunk] | None = None
+        sent = 0
         try:
-            for cid, chunk, last in _walk(path):
+            for item, chunk in _chunks(path, scan.pending):
                 if open_queue is None:
                     slots.acquire()
                     open_queue = queue.Queue(maxsize=2)
-                    future = pool.submit(_import_one, store, cid, open_queue)
-                    future.add_done_callback(functools.partial(record, cid))
+                    sent = 0
+                    future = pool.submit(_import_one, store, item.cid, open_queue)
+                    future.add_done_callback(functools.partial(record, item.cid))
                     futures.append(future)
                     futures = [f for f in futures if not f.done() or f.exception() is not None]
+                sent += len(chunk)
+                last = sent == item.count
                 open_queue.put((chunk, last))
                 if last:
                     open_queue = None

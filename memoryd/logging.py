@@ -5,7 +5,9 @@ Library modules log structured events with ``structlog.get_logger(__name__)``
 configures structlog. Importing memoryd routes those events into the standard
 loggers named after their modules (``memoryd.store.actor``, ``supervisors``, …),
 unless the program configured structlog before, and the program's logging
-configuration decides where they go:
+configuration decides where they go (``import memoryd`` loads this module as soon as
+structlog or pykka is first imported, so a program that loads neither, such as a daemon
+client, never loads structlog):
 
 * nothing configured: WARNING and above reach stderr, as the standard library's own
   last-resort handler would send them, but through a bounded queue that a writer

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "core",
         (
+            "memoryd._after_import",
             "memoryd._codec_msgpack",
             "memoryd._ids",
             "memoryd._json_values",

@@ -61,6 +61,44 @@ def test_a_program_using_memoryd_prints_only_its_own_line(tmp_path: Path) -> Non
     assert "store_opened" not in done.stderr  # info is below the default level
 
 
+def test_structlog_imported_after_memoryd_is_routed_before_anything_logs() -> None:
+    """``import memoryd`` loads no structlog, yet an event logged right after structlog's
+    first import goes to the standard loggers (stderr), not to structlog's stdout default.
+    """
+    done = _python(
+        """
+        import sys
+        import memoryd
+
+        assert "structlog" not in sys.modules
+        import structlog
+
+        structlog.get_logger("memoryd.tests.late").warning("late_event", n=1)
+        print("mine")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "mine\n"
+    assert "late_event" in done.stderr
+
+
+def test_a_store_module_imported_directly_is_started_under_the_tree(tmp_path: Path) -> None:
+    """Importing a backend's module (not the facade's name) attaches the supervision tree."""
+    done = _python(
+        f"""
+        import sys
+        from memoryd.store.lmdb.handle import LmdbStore
+
+        store = LmdbStore.start({str(tmp_path / "d")!r}, name="direct")
+        print(store.add("c", [{{"role": "user", "content": "hello"}}]))
+        import memoryd
+        memoryd.shutdown()
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1\n"
+
+
 def test_full_stdout_and_stderr_pipes_never_block_a_store(tmp_path: Path) -> None:
     """With stdout and stderr pipes that nobody reads, filled to the brim, a program still
     completes 1,000 writes, its store actor crashing (and being logged) halfway."""

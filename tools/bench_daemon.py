@@ -457,21 +457,63 @@ def _profiled_round(root: Path, address: str, adds: int, daemon_pid: int) -> lis
 
 
 def _wall_s(argv: list[str], runs: int = 5) -> float:
-    """Median wall time of running ``argv`` to the end (output discarded)."""
+    """Median wall time of running ``argv`` to the end (output discarded).
+
+    The commands run as an installed package would: with compiled bytecode (cached
+    under a temporary ``PYTHONPYCACHEPREFIX`` by a first, unmeasured run), even when
+    this process was started with ``PYTHONDONTWRITEBYTECODE``.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = _PYCACHE
     times = []
-    for _ in range(runs):
+    for run in range(runs + 1):
         started = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - started)
+        subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env
+        )
+        if run:  # the first run compiles the bytecode
+            times.append(time.perf_counter() - started)
     return statistics.median(times)
 
 
-def _cli_start(address: str) -> tuple[float, float]:
+_PYCACHE = tempfile.mkdtemp(prefix="md-bench-pycache-")
+
+
+def _cli_start(address: str, runs: int = 5) -> tuple[float, float]:
     """``(memoryd get seconds, python -c pass seconds)``, medians, measured side by side."""
     command = [sys.executable, "-m", "memoryd.cli", "--address", address, "--token", TOKEN]
-    get = _wall_s([*command, "get", "reads", "--limit", "50", "--json"])
-    bare = _wall_s([sys.executable, "-c", "pass"])
+    get = _wall_s([*command, "get", "reads", "--limit", "50", "--json"], runs)
+    bare = _wall_s([sys.executable, "-c", "pass"], runs)
     return get, bare
+
+
+def _cli_start_rounds(rounds: int = 3, runs: int = 11) -> None:
+    """Print the ``cli-start`` row alone: ``memoryd get`` against a daemon vs ``python -c pass``.
+
+    Each round takes the median of ``runs`` runs of each command, side by side; the row
+    shows every round's ratio and the median round.
+    """
+    import memoryd
+
+    root = Path(tempfile.mkdtemp(prefix="md-bench-", dir="/tmp"))
+    daemon, _unix, http = _start_daemon(root)
+    try:
+        store = memoryd.connect(http, token=TOKEN)
+        store.add("reads", [{"role": "user", "content": f"m{j} " + "y" * 100} for j in range(50)])
+        results = [_cli_start(http, runs) for _ in range(rounds)]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+        shutil.rmtree(root, ignore_errors=True)
+    ratios = sorted(get / bare for get, bare in results)
+    get_ms = statistics.median(get for get, _ in results) * 1e3
+    bare_ms = statistics.median(bare for _, bare in results) * 1e3
+    print(
+        f"cli-start: memoryd get {get_ms:.0f} ms, python -c pass {bare_ms:.0f} ms "
+        f"(medians of {rounds} rounds x {runs} runs); ratio per round "
+        + ", ".join(f"{r:.2f}x" for r in ratios)
+        + f"; median {statistics.median(ratios):.2f}x (target <= 3x)"
+    )
 
 
 def _commits(address: str) -> tuple[int, int]:
@@ -538,7 +580,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--adds", type=int, default=400, help="appends per client process")
     parser.add_argument("--reads", type=int, default=2000, help="get(limit=50) samples")
+    parser.add_argument(
+        "--only", choices=["cli-start"], help="run one row alone (cli-start: 3 rounds)"
+    )
     args = parser.parse_args()
+    if args.only == "cli-start":
+        _cli_start_rounds()
+        return
     root = Path(tempfile.mkdtemp(prefix="md-bench-", dir="/tmp"))
     daemon, unix, http = _start_daemon(root)
     redis_proc = None

@@ -14,16 +14,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.errors import AlreadyStarted, StoreUnavailable
-from memoryd.export import export_jsonl, import_jsonl
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
-from memoryd.store.handle import StoreHandle
-from memoryd.store.lmdb.handle import LmdbStore
 
-__all__ = ["FOLLOW_PATIENCE_S", "backup", "open_store", "run", "token_of"]
+if TYPE_CHECKING:
+    from memoryd.store.handle import StoreHandle
+
+__all__ = ["FOLLOW_PATIENCE_S", "backup", "configure_logging", "open_store", "run", "token_of"]
 
 #: How long ``tail -f`` keeps reconnecting (with backoff) to a daemon that stopped
 #: answering before it exits with an error, unless ``--timeout`` says otherwise.
@@ -70,6 +70,13 @@ def token_of(args: argparse.Namespace) -> str | None:
     return os.environ.get("MEMORYD_TOKEN") or None
 
 
+def configure_logging() -> None:
+    """Warnings and errors of the stores this command opens go to stderr (JSON when piped)."""
+    from memoryd import logging as mlogging  # noqa: PLC0415 (structlog, only for what logs)
+
+    mlogging.configure(level="warning")
+
+
 def open_store(args: argparse.Namespace) -> StoreHandle:
     """The store the command works on: through the daemon, or directly on ``--data``.
 
@@ -77,8 +84,6 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         ValueError: no store given, or a bad store name or address.
         AlreadyStarted: ``--data`` is held by another process that serves no socket.
     """
-    from memoryd.client import remote as client  # noqa: PLC0415 (the HTTP client only when a daemon is used)
-
     address = _option(args, "address", "MEMORYD_ADDRESS")
     token = token_of(args)
     data = _option(args, "data")
@@ -86,6 +91,10 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     if name is not None:
         check_store_name(name)
     if address is None and data is not None:
+        # LMDB, the actors and their logging load only for a data directory used directly.
+        from memoryd.store.lmdb.handle import LmdbStore  # noqa: PLC0415
+
+        configure_logging()
         root = Path(data)
         path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
         try:
@@ -102,6 +111,8 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
             "no store given: pass --address (or set MEMORYD_ADDRESS) to use a daemon, "
             "or --data DIR to use a data directory directly"
         )
+    from memoryd.client import remote as client  # noqa: PLC0415 (the HTTP client only for a daemon)
+
     timeout = getattr(args, "timeout", None) or (
         FOLLOW_PATIENCE_S if getattr(args, "follow", False) else 10.0
     )
@@ -224,6 +235,8 @@ def _tail(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
 
 
 def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    from memoryd.export import export_jsonl  # noqa: PLC0415 (only export needs it)
+
     total = store.stats().get("events")
     shown = progress("exporting", total if isinstance(total, int) else None)
     if args.out:
@@ -246,6 +259,8 @@ def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
 
 
 def _import(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
+    from memoryd.export import import_jsonl  # noqa: PLC0415 (only import needs it)
+
     shown = progress("importing conversations", None)
     summary = import_jsonl(store, args.file, workers=args.workers, progress=shown)
     if shown is not None:

@@ -16,19 +16,21 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memoryd import app
-from memoryd import logging as mlogging
 from memoryd.cli import commands as _cli_commands
 from memoryd.cli import parser as _cli_parser
 from memoryd.cli.output import Output
 from memoryd.errors import MemorydError
-from memoryd.store.handle import StoreHandle
+
+if TYPE_CHECKING:
+    from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from memoryd import logging as mlogging  # noqa: PLC0415 (structlog, only for what logs)
     from memoryd.server import ServerConfig, parse_listen, run  # noqa: PLC0415 (starlette)
 
     mlogging.configure(level=args.log_level)  # console on a terminal, else JSON
@@ -60,14 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 on success, 1 on an error (printed to stderr), 2 on bad usage.
     """
-    args = _cli_parser.parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _cli_parser.parser(argv).parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    mlogging.configure(level="warning")
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
     store: StoreHandle | None = None
     try:
         if args.command == "backup":
+            _cli_commands.configure_logging()
             return _cli_commands.backup(args, Output(as_json, sys.stdout))
         if args.command == "check":
             return _cli_commands.check(args, Output(as_json, sys.stdout))
@@ -85,7 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if store is not None and hasattr(store, "close"):
             store.close()
-        app.shutdown()
+        app = sys.modules.get("memoryd.app")
+        if app is not None:  # the supervision tree runs only once a local store was opened
+            app.shutdown()
 
 
 if __name__ == "__main__":

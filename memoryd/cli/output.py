@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from memoryd.events import Change
-from memoryd.export import ImportSummary
 from memoryd.protocol import change_to_wire
+
+if TYPE_CHECKING:
+    from memoryd.export import ImportSummary
 
 __all__ = ["Output", "import_line", "progress", "show_events", "show_messages"]
 

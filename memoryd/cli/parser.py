@@ -9,6 +9,7 @@ None), so one given before the command is not reset by the command's defaults.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["parser", "positive_int"]
@@ -68,9 +69,11 @@ def _version(text: str) -> int:
     return value
 
 
-def _serve(sub: Any) -> None:
+def _serve(sub: Any, *, full: bool) -> None:
     text = "run the daemon: serve every store of a data directory over HTTP"
     serve = sub.add_parser("serve", help=text, description=text)
+    if not full:
+        return
     serve.add_argument("--data", required=True, help="the data directory (created if missing)")
     serve.add_argument("--listen", help="also listen on TCP HOST:PORT (needs a token)")
     serve.add_argument(
@@ -113,94 +116,125 @@ def _serve(sub: Any) -> None:
     serve.add_argument("--fault-injection", action="store_true", help=argparse.SUPPRESS)
 
 
-def parser() -> argparse.ArgumentParser:
-    """The parser of ``memoryd``'s arguments (``args.command`` names the command)."""
+def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``memoryd``'s arguments (``args.command`` names the command).
+
+    Args:
+        argv: the arguments it will parse, when known: then only the commands named in
+            them get their options (every command is still listed), which keeps a short
+            command's start short. None builds every command in full.
+    """
     top = argparse.ArgumentParser(prog="memoryd", description="durable conversation memory")
     _where(top)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    named = None if argv is None else frozenset(argv)
 
-    def command(name: str, text: str) -> argparse.ArgumentParser:
+    def command(name: str, text: str) -> argparse.ArgumentParser | None:
+        """The command's parser, with its options when it may be the one parsed."""
         p = sub.add_parser(name, help=text, description=text)
+        if named is not None and name not in named:
+            return None
         _where(p)
         return p
 
-    def cid(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("cid", metavar="CID", help="the conversation id")
+    def cid(p: argparse.ArgumentParser | None) -> argparse.ArgumentParser | None:
+        if p is not None:
+            p.add_argument("cid", metavar="CID", help="the conversation id")
         return p
 
-    _serve(sub)
+    _serve(sub, full=named is None or "serve" in named)
 
-    p = cid(command("get", "print a conversation's messages"))
-    p.add_argument("--limit", type=positive_int, metavar="N", help="only the last N messages")
-    p.add_argument(
-        "--at-version", type=_version, metavar="V", help="the history as it was at this version"
-    )
-    p = cid(command("add", "append a message (or JSON messages from stdin)"))
-    p.add_argument("--role", help="the message's role (default user)")
-    p.add_argument("--content", help="the message's text (without it: JSON from stdin)")
-    p.add_argument(
-        "--idempotency-key", help="a key that makes a repeated add write nothing the second time"
-    )
-    p.add_argument(
-        "--expected-version",
-        type=_version,
-        help="write only if the conversation is at this version (else a conflict)",
-    )
+    if p := cid(command("get", "print a conversation's messages")):
+        p.add_argument("--limit", type=positive_int, metavar="N", help="only the last N messages")
+        p.add_argument(
+            "--at-version", type=_version, metavar="V", help="the history as it was at this version"
+        )
+    if p := cid(command("add", "append a message (or JSON messages from stdin)")):
+        p.add_argument("--role", help="the message's role (default user)")
+        p.add_argument("--content", help="the message's text (without it: JSON from stdin)")
+        p.add_argument(
+            "--idempotency-key",
+            help="a key that makes a repeated add write nothing the second time",
+        )
+        p.add_argument(
+            "--expected-version",
+            type=_version,
+            help="write only if the conversation is at this version (else a conflict)",
+        )
     cid(command("clear", "delete a conversation's messages"))
     cid(command("pop", "remove and print the last message"))
     cid(command("version", "print a conversation's version"))
-    p = cid(command("events", "print a conversation's event log"))
-    p.add_argument(
-        "--after", type=_version, default=0, help="only events after this version (default 0)"
-    )
-    p = command("conversations", "list conversations holding messages")
-    p.add_argument("--prefix", default="", help="only ids that start with this")
-    p.add_argument("--limit", type=positive_int, metavar="N", help="at most N ids")
-    p.add_argument("--all", action="store_true", help="also those holding no messages now")
-    p = command("tail", "print the change feed")
-    p.add_argument(
-        "-f",
-        "--follow",
-        action="store_true",
-        help="keep waiting for changes; exits with an error when the daemon stops answering",
-    )
-    p.add_argument(
-        "--after", type=_version, default=0, help="only changes after this position (default 0)"
-    )
-    p.add_argument(
-        "--limit",
-        type=positive_int,
-        metavar="N",
-        help="stop after N changes (default: every change, and with -f, forever)",
-    )
+    if p := cid(command("events", "print a conversation's event log")):
+        p.add_argument(
+            "--after", type=_version, default=0, help="only events after this version (default 0)"
+        )
+    if p := command("conversations", "list conversations holding messages"):
+        p.add_argument("--prefix", default="", help="only ids that start with this")
+        p.add_argument("--limit", type=positive_int, metavar="N", help="at most N ids")
+        p.add_argument("--all", action="store_true", help="also those holding no messages now")
+    if p := command("tail", "print the change feed"):
+        p.add_argument(
+            "-f",
+            "--follow",
+            action="store_true",
+            help="keep waiting for changes; exits with an error when the daemon stops answering",
+        )
+        p.add_argument(
+            "--after",
+            type=_version,
+            default=0,
+            help="only changes after this position (default 0)",
+        )
+        p.add_argument(
+            "--limit",
+            type=positive_int,
+            metavar="N",
+            help="stop after N changes (default: every change, and with -f, forever)",
+        )
     command("stats", "print the store's counts and sizes")
-    p = command("export", "write every event as JSONL")
-    p.add_argument("--out", help="the file (default stdout)")
-    p = command("import", "import an export file (idempotent)")
-    p.add_argument("file", metavar="FILE", help="a JSONL file written by memoryd export")
-    p.add_argument(
-        "--workers",
-        type=positive_int,
-        metavar="N",
-        default=8,
-        help="conversations imported at once (default 8)",
-    )
-    p = command("backup", "write a consistent copy of a store into a new directory (needs --data)")
-    p.add_argument("dest", metavar="DEST", help="the new directory (must not exist or be empty)")
-    command(
-        "check",
-        "verify a data directory offline: every page and every record (needs --data); "
-        "exits 1 with a report and how to restore from a backup when something is damaged",
-    )
-    p = command("fork", "start conversation TARGET as a copy of conversation SOURCE's history")
-    p.add_argument("source", metavar="SOURCE", help="the conversation copied (it must exist)")
-    p.add_argument(
-        "target", metavar="TARGET", help="the new conversation (it must hold no messages)"
-    )
-    p.add_argument(
-        "--at-version",
-        type=_version,
-        metavar="V",
-        help="copy SOURCE's history as it was at this version",
-    )
+    _whole_store_commands(command)
     return top
+
+
+def _whole_store_commands(
+    command: Callable[[str, str], argparse.ArgumentParser | None],
+) -> None:
+    """The commands that act on a whole store or its files: export, import, backup,
+    check, and fork (which copies a conversation).
+
+    Args:
+        command: makes a command's parser (None when its options are not needed).
+    """
+    if p := command("export", "write every event as JSONL"):
+        p.add_argument("--out", help="the file (default stdout)")
+    if p := command("import", "import an export file (idempotent)"):
+        p.add_argument("file", metavar="FILE", help="a JSONL file written by memoryd export")
+        p.add_argument(
+            "--workers",
+            type=positive_int,
+            metavar="N",
+            default=8,
+            help="conversations imported at once (default 8)",
+        )
+    text = "write a consistent copy of a store into a new directory (needs --data)"
+    if p := command("backup", text):
+        p.add_argument(
+            "dest", metavar="DEST", help="the new directory (must not exist or be empty)"
+        )
+    text = (
+        "verify a data directory offline: every page and every record (needs --data); "
+        "exits 1 with a report and how to restore from a backup when something is damaged"
+    )
+    command("check", text)
+    text = "start conversation TARGET as a copy of conversation SOURCE's history"
+    if p := command("fork", text):
+        p.add_argument("source", metavar="SOURCE", help="the conversation copied (it must exist)")
+        p.add_argument(
+            "target", metavar="TARGET", help="the new conversation (it must hold no messages)"
+        )
+        p.add_argument(
+            "--at-version",
+            type=_version,
+            metavar="V",
+            help="copy SOURCE's history as it was at this version",
+        )

@@ -29,16 +29,20 @@ from __future__ import annotations
 import re
 import select
 import socket
-import ssl
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
 import httptools
 
 from memoryd.codec import MAX_WIRE_BYTES
 from memoryd.errors import ConnectFailed, TransportFailed
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -146,7 +150,8 @@ class _Connection:
             return True
         if ready:  # an idle HTTP connection is only readable at EOF or error
             return True
-        return isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
+        ssl = sys.modules.get("ssl")  # loaded by the first https connection, if any
+        return ssl is not None and isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
 
     def arm(self, deadline: float) -> None:
         """Make the socket's timeout the time left until ``deadline``, to a millisecond.
@@ -394,6 +399,8 @@ class HttpTransport:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._scheme == "https":
                 if self._tls is None:
+                    import ssl  # noqa: PLC0415 (TLS loads only for an https address)
+
                     context = ssl.create_default_context()
                     context.set_alpn_protocols(["http/1.1"])
                     self._tls = context

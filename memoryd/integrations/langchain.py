@@ -92,12 +92,84 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
+class _Maker:
+    """Builds messages of one class the way its constructor would, without validating.
+
+    Reading a history builds a LangChain message per stored message, and pydantic's
+    validation is most of that cost (model_construct is slower still). For the plain
+    shapes only (str content, a str or no name, no tool calls) a maker copies the
+    fields of an instance the constructor built at import (so the defaults are
+    LangChain's own), with fresh empty dicts and lists, and sets the given fields; the
+    result compares equal to the constructor's. Every other shape takes the constructor.
+    """
+
+    def __init__(self, cls: type[BaseMessage], **example: Any) -> None:
+        made = cls(**example)
+        self._cls = cls
+        self._fields = dict(made.__dict__)
+        self._fresh = tuple(
+            (key, type(value))
+            for key, value in self._fields.items()
+            if isinstance(value, dict | list) and not value
+        )
+        self._fields_set = set(made.__pydantic_fields_set__)
+        self._extra = made.__pydantic_extra__ is not None
+        self._private = made.__pydantic_private__
+
+    def __call__(self, values: dict[str, Any]) -> BaseMessage:
+        """A message with ``values`` for the fields the example set (the others default)."""
+        fields = {**self._fields, **values}
+        for key, kind in self._fresh:
+            if key not in values:
+                fields[key] = kind()
+        made = _new(self._cls)
+        _set(made, "__dict__", fields)
+        _set(made, "__pydantic_fields_set__", self._fields_set.copy())
+        _set(made, "__pydantic_extra__", {} if self._extra else None)
+        _set(made, "__pydantic_private__", self._private)
+        return made
+
+
+_new = object.__new__
+_set = object.__setattr__
+_HUMAN = _Maker(HumanMessage, content="", name=None)
+_SYSTEM = _Maker(SystemMessage, content="", name=None)
+_DEVELOPER_SYSTEM = _Maker(
+    SystemMessage, content="", name=None, additional_kwargs={_DEVELOPER: "developer"}
+)
+_TOOL = _Maker(ToolMessage, content="", tool_call_id="")
+_AI = _Maker(AIMessage, content="", name=None, tool_calls=[], invalid_tool_calls=[])
+
+
+def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMessage | None:
+    """The message built by a `_Maker` when its shape is a plain one, else None."""
+    if type(text) is not str or (name is not None and type(name) is not str):
+        return None
+    if role == "user":
+        return _HUMAN({"content": text, "name": name})
+    if role == "system":
+        return _SYSTEM({"content": text, "name": name})
+    if role == "developer":
+        return _DEVELOPER_SYSTEM(
+            {"content": text, "name": name, "additional_kwargs": {_DEVELOPER: "developer"}}
+        )
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        return _TOOL({"content": text, "tool_call_id": call_id}) if type(call_id) is str else None
+    if role == "assistant" and not message.get("tool_calls"):
+        return _AI({"content": text, "name": name})
+    return None
+
+
 def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
     """The LangChain message for a plain OpenAI-format dict."""
     role = message.get("role")
     content = message.get("content")
     text: Any = "" if content is None else content
     name = message.get("name")
+    fast = _fast(message, role, text, name)
+    if fast is not None:
+        return fast
     if role == "user":
         return HumanMessage(content=text, name=name)
     if role == "system":
@@ -147,7 +219,7 @@ def to_openai(message: BaseMessage) -> dict[str, Any]:
 def from_openai(message: Mapping[str, Any]) -> BaseMessage:
     """The LangChain message a stored OpenAI-format dict holds (inverse of `to_openai`)."""
     extra = message.get(LANGCHAIN_KEY)
-    if isinstance(extra, Mapping):
+    if extra is not None and isinstance(extra, Mapping):  # the ABC check is slow: skip it
         return messages_from_dict([dict(extra)])[0]
     return _from_plain(message)
 

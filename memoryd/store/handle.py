@@ -7,7 +7,6 @@ Every backend (LMDB, ephemeral, Redis, remote) subclasses it and implements the
 from __future__ import annotations
 
 import abc
-import asyncio
 import contextlib
 import contextvars
 import time
@@ -253,6 +252,8 @@ class StoreHandle(abc.ABC):
         return requests.result(request, await self._write_async(request))
 
     async def _write_async(self, request: WriteRequest) -> Any:
+        import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)
+
         return await asyncio.to_thread(self._write, request)
 
     def reads_inline(self, records: int | None) -> bool:

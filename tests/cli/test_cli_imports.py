@@ -88,6 +88,31 @@ def test_help_loads_no_server_agent_memory_or_http_server() -> None:
     assert _heavy(_loaded("--help")) == []
 
 
+_STORE_STACK = ("structlog", "rich", "pykka", "lmdb", "supervisors", "asyncio", "ssl")
+
+
+def test_get_through_a_daemon_loads_no_store_stack_or_structlog() -> None:
+    """``memoryd get`` against a daemon loads the client only: no LMDB, actors, supervision
+    tree, structlog (nor the rich it pulls in), asyncio or TLS."""
+    from tests.server.daemon import Daemon
+
+    with Daemon().start() as daemon:
+        daemon.connect().add("c", [memoryd.messages.user("hello")])
+        modules = _loaded("--address", daemon.address, "--json", "get", "c")
+    assert "memoryd.client.remote" in modules  # the probe used the daemon
+    assert [m for m in modules if m.split(".")[0] in _STORE_STACK] == []
+    assert [m for m in modules if m in ("memoryd.app", "memoryd.logging")] == []
+    started = ("memoryd.store.lookup", "memoryd.store.actor", "memoryd.store.lmdb.handle")
+    assert [m for m in modules if m in started] == []
+
+
+def test_get_on_a_data_directory_attaches_the_tree_and_routes_the_logs(data: Path) -> None:
+    """With ``--data`` the store stack loads as needed: the tree that runs the store, and
+    the logging that routes structlog into the standard loggers."""
+    modules = _loaded("--data", str(data), "--json", "get", "c")
+    assert {"memoryd.app", "memoryd.logging", "structlog", "lmdb"} <= set(modules)
+
+
 def test_the_probe_sees_the_server_stack_when_serve_loads_it(tmp_path: Path) -> None:
     """``serve`` loads the server before it refuses a bad address: the probe sees it."""
     modules = _loaded("serve", "--data", str(tmp_path / "d"), "--listen", "not-an-address")

@@ -38,3 +38,31 @@ def test_a_command_is_required() -> None:
     with pytest.raises(SystemExit) as exited:
         parser().parse_args([])
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--address", "unix:///s.sock", "get", "c1", "--limit", "5", "--store", "notes"],
+        ["add", "c", "--role", "user", "--content", "hi", "--json"],
+        ["--store", "get", "version", "c"],
+        ["tail", "-f", "--after", "3"],
+        ["import", "f.jsonl", "--workers", "2"],
+        ["serve", "--data", "d", "--listen", "127.0.0.1:1", "--log-level", "warning"],
+    ],
+)
+def test_a_parser_built_for_its_arguments_parses_them_as_the_full_one(argv: list[str]) -> None:
+    """Building only the named commands' options changes nothing that is parsed."""
+    assert vars(parser(argv).parse_args(argv)) == vars(parser().parse_args(argv))
+
+
+def test_a_parser_built_for_its_arguments_lists_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``memoryd --help`` lists every command, though none of them got its options."""
+    with pytest.raises(SystemExit):
+        parser(["--help"]).parse_args(["--help"])
+    short = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--help"])
+    assert short == capsys.readouterr().out

@@ -243,3 +243,56 @@ def test_invalid_conversation_id_is_refused() -> None:
 
     with pytest.raises(InvalidConversationId, match="empty"):
         MemorydChatMessageHistory(cast(StoreHandle, object()), "")
+
+
+_PLAIN_SHAPES = [
+    ({"role": "user", "content": "hi"}, HumanMessage(content="hi", name=None)),
+    ({"role": "user", "content": "hi", "name": "bob"}, HumanMessage(content="hi", name="bob")),
+    ({"role": "system", "content": "be brief"}, SystemMessage(content="be brief", name=None)),
+    (
+        {"role": "developer", "content": "rules"},
+        SystemMessage(
+            content="rules", name=None, additional_kwargs={"__openai_role__": "developer"}
+        ),
+    ),
+    (
+        {"role": "tool", "content": "42", "tool_call_id": "c1"},
+        ToolMessage(content="42", tool_call_id="c1"),
+    ),
+    (
+        {"role": "assistant", "content": "hello", "name": "a"},
+        AIMessage(content="hello", name="a", tool_calls=[], invalid_tool_calls=[]),
+    ),
+    (
+        {"role": "assistant", "content": None},
+        AIMessage(content="", name=None, tool_calls=[], invalid_tool_calls=[]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("stored", "expected"), _PLAIN_SHAPES)
+def test_a_read_builds_the_message_its_constructor_builds(
+    stored: dict[str, Any], expected: BaseMessage
+) -> None:
+    """Plain shapes are built without pydantic's validation, yet equal the message the
+    constructor builds from the same arguments field for field (set fields and defaults
+    included), and serialise the same."""
+    built = from_openai(stored)
+    assert type(built) is type(expected)
+    assert built == expected
+    assert built.__dict__ == expected.__dict__
+    assert built.model_fields_set == expected.model_fields_set
+    assert built.model_dump() == expected.model_dump()
+    assert to_openai(built) == to_openai(expected)
+
+
+def test_messages_built_for_a_read_share_no_mutable_field() -> None:
+    """Two messages read do not share their dicts and lists: changing one changes nothing else."""
+    first = from_openai({"role": "assistant", "content": "a"})
+    second = from_openai({"role": "assistant", "content": "b"})
+    first.additional_kwargs["x"] = 1
+    first.response_metadata["y"] = 2
+    assert isinstance(first, AIMessage) and isinstance(second, AIMessage)
+    first.tool_calls.append({"name": "f", "args": {}, "id": "1", "type": "tool_call"})
+    assert (second.additional_kwargs, second.response_metadata, second.tool_calls) == ({}, {}, [])
+    assert from_openai({"role": "assistant", "content": "c"}).additional_kwargs == {}
