@@ -35,7 +35,7 @@ from memoryd.errors import NotWritten, StorageError
 from memoryd.store import lookup
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
-from memoryd.store.reply import Reply
+from memoryd.store.reply import Reply, answering
 from memoryd.store.requests import WriteRequest
 from supervisors import Exit, SupervisedActor
 
@@ -352,11 +352,12 @@ class StoreActor(SupervisedActor, Generic[C, E]):
     def _answer(self, batch: list[Pending], results: list[tuple[bool, Any]]) -> None:
         """Answer a committed batch's writers, each with its result or its refusal."""
         self._note_waiting()
-        for (_, future), (ok, value) in zip(batch, results, strict=True):
-            if ok:
-                future.set(value)
-            else:
-                _fail(future, value)
+        with answering():  # one wake-up per waiting event loop for the whole batch
+            for (_, future), (ok, value) in zip(batch, results, strict=True):
+                if ok:
+                    future.set(value)
+                else:
+                    _fail(future, value)
 
     def _hand_back(self, error: NotWritten) -> None:
         pending, self._pending = self._pending, []

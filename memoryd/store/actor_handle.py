@@ -30,7 +30,7 @@ from memoryd.errors import NotWritten, StoreUnavailable, WriteTimeout
 from memoryd.store import lookup
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import StoreHandle
-from memoryd.store.reply import Reply
+from memoryd.store.reply import Reply, at_end_of_answers
 from memoryd.store.requests import WriteRequest
 from memoryd.store.spec import StoreSpec
 from supervisors import whereis
@@ -83,10 +83,20 @@ class _LoopLink:
                     reply.set_exception(gone)  # sent again by the thread path
 
     def answered(self, woken: asyncio.Future[None]) -> None:
-        """Note that ``woken``'s write was answered. Runs in the answering thread."""
+        """Note that ``woken``'s write was answered. Runs in the answering thread.
+
+        Inside the actor's `answering` block the wake-up waits for the block's end, so a
+        batch's answers cost one ``call_soon_threadsafe`` however they interleave with
+        the loop.
+        """
         with self._lock:
             self._answered.append(woken)
-            if self._waking:
+        if not at_end_of_answers(self, self._wake_soon):
+            self._wake_soon()
+
+    def _wake_soon(self) -> None:
+        with self._lock:
+            if self._waking or not self._answered:
                 return
             self._waking = True
         self._loop.call_soon_threadsafe(self._wake)

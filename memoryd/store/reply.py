@@ -11,13 +11,51 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Reply"]
+__all__ = ["Reply", "answering", "at_end_of_answers"]
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+
+
+_answers = threading.local()
+
+
+@contextlib.contextmanager
+def answering() -> Iterator[None]:
+    """Answer a batch's writers inside this block: the wake-ups their answers ask for
+    with `at_end_of_answers` run once each, when the block ends (the actor's thread).
+
+    An event loop waiting for twenty answers of one batch is then woken once for all
+    of them, not once for each of the answers that happened to land before it ran.
+    """
+    if getattr(_answers, "pending", None) is not None:
+        yield  # nested: the outer block runs them
+        return
+    pending: dict[int, Callable[[], object]] = {}
+    _answers.pending = pending
+    try:
+        yield
+    finally:
+        _answers.pending = None
+        for wake in pending.values():
+            with contextlib.suppress(Exception):  # the waiter's side; never the actor's
+                wake()
+
+
+def at_end_of_answers(key: object, wake: Callable[[], object]) -> bool:
+    """Inside `answering`, run ``wake`` once (per ``key``) at the block's end.
+
+    Returns:
+        True if it was put off; False outside `answering` (the caller wakes now).
+    """
+    pending: dict[int, Callable[[], object]] | None = getattr(_answers, "pending", None)
+    if pending is None:
+        return False
+    pending.setdefault(id(key), wake)
+    return True
 
 
 class Reply:
