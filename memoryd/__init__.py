@@ -23,8 +23,10 @@ from memoryd import messages
 from memoryd._version import __version__
 from memoryd.app import shutdown
 from memoryd.errors import (
+    AgentSystemStopped,
     AlreadyStarted,
     AuthenticationError,
+    CallCycle,
     CallTimeout,
     ConflictError,
     CorruptRecord,
@@ -137,9 +139,11 @@ _SUBPACKAGES = frozenset({"agent", "agents", "kernel", "memory", "provider"})
 __all__ = [
     "Agent",
     "AgentSystem",
+    "AgentSystemStopped",
     "AlreadyStarted",
     "AsyncStore",
     "AuthenticationError",
+    "CallCycle",
     "CallTimeout",
     "Change",
     "ChatRequest",

@@ -37,9 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memoryd
-from memoryd import messages
 from memoryd.agents import AgentSystem
-from memoryd.llm import ScriptedModel
 
 STEPS = 10
 KILL_AT = 6
@@ -48,18 +46,42 @@ KILL_AT = 6
 # -- memoryd agents ----------------------------------------------------------------------------
 
 
-def stepping(steps: int, tool: str = "step") -> ScriptedModel:
-    """A model calling ``tool`` ``steps`` times, then answering; it reads the turn."""
+class Stepping:
+    """A chat model (a `memoryd.llm.ChatModel`) calling ``tool`` ``steps`` times in a turn,
+    then answering: it reads the turn (the tool results since the last user message) and
+    copies nothing, so a run measures memoryd, not a test double's bookkeeping.
 
-    def decide(sent: list[dict[str, Any]]) -> Any:
-        last_user = max(i for i, m in enumerate(sent) if m.get("role") == "user")
-        done = sum(1 for m in sent[last_user:] if m.get("role") == "tool")
-        if done < steps:
-            call = messages.tool_call(f"c{done}", tool, {"n": done})
-            return messages.assistant(tool_calls=[call])
-        return "done"
+    Args:
+        steps: Tool steps per turn.
+        tool: The tool's name.
+    """
 
-    return ScriptedModel([decide] * (steps + 1) * 200)
+    def __init__(self, steps: int, tool: str = "step") -> None:
+        self.steps = steps
+        self.tool = tool
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        done = 0
+        for message in reversed(messages):
+            role = message.get("role")
+            if role == "user":
+                break
+            done += role == "tool"
+        if done < self.steps:
+            call = {
+                "id": f"c{done}",
+                "type": "function",
+                "function": {"name": self.tool, "arguments": f'{{"n": {done}}}'},
+            }
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": "done"}
+
+
+def stepping(steps: int, tool: str = "step") -> Stepping:
+    """A model calling ``tool`` ``steps`` times per turn, then answering."""
+    return Stepping(steps, tool)
 
 
 @memoryd.tool
