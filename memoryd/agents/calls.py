@@ -53,7 +53,7 @@ class Calls:
             ValueError: ``timeout`` is not a finite number > 0.
         """
         if timeout is None:
-            timeout = self.call_timeout_s
+            return time.monotonic() + self.call_timeout_s
         positive(timeout, "timeout")
         return time.monotonic() + timeout
 
@@ -73,7 +73,7 @@ class Calls:
         if slot.state is State.DOWN and slot.idle:
             self._placement.ensure_live(slot, deadline)  # so the first call runs here too
         slot, call, placed = self._mailboxes.submit(
-            agent_type, key, input, request_id, deadline, inline=True
+            agent_type, key, input, request_id, deadline, inline=True, checked=True
         )
         if placed is Placed.INLINE:
             actor = slot.actor

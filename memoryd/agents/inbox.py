@@ -51,7 +51,8 @@ class Inbox(queue.Queue[Any]):
         """End a borrow: the actor takes its messages again."""
         with self.mutex:
             self.borrowed = False
-            self.not_empty.notify()
+            if self.queue:
+                self.not_empty.notify()
 
     def control_pending(self) -> bool:
         """True when a kill or a shutdown waits in the inbox."""

@@ -10,6 +10,7 @@ at most ``mailbox`` calls deep (`Overloaded` past that).
 from __future__ import annotations
 
 import enum
+import itertools
 import threading
 import uuid
 from collections.abc import Callable, Collection
@@ -20,6 +21,11 @@ from memoryd.agents.instance import Call, Slot, State, call_chain, nudge
 from memoryd.errors import AgentSystemStopped, CallCycle, CallTimeout, Overloaded, UnknownAgent
 
 __all__ = ["Mailboxes", "Placed", "unknown_agent"]
+
+_RUN_IDS = itertools.count()
+_RUN_PREFIX = uuid.uuid4().hex[:16]
+"""Run ids of calls without a request id: this process's random 64-bit prefix and a
+counter (unique across processes sharing a store, without a system call per call)."""
 
 
 class Placed(enum.Enum):
@@ -103,7 +109,8 @@ class Mailboxes:
             raise AgentSystemStopped(f"agent system {self.system!r} is stopped; start a new one")
         if agent_type not in self._types:
             raise unknown_agent(self.system, agent_type, self._types)
-        naming.check_key(agent_type, key)
+        if (agent_type, key) not in self._slots:  # a slot's key was checked when it was made
+            naming.check_key(agent_type, key)
 
     def submit(
         self,
@@ -115,6 +122,7 @@ class Mailboxes:
         *,
         inline: bool = False,
         resume: str | None = None,
+        checked: bool = False,
     ) -> tuple[Slot, Call, Placed]:
         """Place a call on its instance.
 
@@ -127,6 +135,7 @@ class Mailboxes:
             inline: Claim the call for the caller's thread when the instance is live
                 and idle.
             resume: Resume this pending run instead (never refused for a full mailbox).
+            checked: The caller already made `check`.
 
         Returns:
             The slot, the call, and where it was placed.
@@ -136,7 +145,8 @@ class Mailboxes:
             CallCycle: The instance is waiting on this very call.
             Overloaded: The instance's mailbox is full (nothing written).
         """
-        self.check(agent_type, key)
+        if not checked:
+            self.check(agent_type, key)
         name = naming.instance_name(self.system, agent_type, key)
         chain = call_chain.get()
         if name in chain:
@@ -152,7 +162,7 @@ class Mailboxes:
         elif request_id is not None:
             run_id = naming.request_run_id(agent_type, key, request_id)
         else:
-            run_id = uuid.uuid4().hex
+            run_id = f"{_RUN_PREFIX}{next(_RUN_IDS):016x}"
         call = Call(
             input=input,
             run_id=run_id,

@@ -70,6 +70,7 @@ class Placement:
         self._live: dict[str, Slot] = {}
         self._activating = threading.Lock()
         self._wake = threading.Condition()
+        self._waiting = 0
         self._reaper_stop = threading.Event()
         self._reaper: threading.Thread | None = None
 
@@ -110,8 +111,9 @@ class Placement:
 
     def wake(self) -> None:
         """Wake whoever waits for room or for a restart."""
-        with self._wake:
-            self._wake.notify_all()
+        if self._waiting:  # read without the lock: a waiter looks again within 50 ms
+            with self._wake:
+                self._wake.notify_all()
 
     def _supervisor(self) -> DynamicSupervisor:
         ref = whereis(system_name(self.name))
@@ -161,7 +163,11 @@ class Placement:
                     f"instance {slot.name!r} was not live in time ({why}); call again later"
                 )
             with self._wake:
-                self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self._waiting += 1
+                try:
+                    self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                finally:
+                    self._waiting -= 1
 
     def _activate(self, slot: Slot) -> None:
         """Start an incarnation of ``slot`` (holding ``_activating``)."""
