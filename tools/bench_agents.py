@@ -110,6 +110,18 @@ def in_threads(workers: int, fn: Callable[[int], None]) -> float:
     return time.perf_counter() - start
 
 
+WINDOW = int(os.environ.get("BENCH_WINDOW", "50"))
+
+
+def memory(store: memoryd.StoreHandle) -> Any:
+    """The instances' memory: the store, read through a window of the last ``WINDOW``
+    messages (as a long-lived agent reads it), so a run's cost does not grow with the
+    runs the benchmark made before it; ``BENCH_WINDOW=0`` reads the whole history."""
+    from memoryd.provider.default import DefaultProvider
+
+    return DefaultProvider(store, window=WINDOW) if WINDOW else store
+
+
 def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, float]:
     """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run."""
     data = tempfile.mkdtemp(prefix="bench-agents-")
@@ -120,7 +132,7 @@ def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, flo
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
                 llm=stepping(STEPS),
-                memory=store,
+                memory=memory(store),
                 tools=[step],
                 journal=agent_journal,
                 max_steps=STEPS + 1,
