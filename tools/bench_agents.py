@@ -3,10 +3,11 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
 
     python tools/bench_agents.py [--quick]
 
-* durable steps: a run of 10 trivial tool steps (ScriptedModel, durable LmdbStore,
-  through an AgentSystem) against a DBOS workflow of 10 ``@DBOS.step`` on its SQLite
-  system database; 1 and 8 concurrent runs; memoryd with its journal off as well; fsyncs
-  per turn from the store's ``stats()``.
+* durable steps: a run of 10 trivial tool steps (a stepping chat model that copies
+  nothing, memory on a durable LmdbStore read through a window of 50 messages, through an
+  AgentSystem) against a DBOS workflow of 10 ``@DBOS.step`` on its SQLite system
+  database; 1 and 8 concurrent runs; memoryd with its journal off as well; fsyncs per
+  turn from the store's ``stats()``.
 * recovery: 100 runs killed with SIGKILL at step 6 of 10, then the time from a new
   process's start to all 100 finished (memoryd: ``AgentSystem.start(recover="resume")``
   with no ids; DBOS: recovery at ``DBOS.launch()``), and the side effects counted.
