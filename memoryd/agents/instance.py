@@ -297,6 +297,11 @@ class Instance(SupervisedActor):
             True when the call's future is resolved; False when the run was left to
             the actor (a kill or shutdown came, or the deadline passed at a step
             boundary): the caller waits on the future.
+
+        Raises:
+            BaseException: What interrupted the caller's thread (``KeyboardInterrupt``):
+                the call is answered with it and not run again (a run it had journaled
+                stays pending, for recovery).
         """
         slot = self._slot
         self._inline_deadline = call.deadline
@@ -306,6 +311,11 @@ class Instance(SupervisedActor):
             finished = True
         except RunInterrupted:
             pass
+        except BaseException as exc:
+            finished = True
+            if not call.future.done():
+                call.future.set_exception(exc)
+            raise
         finally:
             self._inline_deadline = None
             with slot.mutex:
