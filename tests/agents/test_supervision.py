@@ -129,9 +129,10 @@ def test_an_idle_instance_killed_is_restarted_and_keeps_answering(
     agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log))}
     system = start(systems, agents, store=store, name="crew")
     system.call("w", "k", "one")
-    old = supervisors.whereis("memoryd.agents/crew/w/k")
-    assert supervisors.kill("memoryd.agents/crew/w/k")
-    wait_until(lambda: (ref := supervisors.whereis("memoryd.agents/crew/w/k")) is not None and ref is not old)
+    name = "memoryd.agents/crew/w/k"
+    old = supervisors.whereis(name)
+    assert supervisors.kill(name)
+    wait_until(lambda: (ref := supervisors.whereis(name)) is not None and ref is not old)
     assert system.call("w", "k", "two").text == "done 1 for two"
     assert system.instances()[0].incarnations == 2
 
