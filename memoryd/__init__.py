@@ -24,8 +24,10 @@ from memoryd import messages
 from memoryd._after_import import when_imported as _when_imported
 from memoryd._version import __version__
 from memoryd.errors import (
+    AgentSystemStopped,
     AlreadyStarted,
     AuthenticationError,
+    CallCycle,
     CallTimeout,
     ConflictError,
     CorruptRecord,
@@ -146,9 +148,11 @@ _SUBPACKAGES = frozenset({"agent", "agents", "kernel", "memory", "provider"})
 __all__ = [
     "Agent",
     "AgentSystem",
+    "AgentSystemStopped",
     "AlreadyStarted",
     "AsyncStore",
     "AuthenticationError",
+    "CallCycle",
     "CallTimeout",
     "Change",
     "ChatRequest",

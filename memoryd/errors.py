@@ -28,6 +28,10 @@ MemorydError
 ├── UnknownAgent(LookupError)          an AgentSystem was called with an agent type it lacks
 ├── Overloaded                         an agent instance's mailbox is full (nothing written)
 ├── CallTimeout(TimeoutError)          an agent call did not finish within its deadline
+├── CallCycle                          an agent call would wait on itself (a cycle of
+│                                      instances calling each other)
+├── AgentSystemStopped                 an agent system was stopped before (or while) it
+│                                      answered the call
 ├── SchemaError(ValueError)            a memory record body does not match its schema, or
 │                                      the schema itself is malformed
 ├── ExtractionError(ValueError)        a model's extraction, query planning or rerank reply
@@ -54,8 +58,10 @@ HttpError                              the daemon's HTTP layer refuses a request
 JsonProblem                            a value is not JSON-compatible; `messages` turns it
                                        into InvalidMessage naming the path
 RunInterrupted                         an agent system stops a run at a step boundary (its
-                                       instance was killed or shut down): the journal is
-                                       kept and the next incarnation resumes the run
+                                       instance was killed or shut down, or a run in its
+                                       caller's thread passed the call's deadline): the
+                                       journal is kept and the instance's (next)
+                                       incarnation resumes the run
 ```
 
 Every message says what was wrong and what to do about it. Exceptions carrying extra
@@ -68,8 +74,10 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AgentSystemStopped",
     "AlreadyStarted",
     "AuthenticationError",
+    "CallCycle",
     "CallTimeout",
     "ConflictError",
     "ConnectFailed",
@@ -326,6 +334,18 @@ class CallTimeout(MemorydError, TimeoutError):
     """
 
 
+class CallCycle(MemorydError):
+    """An agent call was made to an instance whose run is waiting on the caller: it
+    would wait on itself. Nothing was queued; call another instance, or restructure
+    the agents so that calls between instances form no cycle."""
+
+
+class AgentSystemStopped(MemorydError):
+    """The agent system was stopped: a new call is refused, and a call still waiting
+    when it stopped is answered with this (a run it had started stays pending in the
+    journal; start the system again with ``recover="resume"`` to finish it)."""
+
+
 class SchemaError(MemorydError, ValueError):
     """A value does not match its schema, or the schema itself is malformed."""
 
@@ -386,8 +406,9 @@ class RunInterrupted(Exception):
     """An agent system stopped a run at a step boundary, its journal kept.
 
     Raised by an instance's step hook when the instance was killed or is being shut
-    down; the agent lets it through without discarding the run's journal, and the
-    instance's next incarnation resumes the run.
+    down, or when a run made in its caller's thread passed the call's deadline; the
+    agent lets it through without discarding the run's journal, and the instance's
+    (next) incarnation resumes the run in its own thread.
     """
 
 

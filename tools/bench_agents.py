@@ -3,10 +3,11 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
 
     python tools/bench_agents.py [--quick]
 
-* durable steps: a run of 10 trivial tool steps (ScriptedModel, durable LmdbStore,
-  through an AgentSystem) against a DBOS workflow of 10 ``@DBOS.step`` on its SQLite
-  system database; 1 and 8 concurrent runs; memoryd with its journal off as well; fsyncs
-  per turn from the store's ``stats()``.
+* durable steps: a run of 10 trivial tool steps (a stepping chat model that copies
+  nothing, memory on a durable LmdbStore read through a window of 50 messages, through an
+  AgentSystem) against a DBOS workflow of 10 ``@DBOS.step`` on its SQLite system
+  database; 1 and 8 concurrent runs; memoryd with its journal off as well; fsyncs per
+  turn from the store's ``stats()``.
 * recovery: 100 runs killed with SIGKILL at step 6 of 10, then the time from a new
   process's start to all 100 finished (memoryd: ``AgentSystem.start(recover="resume")``
   with no ids; DBOS: recovery at ``DBOS.launch()``), and the side effects counted.
@@ -37,9 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memoryd
-from memoryd import messages
 from memoryd.agents import AgentSystem
-from memoryd.llm import ScriptedModel
 
 STEPS = 10
 KILL_AT = 6
@@ -48,18 +47,42 @@ KILL_AT = 6
 # -- memoryd agents ----------------------------------------------------------------------------
 
 
-def stepping(steps: int, tool: str = "step") -> ScriptedModel:
-    """A model calling ``tool`` ``steps`` times, then answering; it reads the turn."""
+class Stepping:
+    """A chat model (a `memoryd.llm.ChatModel`) calling ``tool`` ``steps`` times in a turn,
+    then answering: it reads the turn (the tool results since the last user message) and
+    copies nothing, so a run measures memoryd, not a test double's bookkeeping.
 
-    def decide(sent: list[dict[str, Any]]) -> Any:
-        last_user = max(i for i, m in enumerate(sent) if m.get("role") == "user")
-        done = sum(1 for m in sent[last_user:] if m.get("role") == "tool")
-        if done < steps:
-            call = messages.tool_call(f"c{done}", tool, {"n": done})
-            return messages.assistant(tool_calls=[call])
-        return "done"
+    Args:
+        steps: Tool steps per turn.
+        tool: The tool's name.
+    """
 
-    return ScriptedModel([decide] * (steps + 1) * 200)
+    def __init__(self, steps: int, tool: str = "step") -> None:
+        self.steps = steps
+        self.tool = tool
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        done = 0
+        for message in reversed(messages):
+            role = message.get("role")
+            if role == "user":
+                break
+            done += role == "tool"
+        if done < self.steps:
+            call = {
+                "id": f"c{done}",
+                "type": "function",
+                "function": {"name": self.tool, "arguments": f'{{"n": {done}}}'},
+            }
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": "done"}
+
+
+def stepping(steps: int, tool: str = "step") -> Stepping:
+    """A model calling ``tool`` ``steps`` times per turn, then answering."""
+    return Stepping(steps, tool)
 
 
 @memoryd.tool
@@ -88,6 +111,18 @@ def in_threads(workers: int, fn: Callable[[int], None]) -> float:
     return time.perf_counter() - start
 
 
+WINDOW = int(os.environ.get("BENCH_WINDOW", "50"))
+
+
+def memory(store: memoryd.StoreHandle) -> Any:
+    """The instances' memory: the store, read through a window of the last ``WINDOW``
+    messages (as a long-lived agent reads it), so a run's cost does not grow with the
+    runs the benchmark made before it; ``BENCH_WINDOW=0`` reads the whole history."""
+    from memoryd.provider.default import DefaultProvider
+
+    return DefaultProvider(store, window=WINDOW) if WINDOW else store
+
+
 def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, float]:
     """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run."""
     data = tempfile.mkdtemp(prefix="bench-agents-")
@@ -98,7 +133,7 @@ def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, flo
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
                 llm=stepping(STEPS),
-                memory=store,
+                memory=memory(store),
                 tools=[step],
                 journal=agent_journal,
                 max_steps=STEPS + 1,

@@ -244,6 +244,11 @@ class Agent(SessionMethods):
         kept (to be resumed); another exception fails the run like any error."""
 
     @property
+    def keeps_journal(self) -> bool:
+        """True when the agent journals its runs' tool steps (so they can be resumed)."""
+        return self._journal is not None
+
+    @property
     def max_steps(self) -> int:
         """The most LLM calls one run may make."""
         return self.kernel.max_steps

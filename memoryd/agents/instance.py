@@ -9,14 +9,24 @@ boundary with its journal kept; the call stays in flight in the slot, and the ne
 incarnation resumes the run from its journal (or runs it again from its input when
 it had recorded nothing yet, so no tool ran), so the waiting caller gets that run's
 result.
+
+A call to a live instance with nothing queued or running runs in its caller's thread
+(`Instance.run_inline`), which saves the two thread hand-offs of a round trip through
+the actor: the caller borrows the instance's inbox, so the actor takes no message
+meanwhile (a kill or a shutdown waits there, and the run's step hook stops the run at
+its next step boundary as it would in the actor's thread), and calls arriving meanwhile
+queue up and are drained by the actor once the caller gives the inbox back. Such a run
+honours its caller's deadline at step boundaries: past it, the run is left to the
+actor, which resumes it from its journal, and the caller gets `CallTimeout` (an agent
+without a journal finishes the run in its caller's thread).
 """
 
 from __future__ import annotations
 
 import contextvars
 import enum
-import queue
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -25,10 +35,10 @@ from typing import Any, Protocol
 
 import pykka
 import structlog
-from pykka.messages import ProxyCall
 
 from memoryd.agent.agent import Agent, RunResult
 from memoryd.agent.memory import store_of
+from memoryd.agents.inbox import Inbox
 from memoryd.agents.lease import InstanceLease
 from memoryd.errors import RunInterrupted, UnknownRun
 from memoryd.store.handle import StoreHandle
@@ -45,7 +55,6 @@ call_chain: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
 first (an instance's own name last): a call to one of them would wait on itself."""
 
 _DRAIN = object()
-_CONTROL = {("_sv_kill",), ("_sv_shutdown",)}
 _RESULTS_KEPT = 256
 
 
@@ -101,6 +110,8 @@ class Slot:
         current: The call in flight (kept across a crash), or None.
         state: Where the instance is.
         ref: The live incarnation's actor, or None.
+        actor: The live incarnation itself (to run a call in its caller's thread), or None.
+        inline: True while ``current`` runs in its caller's thread.
         last_used: When a call last arrived or finished (the system's clock).
         lease: The instance lease, while held.
         results: Results of recent calls made with a request id, by run id.
@@ -116,6 +127,8 @@ class Slot:
     current: Call | None = None
     state: State = State.DOWN
     ref: pykka.ActorRef[Any] | None = None
+    actor: Instance | None = None
+    inline: bool = False
     last_used: float = 0.0
     lease: InstanceLease | None = None
     results: OrderedDict[str, RunResult] = field(default_factory=OrderedDict)
@@ -187,11 +200,18 @@ class Instance(SupervisedActor):
         slot: The instance's slot.
     """
 
+    actor_inbox: Inbox
+
+    @staticmethod
+    def _create_actor_inbox() -> Inbox:  # Pykka's hook for actor types' inboxes
+        return Inbox()
+
     def __init__(self, host: Host, slot: Slot) -> None:
         super().__init__(name=slot.name)
         self._host = host
         self._slot = slot
         self._agent: Agent | None = None
+        self._inline_deadline: float | None = None
 
     def init(self) -> None:
         """Build the agent, take the slot over and start draining it.
@@ -218,7 +238,7 @@ class Instance(SupervisedActor):
         agent.step_hook = self._step
         self._agent = agent
         with slot.mutex:
-            slot.ref, slot.state = self.actor_ref, State.LIVE
+            slot.ref, slot.actor, slot.state = self.actor_ref, self, State.LIVE
             slot.incarnations += 1
             again = slot.incarnations > 1
             in_flight = slot.current is not None
@@ -235,7 +255,7 @@ class Instance(SupervisedActor):
         slot = self._slot
         with slot.mutex:
             if slot.ref is not None and slot.ref.actor_urn == self.actor_urn:
-                slot.ref = None
+                slot.ref, slot.actor = None, None
                 if slot.state is State.LIVE:
                     slot.state = State.DOWN
 
@@ -251,6 +271,8 @@ class Instance(SupervisedActor):
         slot = self._slot
         while True:
             with slot.mutex:
+                if slot.inline:
+                    return  # a caller runs a call in its thread; it hands back what remains
                 call = slot.current
                 while call is None and slot.queue:
                     candidate = slot.queue.popleft()
@@ -259,20 +281,67 @@ class Instance(SupervisedActor):
                 slot.current = call
                 if call is None:
                     break
-            token = call_chain.set((*call.chain, slot.name))
             try:
-                result = self._execute(call)
+                self._run(call)
             except RunInterrupted:
                 return  # killed or shut down: the control message is next in the inbox
-            except Exception as exc:
-                call.future.set_exception(exc)
-            else:
-                call.future.set_result(result)
-            finally:
-                call_chain.reset(token)
             with slot.mutex:
                 slot.current = None
         self._host.finished(slot)
+
+    def run_inline(self, call: Call) -> bool:
+        """Run ``call`` in the caller's thread (the caller made it ``slot.current``, set
+        ``slot.inline`` and borrowed the inbox, all under ``slot.mutex``).
+
+        Returns:
+            True when the call's future is resolved; False when the run was left to
+            the actor (a kill or shutdown came, or the deadline passed at a step
+            boundary): the caller waits on the future.
+
+        Raises:
+            BaseException: What interrupted the caller's thread (``KeyboardInterrupt``):
+                the call is answered with it and not run again (a run it had journaled
+                stays pending, for recovery).
+        """
+        slot = self._slot
+        self._inline_deadline = call.deadline
+        finished = False
+        try:
+            self._run(call)
+            finished = True
+        except RunInterrupted:
+            pass
+        except BaseException as exc:
+            finished = True
+            if not call.future.done():
+                call.future.set_exception(exc)
+            raise
+        finally:
+            self._inline_deadline = None
+            with slot.mutex:
+                slot.inline = False
+                if finished:
+                    slot.current = None
+                else:
+                    nudge(slot)  # behind a kill or a shutdown, if one came, in the inbox
+            self.actor_inbox.give_back()
+        if finished:
+            self._host.finished(slot)
+        return finished
+
+    def _run(self, call: Call) -> None:
+        """Run one call and resolve its future (`RunInterrupted` goes through)."""
+        token = call_chain.set((*call.chain, self._slot.name))
+        try:
+            result = self._execute(call)
+        except RunInterrupted:
+            raise
+        except Exception as exc:
+            call.future.set_exception(exc)
+        else:
+            call.future.set_result(result)
+        finally:
+            call_chain.reset(token)
 
     def _execute(self, call: Call) -> RunResult:
         agent, slot = self._agent, self._slot
@@ -311,19 +380,20 @@ class Instance(SupervisedActor):
     # -- step boundaries --------------------------------------------------------------------
 
     def _step(self, run_id: str) -> None:
-        """The agent's step hook: stop the run here if this incarnation must go."""
-        if self._control_pending():
+        """The agent's step hook: stop the run here if this incarnation must go, or if
+        it runs in its caller's thread past the call's deadline."""
+        if self.actor_inbox.control_pending():
             raise RunInterrupted(
                 f"instance {self._slot.name!r} was stopped at a step boundary of run {run_id}"
             )
-
-    def _control_pending(self) -> bool:
-        """True when a kill or a shutdown waits in this actor's inbox."""
-        inbox = self.actor_inbox
-        if not isinstance(inbox, queue.Queue):
-            return False
-        with inbox.mutex:
-            return any(
-                isinstance(envelope.message, ProxyCall) and envelope.message.attr_path in _CONTROL
-                for envelope in inbox.queue
+        deadline = self._inline_deadline
+        if deadline is not None and time.monotonic() > deadline and self._resumable():
+            raise RunInterrupted(
+                f"run {run_id} of instance {self._slot.name!r} passed its caller's "
+                "deadline; the instance's own thread goes on with it"
             )
+
+    def _resumable(self) -> bool:
+        """True when the agent journals its runs, so its actor can take a run over
+        without calling a recorded tool again."""
+        return self._agent is not None and self._agent.keeps_journal

@@ -1,4 +1,10 @@
-"""How agent instances are named: registry names, conversation ids and derived run ids. Pure."""
+"""How agent instances are named: registry names, conversation ids and derived run ids. Pure.
+
+Every name an agent system registers (its supervisor ``"memoryd.agents/<system>"``, its
+instances ``"memoryd.agents/<system>/<type>/<key>"``) starts with `REGISTRY_PREFIX`, a
+prefix store names may not take (`memoryd.store.config.StoreConfig` refuses it), so a
+system never clashes with a store in the actor registry, whatever either is called.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,18 @@ from collections.abc import Iterable
 from memoryd import messages as msgs
 
 __all__ = [
+    "REGISTRY_PREFIX",
     "check_agent_types",
     "check_key",
     "conversation_id",
     "instance_name",
     "request_run_id",
     "split_conversation",
+    "system_name",
 ]
+
+REGISTRY_PREFIX = "memoryd.agents/"
+"""The start of every registered name of an agent system (reserved: no store takes it)."""
 
 
 def check_agent_types(names: Iterable[object]) -> tuple[str, ...]:
@@ -57,9 +68,14 @@ def conversation_id(agent_type: str, key: str) -> str:
     return f"{agent_type}/{key}"
 
 
+def system_name(system: str) -> str:
+    """The registered name of a system's supervisor: ``"memoryd.agents/<system>"``."""
+    return f"{REGISTRY_PREFIX}{system}"
+
+
 def instance_name(system: str, agent_type: str, key: str) -> str:
-    """An instance's registered name: ``"<system>/<type>/<key>"``."""
-    return f"{system}/{agent_type}/{key}"
+    """An instance's registered name: ``"memoryd.agents/<system>/<type>/<key>"``."""
+    return f"{REGISTRY_PREFIX}{system}/{agent_type}/{key}"
 
 
 def split_conversation(cid: str) -> tuple[str, str]:

@@ -18,7 +18,8 @@ from collections.abc import Callable
 import structlog
 
 from memoryd.agents.instance import Host, Instance, Slot, State, nudge
-from memoryd.errors import CallTimeout
+from memoryd.agents.naming import system_name
+from memoryd.errors import AgentSystemStopped, CallTimeout
 from supervisors import (
     ChildSpec,
     ChildSpecError,
@@ -69,6 +70,33 @@ class Placement:
         self._live: dict[str, Slot] = {}
         self._activating = threading.Lock()
         self._wake = threading.Condition()
+        self._waiting = 0
+        self._reaper_stop = threading.Event()
+        self._reaper: threading.Thread | None = None
+
+    def start_reaper(self, *, lease_s: float) -> None:
+        """Start the thread that calls `passivate_idle` periodically (often enough to
+        renew instance leases of ``lease_s`` in time)."""
+        tick = min(max(self.idle_after_s / 4, 0.01), 1.0, lease_s / 4)
+
+        def reap() -> None:
+            while not self._reaper_stop.wait(tick):
+                try:
+                    self.passivate_idle()
+                except Exception as exc:  # the store may be restarting: try next tick
+                    log.warning("agent_reaper_failed", system=self.name, error=repr(exc))
+
+        self._reaper = threading.Thread(
+            target=reap, name=f"memoryd-agents-{self.name}", daemon=True
+        )
+        self._reaper.start()
+
+    def stop_reaper(self) -> None:
+        """Stop the reaper thread and wake whoever waits for room."""
+        self._reaper_stop.set()
+        self.wake()
+        if self._reaper is not None and self._reaper is not threading.current_thread():
+            self._reaper.join(10.0)
 
     def live(self) -> list[Slot]:
         """The live slots (and those being restarted)."""
@@ -83,28 +111,42 @@ class Placement:
 
     def wake(self) -> None:
         """Wake whoever waits for room or for a restart."""
-        with self._wake:
-            self._wake.notify_all()
+        if self._waiting:  # read without the lock: a waiter looks again within 50 ms
+            with self._wake:
+                self._wake.notify_all()
 
     def _supervisor(self) -> DynamicSupervisor:
-        ref = whereis(self.name)
+        ref = whereis(system_name(self.name))
         if ref is None:
-            raise RuntimeError(
+            raise AgentSystemStopped(
                 f"agent system {self.name!r} is not running (stopped, or memoryd was shut "
                 "down); start a new one"
             )
-        return DynamicSupervisor(ref, name=self.name, call_timeout_s=120.0)
+        return DynamicSupervisor(ref, name=system_name(self.name), call_timeout_s=120.0)
+
+    def reactivate_busy(self, timeout_s: float) -> None:
+        """After the system's supervisor was restarted, activate again the instances
+        that had calls waiting or running (each within ``timeout_s``)."""
+        for slot in self.take_all():
+            with slot.mutex:
+                busy = not slot.idle
+            if busy:
+                try:
+                    self.ensure_live(slot, time.monotonic() + timeout_s)
+                except Exception as exc:
+                    log.error("instance_reactivation_failed", instance=slot.name, error=repr(exc))
 
     def ensure_live(self, slot: Slot, deadline: float) -> None:
         """Make sure a live incarnation drains ``slot``: activate it, making room first.
 
         Raises:
+            AgentSystemStopped: The system is stopped.
             CallTimeout: No room (every live instance busy) or no restart within the deadline.
             Exception: The instance failed to start (its factory raised, for example).
         """
         while True:
             if self._stopped():
-                raise RuntimeError(f"agent system {self.name!r} is stopped")
+                raise AgentSystemStopped(f"agent system {self.name!r} is stopped")
             with self._activating:
                 with slot.mutex:
                     if nudge(slot):
@@ -121,7 +163,11 @@ class Placement:
                     f"instance {slot.name!r} was not live in time ({why}); call again later"
                 )
             with self._wake:
-                self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self._waiting += 1
+                try:
+                    self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                finally:
+                    self._waiting -= 1
 
     def _activate(self, slot: Slot) -> None:
         """Start an incarnation of ``slot`` (holding ``_activating``)."""
@@ -160,13 +206,13 @@ class Placement:
             if not slot.idle or slot.state is not State.LIVE:
                 return False
             slot.state = State.STOPPING
-        with contextlib.suppress(KeyError, SupervisorError, RuntimeError):  # already gone
+        with contextlib.suppress(KeyError, SupervisorError, AgentSystemStopped, RuntimeError):
             self._supervisor().terminate_child(slot.name)
         if slot.lease is not None:
             slot.lease.release()
             slot.lease = None
         with slot.mutex:
-            slot.state, slot.ref = State.DOWN, None
+            slot.state, slot.ref, slot.actor = State.DOWN, None, None
             slot.incarnations = 0
             retire = slot.idle
             if retire:

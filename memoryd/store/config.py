@@ -48,6 +48,11 @@ class StoreConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a store name must be a non-empty str, not {self.name!r}")
+        if self.name.startswith("memoryd.agents/"):
+            raise ValueError(
+                f"store name {self.name!r} starts with 'memoryd.agents/', which is reserved "
+                "for the actors of agent systems; choose another name"
+            )
         check_int(self.max_message_bytes, "max_message_bytes", 1)
         check_int(self.max_batch, "max_batch", 1)
         linger = self.max_linger_s

@@ -13,7 +13,7 @@ import pytest
 
 import memoryd
 import supervisors
-from memoryd import CallTimeout, Overloaded, UnknownAgent
+from memoryd import AgentSystemStopped, CallTimeout, Overloaded, UnknownAgent
 from memoryd.agents import AgentSystem
 from tests.agents._agents import Gate, echo_model, factory, note_tool, stepping_model
 from tests.helpers import Worker, wait_until
@@ -48,8 +48,8 @@ def test_an_instance_is_activated_on_its_first_call_and_registered(
     reply = system.call("echo", "alice", "hi")
     assert reply.text == "echo: hi"
     assert reply.conversation_id == "echo/alice"
-    assert [i.name for i in system.instances()] == ["crew/echo/alice"]
-    assert supervisors.whereis("crew/echo/alice") is not None
+    assert [i.name for i in system.instances()] == ["memoryd.agents/crew/echo/alice"]
+    assert supervisors.whereis("memoryd.agents/crew/echo/alice") is not None
     assert [m["content"] for m in store.get("echo/alice")] == ["hi", "echo: hi"]
 
 
@@ -318,7 +318,7 @@ def test_a_call_cycle_on_one_instance_fails_fast(
     system = start(systems, {"self": narcissus}, store=store, name="loop")
     holder["system"] = system
     reply = system.call("self", "k", "go", timeout=10)
-    assert "call cycle: loop/self/k -> loop/self/k" in reply.text
+    assert "call cycle: memoryd.agents/loop/self/k -> memoryd.agents/loop/self/k" in reply.text
 
 
 def test_acall_does_not_block_the_event_loop(
@@ -382,9 +382,9 @@ def test_stop_fails_the_waiting_callers_and_refuses_new_calls(
     wait_until(lambda: ref.actor_inbox.qsize() > 0)  # type: ignore[attr-defined]
     gate.release.set()
     stopper.outcome()
-    with pytest.raises(RuntimeError, match="stopped"):
+    with pytest.raises(AgentSystemStopped, match="stopped"):
         running.outcome()
-    with pytest.raises(RuntimeError, match="stopped"):
+    with pytest.raises(AgentSystemStopped, match="stopped"):
         system.call("w", "k", "more")
     (pending,) = system.pending_runs()  # the interrupted run stays resumable
     assert pending.conversation_id == "w/k" and log == ["0"]

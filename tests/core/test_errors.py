@@ -15,8 +15,10 @@ import pytest
 import memoryd
 from memoryd import errors
 from memoryd.errors import (
+    AgentSystemStopped,
     AlreadyStarted,
     AuthenticationError,
+    CallCycle,
     CallTimeout,
     ConflictError,
     CorruptRecord,
@@ -70,6 +72,8 @@ PARENTS = {
     UnknownAgent: (MemorydError, LookupError),
     Overloaded: (MemorydError,),
     CallTimeout: (MemorydError, TimeoutError),
+    CallCycle: (MemorydError,),
+    AgentSystemStopped: (MemorydError,),
     SchemaError: (MemorydError, ValueError),
     ExtractionError: (MemorydError, ValueError),
     DenseUnavailable: (MemorydError, ImportError),

@@ -1,0 +1,152 @@
+"""Calls: how a call reaches its agent instance and how its result reaches the caller.
+
+`Calls.call` runs a call to a live, idle instance in the caller's thread (activating
+the instance first when it is down), and otherwise queues it on the instance's mailbox
+and waits for the instance's actor to answer, within the call's deadline. `Calls.acall`
+always goes through the actor, so an event loop never runs a turn. `Calls.resume`
+queues a pending run found by recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import structlog
+
+from memoryd.agent.agent import RunResult
+from memoryd.agent.journal import RunRecord
+from memoryd.agents import naming
+from memoryd.agents.instance import Call, Slot, State
+from memoryd.agents.mailbox import Mailboxes, Placed
+from memoryd.agents.options import positive
+from memoryd.agents.placement import Placement
+from memoryd.errors import AgentSystemStopped, CallTimeout
+
+__all__ = ["Calls"]
+
+log = structlog.get_logger(__name__)
+
+
+class Calls:
+    """The call path of one agent system.
+
+    Args:
+        mailboxes: The system's mailboxes.
+        placement: The system's placement (activations).
+        call_timeout_s: The default deadline of a call.
+    """
+
+    def __init__(
+        self, mailboxes: Mailboxes, placement: Placement, *, call_timeout_s: float
+    ) -> None:
+        self._mailboxes = mailboxes
+        self._placement = placement
+        self.call_timeout_s = call_timeout_s
+
+    def deadline(self, timeout: float | None) -> float:
+        """The ``time.monotonic()`` deadline of a call with ``timeout`` (None: the default).
+
+        Raises:
+            ValueError: ``timeout`` is not a finite number > 0.
+        """
+        if timeout is None:
+            return time.monotonic() + self.call_timeout_s
+        positive(timeout, "timeout")
+        return time.monotonic() + timeout
+
+    def call(
+        self,
+        agent_type: str,
+        key: str,
+        input: Any,
+        *,
+        request_id: str | None,
+        timeout: float | None,
+    ) -> RunResult:
+        """`AgentSystem.call`: the run in this thread when the instance is live and idle."""
+        deadline = self.deadline(timeout)
+        self._mailboxes.check(agent_type, key)
+        slot = self._mailboxes.slot(agent_type, key)
+        if slot.state is State.DOWN and slot.idle:
+            self._placement.ensure_live(slot, deadline)  # so the first call runs here too
+        slot, call, placed = self._mailboxes.submit(
+            agent_type, key, input, request_id, deadline, inline=True, checked=True
+        )
+        if placed is Placed.INLINE:
+            actor = slot.actor
+            assert actor is not None
+            if actor.run_inline(call):
+                return call.future.result()
+        elif placed is Placed.DOWN:
+            self._activate(slot, call, deadline)
+        return self._wait(slot, call, deadline)
+
+    async def acall(
+        self,
+        agent_type: str,
+        key: str,
+        input: Any,
+        *,
+        request_id: str | None,
+        timeout: float | None,
+    ) -> RunResult:
+        """`AgentSystem.acall`: through the instance's actor, never blocking the loop."""
+        deadline = self.deadline(timeout)
+        slot, call, placed = self._mailboxes.submit(agent_type, key, input, request_id, deadline)
+        if placed is Placed.DOWN:
+            try:
+                await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
+            except BaseException:
+                self._mailboxes.withdraw(slot, call)
+                raise
+        try:
+            return await asyncio.wait_for(
+                asyncio.wrap_future(call.future), max(0.0, deadline - time.monotonic())
+            )
+        except CallTimeout:
+            raise
+        except TimeoutError:
+            raise self._mailboxes.timed_out(slot, call) from None
+
+    def resume(self, record: RunRecord) -> Future[RunResult]:
+        """Queue the resumption of a pending run on its instance and activate it.
+
+        Returns:
+            The future of the run's result (or of the error that kept it from starting).
+
+        Raises:
+            AgentSystemStopped: The system stopped.
+        """
+        agent_type, key = naming.split_conversation(record.conversation_id)
+        slot, call, placed = self._mailboxes.submit(
+            agent_type, key, None, None, float("inf"), resume=record.run_id
+        )
+        if placed is Placed.DOWN:
+            try:
+                self._placement.ensure_live(slot, time.monotonic() + 3600.0)
+            except AgentSystemStopped:
+                raise
+            except Exception as exc:
+                self._mailboxes.withdraw(slot, call)
+                if not call.future.done():
+                    call.future.set_exception(exc)
+                log.error("run_recovery_failed", run_id=record.run_id, error=repr(exc))
+        return call.future
+
+    def _activate(self, slot: Slot, call: Call, deadline: float) -> None:
+        try:
+            self._placement.ensure_live(slot, deadline)
+        except BaseException:
+            self._mailboxes.withdraw(slot, call)
+            raise
+
+    def _wait(self, slot: Slot, call: Call, deadline: float) -> RunResult:
+        try:
+            return call.future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except CallTimeout:
+            raise
+        except TimeoutError:
+            raise self._mailboxes.timed_out(slot, call) from None
