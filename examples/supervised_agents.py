@@ -97,7 +97,7 @@ def main(data: str) -> None:
     editing = threading.Thread(target=lambda: result.update(r=system.call("editor", "ed", "go")))
     editing.start()
     search_started.wait(10.0)
-    supervisors.kill("memoryd.agents/crew/researcher/ed")  # honoured at the run's next step boundary
+    supervisors.kill("crew/researcher/ed")  # honoured at the run's next step boundary
     search_may_finish.set()
     editing.join(30.0)
     print("editor:", result["r"].text)

@@ -37,7 +37,7 @@ class InstanceInfo:
     Attributes:
         agent_type: Its agent type.
         key: Its key.
-        name: Its registered name ``"memoryd.agents/<system>/<type>/<key>"``.
+        name: Its registered name ``"<system>/<type>/<key>"``.
         conversation_id: Its conversation ``"<type>/<key>"``.
         queued: Calls waiting in its mailbox.
         running: True while it runs a call (in its own thread or in its caller's).

@@ -1,9 +1,12 @@
 """How agent instances are named: registry names, conversation ids and derived run ids. Pure.
 
-Every name an agent system registers (its supervisor ``"memoryd.agents/<system>"``, its
-instances ``"memoryd.agents/<system>/<type>/<key>"``) starts with `REGISTRY_PREFIX`, a
-prefix store names may not take (`memoryd.store.config.StoreConfig` refuses it), so a
-system never clashes with a store in the actor registry, whatever either is called.
+An instance registers as ``"<system>/<type>/<key>"`` (DESIGN §3.7), so
+``supervisors.kill("crew/researcher/user-42")`` reaches it. The system's own supervisor
+registers as ``"memoryd.agents/<system>"``, under `REGISTRY_PREFIX`, a prefix store names
+may not take (`memoryd.store.config.StoreConfig` refuses it): a system named like a store
+never clashes with it. An instance's name holds two ``/`` after the system's name, which
+no store name the application starts is expected to share; if one does, activating that
+instance raises `AlreadyStarted` naming it.
 """
 
 from __future__ import annotations
@@ -74,8 +77,8 @@ def system_name(system: str) -> str:
 
 
 def instance_name(system: str, agent_type: str, key: str) -> str:
-    """An instance's registered name: ``"memoryd.agents/<system>/<type>/<key>"``."""
-    return f"{REGISTRY_PREFIX}{system}/{agent_type}/{key}"
+    """An instance's registered name: ``"<system>/<type>/<key>"``."""
+    return f"{system}/{agent_type}/{key}"
 
 
 def split_conversation(cid: str) -> tuple[str, str]:

@@ -7,14 +7,14 @@ reply = system.call("researcher", "user-42", "Find X", request_id="req-1")
 
 An instance is activated on its first call, as a child of the system's dynamic
 supervisor (itself a child of memoryd's application tree); its conversation is
-``"<type>/<key>"``. The supervisor registers as ``"memoryd.agents/<system>"`` and each
-instance as ``"memoryd.agents/<system>/<type>/<key>"``: names under the
-``memoryd.agents/`` prefix, which no store may take, so a system never clashes with a
-store in the actor registry. Calls to one instance run one at a time in arrival
-order; instances run concurrently; a call to a live, idle instance runs in its
-caller's thread. Idle instances are passivated after ``idle_after_s`` and at most
-``max_active`` are live (least recently used passivated first); a full mailbox
-refuses a call at once (`Overloaded`) and every call has a deadline (`CallTimeout`).
+``"<type>/<key>"``. Each instance registers as ``"<system>/<type>/<key>"`` and the
+system's supervisor as ``"memoryd.agents/<system>"``, a prefix no store may take, so a
+system named like a store never clashes with it (see `memoryd.agents.naming`). Calls to
+one instance run one at a time in arrival order; instances run concurrently; a call to a
+live, idle instance runs in its caller's thread. Idle instances are passivated after
+``idle_after_s`` and at most ``max_active`` are live (least recently used passivated
+first); a full mailbox refuses a call at once (`Overloaded`) and every call has a
+deadline (`CallTimeout`).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class AgentSystem:
             store: Where instances keep their conversations (default: the default store).
             name: The system's name; its supervisor registers as
                 ``"memoryd.agents/<name>"``, its instances as
-                ``"memoryd.agents/<name>/<type>/<key>"``.
+                ``"<name>/<type>/<key>"``.
             idle_after_s: Passivate an instance idle this long.
             max_active: The most instances live at once.
             mailbox: The most calls waiting on one instance; more are refused.

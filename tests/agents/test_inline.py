@@ -128,13 +128,13 @@ def test_a_run_in_the_callers_thread_past_its_deadline_is_left_to_the_instance(
 
 
 def test_a_system_and_a_store_of_one_name_do_not_clash(systems: list[AgentSystem]) -> None:
-    """A system named like a running store starts: its names are under memoryd.agents/."""
+    """A system named like a running store starts: its supervisor is under memoryd.agents/."""
     name = f"same-{uuid.uuid4().hex[:8]}"
     store = memoryd.EphemeralStore.start(name=name)
     system = start(systems, {"echo": factory(store, echo_model)}, store=store, name=name)
     assert system.call("echo", "k", "hi").text == "echo: hi"
     assert supervisors.whereis(f"memoryd.agents/{name}") is not None
-    assert supervisors.whereis(f"memoryd.agents/{name}/echo/k") is not None
+    assert supervisors.whereis(f"{name}/echo/k") is not None
     assert memoryd.whereis(name) is not None
 
 

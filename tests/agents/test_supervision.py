@@ -60,7 +60,7 @@ def test_a_killed_instance_resumes_the_run_and_the_caller_gets_its_result(
     system = start(systems, agents, store=store, name="crew")
     caller = Worker(lambda: system.call("w", "k", "job"))
     caller.start()
-    kill_during_step(system, gate, "memoryd.agents/crew/w/k")
+    kill_during_step(system, gate, "crew/w/k")
     reply = caller.outcome()
     assert reply.text == "done 4 for job"
     assert log == ["0", "1", "2", "3"]
@@ -94,7 +94,7 @@ def test_a_run_killed_before_its_first_tool_step_runs_again_from_its_input(
     system = start(systems, agents, store=store, name="crew")
     caller = Worker(lambda: system.call("w", "k", "job"))
     caller.start()
-    kill_during_step(system, gate, "memoryd.agents/crew/w/k")
+    kill_during_step(system, gate, "crew/w/k")
     assert caller.outcome().text == "done 2"
     assert asked == [0, 0, 1, 2] and log == ["0", "1"]
     assert len(store.events("w/k")) == 1
@@ -113,7 +113,7 @@ def test_calls_queued_behind_a_killed_run_are_answered_by_the_next_incarnation(
     second = Worker(lambda: system.call("w", "k", "second"))
     second.start()
     wait_until(lambda: system.instances()[0].queued == 1)
-    kill_during_step(system, gate, "memoryd.agents/crew/w/k")
+    kill_during_step(system, gate, "crew/w/k")
     assert first.outcome().text == "done 2 for first"
     gate.release.set()
     assert second.outcome().text == "done 2 for second"
@@ -129,7 +129,7 @@ def test_an_idle_instance_killed_is_restarted_and_keeps_answering(
     agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log))}
     system = start(systems, agents, store=store, name="crew")
     system.call("w", "k", "one")
-    name = "memoryd.agents/crew/w/k"
+    name = "crew/w/k"
     old = supervisors.whereis(name)
     assert supervisors.kill(name)
     wait_until(lambda: (ref := supervisors.whereis(name)) is not None and ref is not old)
@@ -149,7 +149,7 @@ def test_past_the_restart_intensity_the_system_supervisor_is_restarted_and_work_
     first_supervisor = supervisors.whereis("memoryd.agents/crew")
     caller = Worker(lambda: system.call("w", "k", "job"))
     caller.start()
-    kill_during_step(system, gate, "memoryd.agents/crew/w/k")
+    kill_during_step(system, gate, "crew/w/k")
     assert caller.outcome().text == "done 3 for job"
     assert log == ["0", "1", "2"]
     assert system.stats()["escalations"] == 1

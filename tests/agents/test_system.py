@@ -48,8 +48,8 @@ def test_an_instance_is_activated_on_its_first_call_and_registered(
     reply = system.call("echo", "alice", "hi")
     assert reply.text == "echo: hi"
     assert reply.conversation_id == "echo/alice"
-    assert [i.name for i in system.instances()] == ["memoryd.agents/crew/echo/alice"]
-    assert supervisors.whereis("memoryd.agents/crew/echo/alice") is not None
+    assert [i.name for i in system.instances()] == ["crew/echo/alice"]
+    assert supervisors.whereis("crew/echo/alice") is not None
     assert [m["content"] for m in store.get("echo/alice")] == ["hi", "echo: hi"]
 
 
@@ -318,7 +318,7 @@ def test_a_call_cycle_on_one_instance_fails_fast(
     system = start(systems, {"self": narcissus}, store=store, name="loop")
     holder["system"] = system
     reply = system.call("self", "k", "go", timeout=10)
-    assert "call cycle: memoryd.agents/loop/self/k -> memoryd.agents/loop/self/k" in reply.text
+    assert "call cycle: loop/self/k -> loop/self/k" in reply.text
 
 
 def test_acall_does_not_block_the_event_loop(
