@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "sdk-suite")
     parser.add_argument("-k", default="", help="pytest -k expression")
     args = parser.parse_args(argv)
+    args.work = args.work.resolve()  # the tests run from the source folder, not from here
     args.work.mkdir(parents=True, exist_ok=True)
     source = fetch(args.work)
     env = dict(os.environ)
