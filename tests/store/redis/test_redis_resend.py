@@ -169,9 +169,7 @@ def test_an_add_whose_server_was_killed_after_it_ran_is_stored_once(rig: Rig) ->
 
 
 @pytest.mark.parametrize("then", ["flush", "restart"])
-def test_a_pop_whose_reply_was_lost_removes_one_message_and_returns_it(
-    rig: Rig, then: str
-) -> None:
+def test_a_pop_whose_reply_was_lost_removes_one_message_and_returns_it(rig: Rig, then: str) -> None:
     """pop, reply lost, resent after a flush or a restart: one popped event; the popped
     message is the one the first send removed, not the one before it."""
     store, c = rig.store, rig.cid("c")
