@@ -134,7 +134,7 @@ def redis_kills(kills: int, seed: int, tmp: Path) -> dict[str, object]:
 
     server = RedisServer(tmp / "redis").start()
     try:
-        result = run(server, kills=kills, writers=4, seed=seed)
+        result = run([server], kills=kills, writers=4, seed=seed)
     finally:
         server.stop()
         memoryd.shutdown()
