@@ -21,7 +21,14 @@ import redis
 
 from tests.helpers import wait_until
 
-__all__ = ["LossyProxy", "RedisCluster", "RedisServer", "free_port", "require_binaries"]
+__all__ = [
+    "LossyProxy",
+    "RedisCluster",
+    "RedisServer",
+    "cluster_ok",
+    "free_port",
+    "require_binaries",
+]
 
 _CLUSTER_OPTIONS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
@@ -82,6 +89,10 @@ class RedisServer:
         self.extra = extra
         self.durable = durable
         self.process: subprocess.Popen[bytes] | None = None
+        self.joined = False
+        """Set once the node is part of a `RedisCluster`: a restart then also waits
+        until the node reports ``cluster_state:ok`` (a restarted master refuses writes
+        with CLUSTERDOWN for its first two seconds)."""
 
     @property
     def url(self) -> str:
@@ -109,7 +120,8 @@ class RedisServer:
             client.close()
 
     def start(self) -> RedisServer:
-        """Start the server and wait until it answers PING (and has loaded its AOF)."""
+        """Start the server and wait until it answers PING (and has loaded its AOF);
+        a Cluster node that had joined its cluster, until it reports the cluster ok."""
         args = [
             "redis-server",
             "--port", str(self.port),
@@ -135,6 +147,13 @@ class RedisServer:
 
         try:
             wait_until(answers, timeout=20, interval=0.02, message="redis-server did not start")
+            if self.joined:
+                wait_until(
+                    lambda: cluster_ok(client),
+                    timeout=30,
+                    interval=0.05,
+                    message=f"the restarted cluster node {self.port} did not report ok",
+                )
         finally:
             client.close()
         return self
@@ -161,18 +180,41 @@ class RedisServer:
         self.kill()
 
 
+def cluster_ok(client: redis.Redis) -> bool:
+    """True when the node ``client`` talks to reports ``cluster_state:ok``."""
+    try:
+        info = client.execute_command("CLUSTER", "INFO")
+    except (redis.ConnectionError, redis.BusyLoadingError):
+        return False
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    return "cluster_state:ok" in text
+
+
 class RedisCluster:
     """A Redis Cluster on loopback: three masters, and ``replicas`` replicas of each.
+
+    With ``lossy``, the last node is reached through a `LossyProxy`: the node announces
+    the proxy's port as its own (``cluster-announce-port``; its cluster bus stays on
+    its own port + 10000), so ``CLUSTER SLOTS`` and every ``MOVED`` name the proxy and
+    each client connection to that node passes through it. The tests' own clients
+    (`RedisServer.client`) still reach the node directly.
 
     Args:
         directory: one sub-directory per node is created under it.
         masters: how many masters share the slots.
         replicas: how many replicas each master gets (``--cluster-replicas``).
         node_timeout_ms: how long a node may be silent before it is failed over.
+        lossy: put a `LossyProxy` in front of the last node (`proxy`, `lossy_node`).
     """
 
     def __init__(
-        self, directory: Path, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000
+        self,
+        directory: Path,
+        masters: int = 3,
+        replicas: int = 0,
+        node_timeout_ms: int = 5000,
+        *,
+        lossy: bool = False,
     ) -> None:
         self.replicas = replicas
         options = (*_CLUSTER_OPTIONS, "--cluster-node-timeout", str(node_timeout_ms))
@@ -180,6 +222,23 @@ class RedisCluster:
             RedisServer(directory / f"node-{i}", extra=options)
             for i in range(masters * (1 + replicas))
         ]
+        self.proxy: LossyProxy | None = None
+        if lossy:
+            node = self.nodes[-1]
+            self.proxy = LossyProxy(node.port)
+            node.extra = (
+                *options,
+                "--cluster-announce-ip", "127.0.0.1",
+                "--cluster-announce-port", str(self.proxy.port),
+                "--cluster-announce-bus-port", str(node.port + 10000),
+            )  # fmt: skip
+
+    @property
+    def lossy_node(self) -> RedisServer:
+        """The node behind `proxy` (the cluster must have been made with ``lossy``)."""
+        if self.proxy is None:
+            raise AssertionError("this cluster has no lossy node: make it with lossy=True")
+        return self.nodes[-1]
 
     @property
     def url(self) -> str:
@@ -203,15 +262,15 @@ class RedisCluster:
             for node in self.nodes:
                 client = node.client()
                 try:
-                    info = client.execute_command("CLUSTER", "INFO")
+                    if not cluster_ok(client):
+                        return False
                 finally:
                     client.close()
-                text = info.decode() if isinstance(info, bytes) else str(info)
-                if "cluster_state:ok" not in text:
-                    return False
             return True
 
         wait_until(all_ok, timeout=30, interval=0.05, message="the cluster did not become ok")
+        for node in self.nodes:
+            node.joined = True
         if self.replicas:
             # Connected is not enough: WAIT counts only replicas past their first sync.
             wait_until(
@@ -236,6 +295,9 @@ class RedisCluster:
         return True
 
     def _by_port(self, port: int) -> RedisServer:
+        """The node on ``port``, or announced there (the lossy node's proxy)."""
+        if self.proxy is not None and port == self.proxy.port:
+            return self.lossy_node
         return next(node for node in self.nodes if node.port == port)
 
     def shard_of(self, key: str) -> tuple[RedisServer, list[RedisServer]]:
@@ -267,7 +329,9 @@ class RedisCluster:
                 node.flush()
 
     def stop(self) -> None:
-        """Kill every node."""
+        """Kill every node (and close the lossy node's proxy)."""
+        if self.proxy is not None:
+            self.proxy.close()
         for node in self.nodes:
             node.stop()
 
@@ -307,6 +371,12 @@ class LossyProxy:
         with self._lock:
             self.lost.clear()
             self._armed = (marker, then)
+
+    def disarm(self) -> None:
+        """Forget a `lose_reply_to` that has not fired (between tests sharing the proxy)."""
+        with self._lock:
+            self._armed = None
+        self.lost.clear()
 
     def close(self) -> None:
         """Stop accepting and close every connection."""

@@ -4,9 +4,10 @@
 
 Suites: injected actor crashes, 8-client histories with kills, random I/O faults
 under libfiu, the hypothesis state machine, corruption trials (bits flipped and pages
-zeroed in a data file), redis-server SIGKILLed under unkeyed Redis writes (needs
-redis-server on PATH), a real daemon on a full disk (``daemon`` in ``--skip`` skips
-both daemon rows) and on a disk failing 5 % of its writes for 60 s, a
+zeroed in a data file), redis-server SIGKILLed under unkeyed Redis writes, alone and
+as a Cluster's masters (needs redis-server on PATH; ``redis`` in ``--skip`` skips both),
+a real daemon on a full disk (``daemon`` in ``--skip`` skips both daemon rows) and on a
+disk failing 5 % of its writes for 60 s, a
 pre-authentication flood of a real daemon (thousands of TCP connections that never
 finish their heads, while Unix-socket clients must be served throughout), and the FUSE
 power-loss run with its two negative controls (which must report losses). Exits 1 on
@@ -125,21 +126,32 @@ def io_faults(cycles: int, seed: int, tmp: Path) -> dict[str, object]:
     return {"cycles": cycles, **totals, "duplicated": 0, "ok": ok}
 
 
-def redis_kills(kills: int, seed: int, tmp: Path) -> dict[str, object]:
-    """4 writers adding and popping without idempotency keys through ``kills`` SIGKILLs
-    of redis-server (appendfsync always), each message audited by its id."""
+def redis_kills(kills: int, seed: int, tmp: Path, *, cluster: bool = False) -> dict[str, object]:
+    """Writers adding and popping without idempotency keys through ``kills`` SIGKILLs of
+    redis-server (appendfsync always), each message audited by its id: 4 writers on one
+    server, or 6 on a three-master Cluster whose masters are killed in random turn."""
     import memoryd
-    from tests.redis_servers import RedisServer
+    from tests.redis_servers import RedisCluster, RedisServer
     from tools.reliability.redis_kills import run
 
-    server = RedisServer(tmp / "redis").start()
+    label = "redis cluster kills" if cluster else "redis kills"
+    target = RedisCluster(tmp / "redis-cluster") if cluster else RedisServer(tmp / "redis")
+    target.start()
+    servers = target.nodes if isinstance(target, RedisCluster) else [target]
     try:
-        result = run(server, kills=kills, writers=4, seed=seed)
+        result = run(
+            servers,
+            cluster=cluster,
+            kills=kills,
+            writers=6 if cluster else 4,
+            seed=seed,
+            call_timeout_s=8.0 if cluster else 5.0,
+        )
     finally:
-        server.stop()
+        target.stop()
         memoryd.shutdown()
     for line in result.problems[:3]:
-        print("redis kills:", line)
+        print(f"{label}:", line)
     return {
         "cycles": result.kills,
         "operations": result.operations,
@@ -341,6 +353,10 @@ def main() -> None:
             (
                 "Redis kill -9 with unkeyed writes (0 duplicates)",
                 lambda: redis_kills(int(100 * s), args.seed, tmp),
+            ),
+            (
+                "Redis Cluster kill -9, unkeyed writes",
+                lambda: redis_kills(max(1, int(30 * s)), args.seed, tmp, cluster=True),
             ),
             ("daemon disk full", lambda: daemon_disk_full(tmp)),
             ("daemon flaky disk 5 % EIO", lambda: daemon_flaky_disk(60.0 * s, tmp)),

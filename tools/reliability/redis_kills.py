@@ -8,6 +8,12 @@ A write in flight at a kill is resent by the store once Redis is back (the scrip
 cache is empty then, so it is planned again); its caller gets an answer, or
 `memoryd.StoreUnavailable` (outcome unknown) if Redis stayed away too long.
 
+On a Redis Cluster (``cluster=True``, the servers its masters) each kill picks one
+master at random; it is restarted with its ``nodes.conf`` and rejoins, and the next
+kill waits until it serves its slots again (a restarted master refuses writes for two
+seconds). The writes of the conversations on the other masters go on meanwhile, in
+the same batches.
+
 `audit` then reads each conversation's event log and counts, with the writers' own
 record of what they sent and what was acknowledged:
 
@@ -17,7 +23,8 @@ record of what they sent and what was acknowledged:
   ``popped`` events no pop call accounts for (each acknowledged pop accounts for the
   event holding the message it returned, each failed pop for at most one more);
 * **problems**: anything else (a message no writer sent, a pop that returned a
-  message it did not remove).
+  message it did not remove, a call that failed with anything but
+  `memoryd.StoreUnavailable`: its writer stops there).
 """
 
 from __future__ import annotations
@@ -59,6 +66,9 @@ class WriterLog:
     """What each acknowledged pop returned (the message's id, None when empty)."""
     failed_adds: int = 0
     failed_pops: int = 0
+    error: str | None = None
+    """The error that stopped the writer: a call failed with anything but
+    `memoryd.StoreUnavailable` (the store crashed, or refused the write)."""
 
 
 @dataclass(slots=True)
@@ -94,6 +104,8 @@ def audit(logs: Sequence[WriterLog], events: Mapping[str, Sequence[Any]]) -> Aud
                 popped.update(ids)
         out.operations += len(log.tried) + len(log.popped) + log.failed_pops
         out.acknowledged += len(log.added) + len(log.popped)
+        if log.error is not None:
+            out.problems.append(f"{log.cid}: a call failed: {log.error}")
         out.duplicated += sum(n - 1 for n in appended.values() if n > 1)
         out.lost += sum(1 for key in log.added if key not in appended)
         strangers = set(appended) - log.tried
@@ -112,6 +124,13 @@ def audit(logs: Sequence[WriterLog], events: Mapping[str, Sequence[Any]]) -> Aud
 
 
 def _writer(store: Any, log: WriterLog, stop: threading.Event, seed: int) -> None:
+    try:
+        _write(store, log, stop, seed)
+    except Exception as exc:  # reported by the audit as a problem
+        log.error = repr(exc)
+
+
+def _write(store: Any, log: WriterLog, stop: threading.Event, seed: int) -> None:
     rng = random.Random(seed)
     serial = 0
     while not stop.is_set():
@@ -135,25 +154,39 @@ def _writer(store: Any, log: WriterLog, stop: threading.Event, seed: int) -> Non
 
 
 def run(
-    server: Server,
+    servers: Sequence[Server],
     *,
     kills: int,
+    cluster: bool = False,
     writers: int = 4,
     seed: int = 0,
     call_timeout_s: float = 5.0,
     prefix: str = "kill9",
 ) -> Audit:
-    """Run ``writers`` unkeyed writers through ``kills`` SIGKILLs of ``server`` (running),
+    """Run ``writers`` unkeyed writers through ``kills`` SIGKILLs of ``servers`` (running),
     then audit every conversation.
 
-    Between kills the server runs 20 to 300 ms; it is down 0 to 200 ms.
+    Args:
+        servers: the one redis-server, or a Cluster's masters; the store connects to
+            the first (a Cluster client finds the others), each kill picks one.
+        kills: how many SIGKILLs (each followed by a restart on the same data).
+        cluster: the servers are a Redis Cluster's masters.
+        writers: writer threads, each on a conversation of its own.
+        seed: seeds the kills' timing and choice, and the writers' choices.
+        call_timeout_s: the store's call timeout.
+        prefix: the store's key prefix.
+
+    Between kills a server runs 20 to 300 ms (after it started, or on a Cluster after
+    it reported the cluster ok); it is down 0 to 200 ms.
     """
+    if not servers:
+        raise ValueError("run needs at least one redis-server to kill")
     rng = random.Random(seed)
     store = memoryd.RedisStore.start(
-        server.url,
+        servers[0].url,
         name=f"{prefix}-{seed}",
         prefix=prefix,
-        cluster=False,
+        cluster=cluster,
         call_timeout_s=call_timeout_s,
     )
     logs = [WriterLog(cid=f"w{i}") for i in range(writers)]
@@ -167,6 +200,7 @@ def run(
     try:
         for _ in range(kills):
             time.sleep(rng.uniform(0.02, 0.3))  # let the writers run
+            server = rng.choice(servers)
             server.kill()
             time.sleep(rng.uniform(0.0, 0.2))  # down for a moment
             server.start()

@@ -254,7 +254,8 @@ class Batch:
             request = self.requests[index]
             kind = _POPPED if isinstance(request, Pop) else ""
             keys = lua.resent_keys(self.writer.prefix, _written(request))
-            pipe.eval(lua.RESENT, len(keys), *keys, self.tokens[index], kind)
+            # EVAL as a command: a Cluster pipeline has no eval(), but routes EVAL by key.
+            pipe.execute_command("EVAL", lua.RESENT, len(keys), *keys, self.tokens[index], kind)
         found: set[int] = set()
         fed: list[tuple[str, int, int]] = []
         for index, reply in zip(looked, pipe.execute(), strict=True):

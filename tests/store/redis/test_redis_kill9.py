@@ -1,9 +1,10 @@
 """redis-server SIGKILLed at random moments under unkeyed adds and pops: no write twice.
 
-The server runs with ``appendonly yes`` and ``appendfsync always`` and is restarted on
-the same port and data directory after each kill; the store resends what was in
-flight. `tools.reliability.redis_kills.audit` checks every conversation's log against
-what its writer sent and was acknowledged (each message carries a unique id).
+The server (or a Cluster's master) runs with ``appendonly yes`` and ``appendfsync
+always`` and is restarted on the same port and data directory after each kill; the
+store resends what was in flight. `tools.reliability.redis_kills.audit` checks every
+conversation's log against what its writer sent and was acknowledged (each message
+carries a unique id).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import memoryd
 from memoryd.events import Event
-from tests.redis_servers import RedisServer
+from tests.redis_servers import RedisCluster, RedisServer
 from tools.reliability.redis_kills import WriterLog, audit, run
 
 
@@ -22,9 +23,29 @@ def test_unkeyed_writes_through_sigkills_are_stored_exactly_once(tmp_path: Path)
     is stored twice and no pop removed two."""
     server = RedisServer(tmp_path / "redis").start()
     try:
-        result = run(server, kills=12, writers=4, seed=7, call_timeout_s=5.0)
+        result = run([server], kills=12, writers=4, seed=7, call_timeout_s=5.0)
     finally:
         server.stop()
+        memoryd.shutdown()
+    assert result.problems == []
+    assert (result.lost, result.duplicated) == (0, 0)
+    assert result.reconnects >= 1  # writes were in flight at kills and were resent
+    assert result.acknowledged > 0
+
+
+def test_unkeyed_writes_through_sigkills_of_cluster_masters_are_stored_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """6 kills, each of one of a three-master Cluster's masters picked at random, under 6
+    writers adding and popping without idempotency keys (their conversations spread
+    over the masters): every acknowledged add is stored once, every acknowledged pop
+    removed one message, nothing is stored twice. Each killed master restarts with its
+    ``nodes.conf`` and rejoins; the next kill waits until it serves its slots again."""
+    cluster = RedisCluster(tmp_path / "cluster").start()
+    try:
+        result = run(cluster.nodes, cluster=True, kills=6, writers=6, seed=11, call_timeout_s=8.0)
+    finally:
+        cluster.stop()
         memoryd.shutdown()
     assert result.problems == []
     assert (result.lost, result.duplicated) == (0, 0)
@@ -64,3 +85,11 @@ def test_the_audit_lets_a_failed_pop_account_for_one_popped_event() -> None:
     assert audit([log], events).ok
     log.failed_pops = 0
     assert audit([log], events).duplicated == 1
+
+
+def test_the_audit_names_a_writer_stopped_by_an_error() -> None:
+    """A call that failed with anything but StoreUnavailable is a problem, not a pass."""
+    log = WriterLog(cid="c", tried={"a"}, added=["a"], error="StorageError('crashed')")
+    found = audit([log], {"c": [_event(1, "appended", "a")]})
+    assert found.problems == ["c: a call failed: StorageError('crashed')"]
+    assert not found.ok
