@@ -23,6 +23,7 @@ closed, and the supervisor restarts the store.
 
 from __future__ import annotations
 
+import abc
 import queue
 import time
 from collections.abc import Callable, Hashable
@@ -142,8 +143,11 @@ class _Inbox(queue.Queue[Any]):
                 self._wanted = 1
 
 
-class StoreActor(SupervisedActor, Generic[C, E]):
+class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
     """Owns one store's engine; the only writer to it. Subclassed once per backend.
+
+    A backend implements the two abstract hooks, `_open_engine` and `_write_batch`;
+    a subclass missing either cannot be instantiated (``TypeError`` naming it).
 
     Args:
         config: how to open the store (restarts reuse it).
@@ -166,14 +170,15 @@ class StoreActor(SupervisedActor, Generic[C, E]):
 
     # -- the backend's hooks ------------------------------------------------------------
 
+    @abc.abstractmethod
     def _open_engine(self) -> E:
         """Open the store's engine. Runs in the actor's thread.
 
         Raises:
             Exception: anything raised fails the start (or the restart).
         """
-        raise NotImplementedError(f"{type(self).__name__} does not open an engine")
 
+    @abc.abstractmethod
     def _write_batch(
         self, engine: E, requests: list[WriteRequest], now: float
     ) -> list[tuple[bool, Any]]:
@@ -192,7 +197,6 @@ class StoreActor(SupervisedActor, Generic[C, E]):
             Exception: the engine failed; the batch's outcome is unknown and the
                 actor crashes after failing its callers.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not write batches")
 
     def _opened_fields(self) -> dict[str, Any]:
         """What the ``store_opened`` log event says about the engine (no secrets)."""

@@ -135,3 +135,20 @@ def test_the_daemons_registry_serves_a_third_backend_from_its_factory(tmp_path: 
     assert kinds == ["journal", "journal", "ephemeral"]
     assert registry.resolve(None).get("c") == [messages.user("default entry")]
     assert registry.stop("notes") and registry.running() == ["memoryd.default", "scratch"]
+
+
+def test_a_backend_actor_missing_a_hook_fails_its_start_naming_the_hook(tmp_path: Path) -> None:
+    """A store actor that does not implement `_write_batch` cannot be made: starting its
+    record raises, naming the missing hook, and no store is left running."""
+    from memoryd.store.actor import StoreActor
+
+    class HalfActor(StoreActor[LmdbConfig, Any]):
+        def _open_engine(self) -> Any:
+            return object()
+
+    with pytest.raises(TypeError, match="_write_batch"):
+        HalfActor(_config(tmp_path, "half"))
+    half = Backend(kind="half", actor=HalfActor, handle=JournalStore)
+    with pytest.raises(Exception, match="_write_batch"):
+        lookup.start(half, _config(tmp_path, "half"))
+    assert memoryd.whereis("half") is None
