@@ -20,8 +20,7 @@ A stored value is sealed before it is written: `seal` appends a CRC-32 of the va
 and of the key it is stored under, and `unseal` checks it on every read, so a flipped
 bit, a zeroed range or a value found under another key raises `CorruptRecord` instead of
 decoding into wrong content. The checksum is zlib's CRC-32 (the standard library's, so no
-dependency; 0.3 µs to check a 300-byte record here, a seventh of decoding its messages, and it
-detects every burst of up to 32 flipped bits). `STORE_FORMAT` names this framing.
+dependency; it detects every burst of up to 32 flipped bits). `STORE_FORMAT` names this framing.
 
 Those msgpack rules, and the internal-value and network-body encodings built directly
 on them (`pack_value`, `pack_wire` and their unpacks), are in the private

@@ -238,8 +238,8 @@ def read_inline(
 ) -> Response | None:
     """Answer a small read on the loop when the store's reads are local memory lookups.
 
-    A last-N read of an LMDB store is a cursor walk over the memory map (about 0.1 ms
-    for 50 messages): cheaper than the hand-off to a worker thread and back. Returns
+    A last-N read of an LMDB store is a cursor walk over the memory map (the last-50 read
+    row of `make bench`): cheaper than the hand-off to a worker thread and back. Returns
     None when the read must go to a thread (not running, remote reads, restarting):
     the read never waits on the loop.
     """

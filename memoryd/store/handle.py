@@ -260,8 +260,8 @@ class StoreHandle(abc.ABC):
         """True when reading ``records`` records is cheap enough to run on an event loop.
 
         Only a local store whose reads walk a memory map says yes, and only for at most
-        `INLINE_READ_LIMIT` records (about 0.1 ms for 50): less than a hand-off to a
-        worker thread and back. None (all records) is never inline. Read inside
+        `INLINE_READ_LIMIT` records (the last-50 read row of `make bench`): less than a
+        hand-off to a worker thread and back. None (all records) is never inline. Read inside
         `without_waiting`: the store may start restarting after this answer.
         """
         return False

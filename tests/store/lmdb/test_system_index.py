@@ -11,6 +11,7 @@ import lmdb
 import pytest
 
 import memoryd
+from memoryd import codec
 from memoryd.codec import pack_value
 from memoryd.messages import assistant, system, user
 from memoryd.store import lookup
@@ -150,3 +151,34 @@ def test_a_damaged_entry_fails_its_checksum_in_reads_and_in_check(tmp_path: Path
         assert texts(store.get("a")) == ["persona", "u1", "a1", "late"]  # the log is sound
     finally:
         store.stop()
+
+
+def test_a_windowed_read_with_a_persona_reads_the_window_not_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A persona stored first is read from the index: a windowed read of a long
+    conversation checks the records of its tail and one index entry, never the whole
+    log (the read stays O(window))."""
+    store = memoryd.LmdbStore.start(str(tmp_path / "data"))
+    try:
+        store.add("c", [system("persona")])
+        for i in range(200):
+            store.add("c", [user(f"u{i}"), assistant(f"a{i}")])
+        unsealed: list[bytes] = []
+        real = codec.unseal
+
+        def counting(key: bytes, value: Any) -> Any:
+            unsealed.append(bytes(key))
+            return real(key, value)
+
+        monkeypatch.setattr(codec, "unseal", counting)
+        window = ["persona", "u198", "a198", "u199", "a199"]
+        assert texts(store.get("c", limit=4, system=True)) == window
+        windowed = len(unsealed)
+        unsealed.clear()
+        assert len(store.get("c")) == 401
+        whole = len(unsealed)
+    finally:
+        store.stop()
+    assert whole >= 201  # the whole read checks every event record
+    assert windowed <= 8  # names, meta, two tail events, the persona's entry: not the log
