@@ -95,7 +95,7 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout
     # Requests hop between the event loop, worker threads and store actors; with the
     # default 5 ms GIL switch interval each hop can wait a whole interval behind a busy
-    # thread (a convoy). A short interval keeps the hops in the tens of microseconds.
+    # thread (a convoy); a short interval lets a waiting hop run sooner.
     sys.setswitchinterval(_SWITCH_INTERVAL_S)
     stop = threading.Event()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd import codec, messages
@@ -371,3 +371,23 @@ def test_a_value_shorter_than_its_checksum_is_caught(framed: bytes) -> None:
     """Truncated frames (shorter than the checksum) raise CorruptRecord."""
     with pytest.raises(CorruptRecord):
         codec.unseal(b"k", framed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.binary(min_size=1, max_size=300),
+    data=st.data(),
+)
+def test_every_burst_of_up_to_32_flipped_bits_is_caught(value: bytes, data: st.DataObject) -> None:
+    """Any burst of 1 to 32 bits (first and last flipped, any pattern between) anywhere in
+    a sealed value, checksum included, makes `unseal` raise `CorruptRecord`."""
+    framed = codec.seal(b"k", value)
+    bits = len(framed) * 8
+    length = data.draw(st.integers(1, min(32, bits)))
+    start = data.draw(st.integers(0, bits - length))
+    middle = data.draw(st.integers(0, (1 << max(length - 2, 0)) - 1))
+    pattern = 1 if length == 1 else (1 << (length - 1)) | (middle << 1) | 1
+    as_int = int.from_bytes(framed, "big") ^ (pattern << (bits - start - length))
+    damaged = as_int.to_bytes(len(framed), "big")
+    with pytest.raises(CorruptRecord):
+        codec.unseal(b"k", damaged)
