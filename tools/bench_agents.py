@@ -161,6 +161,17 @@ def shutdown_and_remove(data: str) -> None:
     shutil.rmtree(data, ignore_errors=True)
 
 
+def side_effect(effects: str, tag: str, n: int, block_at: int | None) -> None:
+    """Step ``n`` of run ``tag``'s side effect: a line ``"<tag> <n>"`` appended to
+    ``effects``; at step ``block_at`` it first writes ``<effects>.<tag>.blocked`` and
+    blocks for ever (the crash process is killed there)."""
+    if n == block_at:
+        Path(f"{effects}.{tag}.blocked").write_text("")
+        threading.Event().wait()
+    with open(effects, "a") as out:
+        out.write(f"{tag} {n}\n")
+
+
 # -- DBOS ----------------------------------------------------------------------------------------
 
 
@@ -173,11 +184,7 @@ def dbos_launch(db: str, effects: str | None = None, block_at: int | None = None
     @DBOS.step()
     def dbos_step(n: int) -> int:
         if effects is not None:
-            if n == block_at:
-                Path(f"{effects}.{DBOS.workflow_id}.blocked").write_text("")
-                threading.Event().wait()
-            with open(effects, "a") as out:
-                out.write(f"{DBOS.workflow_id} {n}\n")
+            side_effect(effects, str(DBOS.workflow_id), n, block_at)
         return n
 
     @DBOS.workflow()
@@ -243,11 +250,7 @@ def child(args: list[str]) -> None:
             Args:
                 n: The step.
             """
-            if n == blocked_at:
-                Path(f"{effects}.{key}.blocked").write_text("")
-                threading.Event().wait()
-            with open(effects, "a") as out:
-                out.write(f"{key} {n}\n")
+            side_effect(effects, key, n, blocked_at)
             return n
 
         return memoryd.Agent(llm=stepping(STEPS), memory=store, tools=[step], max_steps=STEPS + 1)

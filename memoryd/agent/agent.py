@@ -45,14 +45,14 @@ import copy
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from memoryd import messages as msgs
-from memoryd.agent.journal import RunJournal
+from memoryd.agent.journal import RunJournal, RunRecord
 from memoryd.agent.locks import active_runs, conversation_lock, run_active
 from memoryd.agent.memory import (
     base_version,
@@ -81,7 +81,7 @@ from memoryd.provider.session import Session
 from memoryd.provider.session_turns import recorded_turn
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call"]
+__all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call", "pending_runs_of"]
 
 log = structlog.get_logger(__name__)
 Message = dict[str, Any]
@@ -136,6 +136,28 @@ class PendingRun:
     messages: tuple[Message, ...]
     owner: str = ""
     orphaned: bool = True
+
+
+def pending_runs_of(records: Iterable[RunRecord]) -> list[PendingRun]:
+    """The `PendingRun` of each journal record, each told orphaned or not as of now.
+
+    Args:
+        records: Unfinished runs from a `RunJournal`.
+
+    Returns:
+        Their pending runs, in the records' order.
+    """
+    now, here = time.time(), active_runs()
+    return [
+        PendingRun(
+            run_id=r.run_id,
+            conversation_id=r.conversation_id,
+            messages=r.messages,
+            owner=r.owner,
+            orphaned=r.orphaned(now, r.run_id in here),
+        )
+        for r in records
+    ]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -312,17 +334,7 @@ class Agent(SessionMethods):
         """
         journal = self._need_journal("pending_runs")
         cid = None if conversation_id is None else msgs.validate_conversation_id(conversation_id)
-        now, here = time.time(), active_runs()
-        return [
-            PendingRun(
-                run_id=r.run_id,
-                conversation_id=r.conversation_id,
-                messages=r.messages,
-                owner=r.owner,
-                orphaned=r.orphaned(now, r.run_id in here),
-            )
-            for r in journal.pending(cid)
-        ]
+        return pending_runs_of(journal.pending(cid))
 
     def discard(self, run_id: str) -> None:
         """Drop a pending run: it is no longer listed and cannot be resumed.

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from memoryd.agent.agent import PendingRun
+from memoryd.agent.agent import PendingRun, pending_runs_of
 from memoryd.agent.journal import RunJournal
-from memoryd.agent.locks import active_runs
 from memoryd.agents.instance import Slot
 from memoryd.agents.naming import split_conversation
 from memoryd.store.handle import StoreHandle
@@ -111,15 +109,8 @@ def pending_runs(store: StoreHandle, agent_types: Collection[str]) -> list[Pendi
     Returns:
         Pending runs; ``orphaned`` tells a crashed process's runs from runs going on.
     """
-    now, here = time.time(), active_runs()
-    return [
-        PendingRun(
-            run_id=r.run_id,
-            conversation_id=r.conversation_id,
-            messages=r.messages,
-            owner=r.owner,
-            orphaned=r.orphaned(now, r.run_id in here),
-        )
+    return pending_runs_of(
+        r
         for r in RunJournal(store).pending()
         if split_conversation(r.conversation_id)[0] in agent_types
-    ]
+    )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from memoryd.agents import naming
 
-__all__ = ["RECOVER_POLICIES", "check_options", "positive"]
+__all__ = ["RECOVER_POLICIES", "Options", "check_options", "positive"]
 
 RECOVER_POLICIES = ("resume", "discard", "keep")
 
@@ -34,18 +35,23 @@ def positive(value: object, what: str, *, integer: bool = False) -> None:
         raise ValueError(f"{what} must be {kind} > 0, not {value!r}")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Options:
+    """The settings of an agent system, as given to `AgentSystem.start` (unchecked until
+    `check_options`)."""
+
+    name: str
+    idle_after_s: float
+    max_active: int
+    mailbox: int
+    max_restarts: int
+    period_s: float
+    call_timeout_s: float
+    lease_s: float
+
+
 def check_options(
-    agents: Mapping[str, object],
-    *,
-    name: object,
-    idle_after_s: object,
-    max_active: object,
-    mailbox: object,
-    max_restarts: object,
-    period_s: object,
-    recover: object,
-    call_timeout_s: object,
-    lease_s: object,
+    agents: Mapping[str, object], options: Options, recover: object
 ) -> tuple[str, ...]:
     """Check the arguments of `AgentSystem.start`.
 
@@ -60,17 +66,13 @@ def check_options(
     for agent_type in types:
         if not callable(agents[agent_type]):
             raise TypeError(f"the factory of agent type {agent_type!r} is not callable")
+    name, max_restarts = options.name, options.max_restarts
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty str, not {name!r}")
-    for value, what in (
-        (idle_after_s, "idle_after_s"),
-        (period_s, "period_s"),
-        (call_timeout_s, "call_timeout_s"),
-        (lease_s, "lease_s"),
-    ):
-        positive(value, what)
-    for value, what in ((max_active, "max_active"), (mailbox, "mailbox")):
-        positive(value, what, integer=True)
+    for what in ("idle_after_s", "period_s", "call_timeout_s", "lease_s"):
+        positive(getattr(options, what), what)
+    for what in ("max_active", "mailbox"):
+        positive(getattr(options, what), what, integer=True)
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be an int >= 0, not {max_restarts!r}")
     if recover not in RECOVER_POLICIES:

@@ -33,7 +33,7 @@ from memoryd.agents.calls import Calls
 from memoryd.agents.inspection import Counters, InstanceInfo
 from memoryd.agents.instance import Slot
 from memoryd.agents.mailbox import Mailboxes, unknown_agent
-from memoryd.agents.options import check_options
+from memoryd.agents.options import Options, check_options
 from memoryd.agents.placement import Placement
 from memoryd.agents.recovery import Recover, Recovery
 from memoryd.agents.tool import agent_tool
@@ -63,24 +63,18 @@ class AgentSystem:
         factories: Mapping[str, Factory],
         *,
         store: StoreHandle,
-        name: str,
-        idle_after_s: float,
-        max_active: int,
-        mailbox: int,
-        max_restarts: int,
-        period_s: float,
-        call_timeout_s: float,
-        lease_s: float,
+        options: Options,
         clock: Callable[[], float],
     ) -> None:
+        name, mailbox, call_timeout_s = options.name, options.mailbox, options.call_timeout_s
         self.name = name
         self.store = store
         self.mailbox = mailbox
         self.call_timeout_s = call_timeout_s
-        self.lease_s = lease_s
+        self.lease_s = options.lease_s
         self._factories = dict(factories)
-        self._max_restarts = max_restarts
-        self._period_s = period_s
+        self._max_restarts = options.max_restarts
+        self._period_s = options.period_s
         self._clock = clock
         self._stopped = False
         self._counts = Counters()
@@ -94,8 +88,8 @@ class AgentSystem:
         )
         self._placement = Placement(
             self,
-            max_active=max_active,
-            idle_after_s=idle_after_s,
+            max_active=options.max_active,
+            idle_after_s=options.idle_after_s,
             clock=clock,
             count=self._counts.add,
             retire=self._mailboxes.retire,
@@ -171,29 +165,21 @@ class AgentSystem:
             TypeError: A factory is not callable.
             AlreadyStarted: A system of this name is already running.
         """
-        types = check_options(
-            agents,
+        options = Options(
             name=name,
             idle_after_s=idle_after_s,
             max_active=max_active,
             mailbox=mailbox,
             max_restarts=max_restarts,
             period_s=period_s,
-            recover=recover,
             call_timeout_s=call_timeout_s,
             lease_s=lease_s,
         )
+        types = check_options(agents, options, recover)
         system = cls(
             agents,
             store=store if store is not None else default_store(),
-            name=name,
-            idle_after_s=idle_after_s,
-            max_active=max_active,
-            mailbox=mailbox,
-            max_restarts=max_restarts,
-            period_s=period_s,
-            call_timeout_s=call_timeout_s,
-            lease_s=lease_s,
+            options=options,
             clock=clock,
         )
         spec = ChildSpec(

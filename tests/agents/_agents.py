@@ -1,16 +1,21 @@
 """Agents for the agent-system tests: a model that calls a tool a set number of times,
-and tools that count their calls or wait on a gate (real threads, no fakes of memoryd)."""
+tools that count their calls or wait on a gate, and the ways the tests start a system,
+hold a run at its gate and kill it there (real threads, no fakes of memoryd)."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import memoryd
+import supervisors
 from memoryd import messages
+from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
+from tests.helpers import Worker, wait_until
 
 Message = dict[str, Any]
 
@@ -59,9 +64,15 @@ class Gate:
             raise AssertionError("the test never opened the gate")
 
 
-def note_tool(log: list[str], *, gate_at: int | None = None, gate: Gate | None = None) -> Any:
-    """A ``note(n)`` tool appending ``"<n>"`` to ``log``; at step ``gate_at`` it first
-    waits on ``gate``."""
+def note_tool(
+    log: list[Any],
+    *,
+    gate_at: int | None = None,
+    gate: Gate | None = None,
+    record: Callable[[int], Any] = str,
+) -> Any:
+    """A ``note(n)`` tool appending ``record(n)`` (by default ``"<n>"``) to ``log``; at
+    step ``gate_at`` it first waits on ``gate``."""
 
     @memoryd.tool
     def note(n: int) -> str:
@@ -72,7 +83,7 @@ def note_tool(log: list[str], *, gate_at: int | None = None, gate: Gate | None =
         """
         if gate is not None and n == gate_at:
             gate.wait()
-        log.append(str(n))
+        log.append(record(n))
         return f"noted {n}"
 
     return note
@@ -104,3 +115,51 @@ def file_note_tool(path: Path, key: str, *, block_at: int | None = None) -> Any:
 def factory(store: memoryd.StoreHandle, make_model: Callable[[], Any], *tools: Any) -> Any:
     """An agent type: ``key -> Agent`` on ``store`` with a fresh model and these tools."""
     return lambda key: memoryd.Agent(llm=make_model(), memory=store, tools=list(tools))
+
+
+def start(systems: list[AgentSystem], agents: dict[str, Any], **options: Any) -> AgentSystem:
+    """Start a system (named ``crew-<random>`` unless ``name`` is given) that the
+    ``systems`` fixture stops after the test."""
+    options.setdefault("name", f"crew-{uuid.uuid4().hex[:8]}")
+    system = AgentSystem.start(agents, **options)
+    systems.append(system)
+    return system
+
+
+def start_gated(
+    systems: list[AgentSystem],
+    store: memoryd.StoreHandle,
+    *,
+    steps: int = 1,
+    gate_at: int = 0,
+    **options: Any,
+) -> tuple[AgentSystem, Gate, list[str]]:
+    """A system on ``store`` with one agent type ``"w"``: a ``steps``-step model and a
+    ``note`` tool that waits on the returned gate at step ``gate_at``; the log is the
+    tool's."""
+    gate, log = Gate(), []
+    tool = note_tool(log, gate_at=gate_at, gate=gate)
+    agents = {"w": factory(store, lambda: stepping_model(steps), tool)}
+    return start(systems, agents, store=store, **options), gate, log
+
+
+def call_at_gate(
+    system: AgentSystem, gate: Gate, text: str, *, thread: str | None = None, **call: Any
+) -> Worker:
+    """Call instance ``w/k`` with ``text`` in a worker thread (named ``thread``) and
+    return once its run waits on ``gate``."""
+    worker = Worker(lambda: system.call("w", "k", text, **call), name=thread)
+    worker.start()
+    assert gate.arrived.acquire(timeout=10)
+    return worker
+
+
+def kill_during_step(gate: Gate, name: str) -> None:
+    """Kill instance ``name`` while its tool waits on ``gate``, then let the tool finish:
+    the kill is honoured at the run's next step boundary."""
+    assert gate.arrived.acquire(timeout=10)
+    ref = supervisors.whereis(name)
+    assert ref is not None
+    assert supervisors.kill(name)
+    wait_until(lambda: ref.actor_inbox.qsize() > 0)  # type: ignore[attr-defined]
+    gate.release.set()

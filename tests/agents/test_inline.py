@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,28 +16,17 @@ import memoryd
 import supervisors
 from memoryd import CallTimeout
 from memoryd.agents import AgentSystem
-from tests.agents._agents import Gate, echo_model, factory, stepping_model
+from tests.agents._agents import (
+    Gate,
+    call_at_gate,
+    echo_model,
+    factory,
+    kill_during_step,
+    note_tool,
+    start,
+    stepping_model,
+)
 from tests.helpers import Worker, wait_until
-
-
-@pytest.fixture
-def store() -> memoryd.StoreHandle:
-    return memoryd.EphemeralStore.start(name=f"inline-{uuid.uuid4().hex[:8]}")
-
-
-@pytest.fixture
-def systems() -> Iterator[list[AgentSystem]]:
-    started: list[AgentSystem] = []
-    yield started
-    for system in started:
-        system.stop()
-
-
-def start(systems: list[AgentSystem], agents: dict[str, Any], **options: Any) -> AgentSystem:
-    options.setdefault("name", f"crew-{uuid.uuid4().hex[:8]}")
-    system = AgentSystem.start(agents, **options)
-    systems.append(system)
-    return system
 
 
 def thread_tool(
@@ -46,20 +34,9 @@ def thread_tool(
 ) -> Any:
     """A ``note(n)`` tool recording (step, thread name); at step ``gate_at`` it first
     waits on ``gate``."""
-
-    @memoryd.tool
-    def note(n: int) -> str:
-        """Note a step.
-
-        Args:
-            n: The step.
-        """
-        if gate is not None and n == gate_at:
-            gate.wait()
-        log.append((str(n), threading.current_thread().name))
-        return f"noted {n}"
-
-    return note
+    return note_tool(
+        log, gate_at=gate_at, gate=gate, record=lambda n: (str(n), threading.current_thread().name)
+    )
 
 
 def test_a_call_to_a_live_idle_instance_runs_in_the_callers_thread(
@@ -90,12 +67,7 @@ def test_a_kill_during_a_run_in_the_callers_thread_resumes_it_in_the_next_incarn
     system = start(systems, {"w": factory(store, lambda: stepping_model(3), tool)}, store=store)
     caller = Worker(lambda: system.call("w", "k", "job"), name="caller")
     caller.start()
-    assert gate.arrived.acquire(timeout=10)
-    name = system.instances()[0].name
-    ref = supervisors.whereis(name)
-    assert ref is not None and supervisors.kill(name)
-    wait_until(lambda: ref.actor_inbox.qsize() > 0)  # type: ignore[attr-defined]
-    gate.release.set()
+    kill_during_step(gate, f"{system.name}/w/k")
     assert caller.outcome().text == "done 3 for job"
     assert [step for step, _ in log] == ["0", "1", "2"]
     assert log[0][1] == log[1][1] == "caller" and log[2][1] != "caller"
@@ -114,9 +86,7 @@ def test_a_run_in_the_callers_thread_past_its_deadline_is_left_to_the_instance(
     tool = thread_tool(log, gate_at=0, gate=gate)
     system = start(systems, {"w": factory(store, lambda: stepping_model(2), tool)}, store=store)
     started = time.monotonic()
-    caller = Worker(lambda: system.call("w", "k", "job", timeout=0.5), name="caller")
-    caller.start()
-    assert gate.arrived.acquire(timeout=10)
+    caller = call_at_gate(system, gate, "job", thread="caller", timeout=0.5)
     wait_until(lambda: time.monotonic() > started + 0.6)  # the deadline has passed
     gate.release.set()
     with pytest.raises(CallTimeout, match="goes on"):

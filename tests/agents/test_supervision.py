@@ -4,50 +4,24 @@ that run's result; past the restart intensity the failure escalates."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 import memoryd
 import supervisors
 from memoryd import messages
 from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
-from tests.agents._agents import Gate, factory, note_tool, stepping_model, tool_steps_done
+from tests.agents._agents import (
+    Gate,
+    factory,
+    kill_during_step,
+    note_tool,
+    start,
+    start_gated,
+    stepping_model,
+    tool_steps_done,
+)
 from tests.helpers import Worker, wait_until
-
-
-@pytest.fixture
-def store() -> memoryd.StoreHandle:
-    return memoryd.EphemeralStore.start(name=f"sup-{uuid.uuid4().hex[:8]}")
-
-
-@pytest.fixture
-def systems() -> Iterator[list[AgentSystem]]:
-    started: list[AgentSystem] = []
-    yield started
-    for system in started:
-        system.stop()
-
-
-def start(systems: list[AgentSystem], agents: dict[str, Any], **options: Any) -> AgentSystem:
-    options.setdefault("name", f"crew-{uuid.uuid4().hex[:8]}")
-    system = AgentSystem.start(agents, **options)
-    systems.append(system)
-    return system
-
-
-def kill_during_step(system: AgentSystem, gate: Gate, name: str) -> None:
-    """Kill instance ``name`` while its tool waits on ``gate``, then let the tool finish:
-    the kill is honoured at the run's next step boundary."""
-    assert gate.arrived.acquire(timeout=10)
-    ref = supervisors.whereis(name)
-    assert ref is not None
-    assert supervisors.kill(name)
-    wait_until(lambda: ref.actor_inbox.qsize() > 0)  # type: ignore[attr-defined]
-    gate.release.set()
 
 
 def test_a_killed_instance_resumes_the_run_and_the_caller_gets_its_result(
@@ -55,12 +29,10 @@ def test_a_killed_instance_resumes_the_run_and_the_caller_gets_its_result(
 ) -> None:
     """Killed during step 2 of 4: the new incarnation resumes from the journal; every
     tool ran once; one commit holds the whole turn."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(4), note_tool(log, gate_at=1, gate=gate))}
-    system = start(systems, agents, store=store, name="crew")
+    system, gate, log = start_gated(systems, store, steps=4, gate_at=1, name="crew")
     caller = Worker(lambda: system.call("w", "k", "job"))
     caller.start()
-    kill_during_step(system, gate, "crew/w/k")
+    kill_during_step(gate, "crew/w/k")
     reply = caller.outcome()
     assert reply.text == "done 4 for job"
     assert log == ["0", "1", "2", "3"]
@@ -78,7 +50,7 @@ def test_a_run_killed_before_its_first_tool_step_runs_again_from_its_input(
 ) -> None:
     """Killed while the model chose its first tool call (nothing journaled, no tool ran):
     the next incarnation runs the call again from its input; every tool runs once."""
-    gate, log, asked = Gate(), [], []
+    gate, log, asked = Gate(), [], list[int]()
 
     def decide(sent: list[dict[str, Any]]) -> Any:
         done = tool_steps_done(sent)
@@ -94,7 +66,7 @@ def test_a_run_killed_before_its_first_tool_step_runs_again_from_its_input(
     system = start(systems, agents, store=store, name="crew")
     caller = Worker(lambda: system.call("w", "k", "job"))
     caller.start()
-    kill_during_step(system, gate, "crew/w/k")
+    kill_during_step(gate, "crew/w/k")
     assert caller.outcome().text == "done 2"
     assert asked == [0, 0, 1, 2] and log == ["0", "1"]
     assert len(store.events("w/k")) == 1
@@ -104,16 +76,14 @@ def test_calls_queued_behind_a_killed_run_are_answered_by_the_next_incarnation(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
     """The mailbox outlives the incarnation: queued calls are neither lost nor reordered."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(2), note_tool(log, gate_at=1, gate=gate))}
-    system = start(systems, agents, store=store, name="crew")
+    system, gate, _log = start_gated(systems, store, steps=2, gate_at=1, name="crew")
     first = Worker(lambda: system.call("w", "k", "first"))
     first.start()
     wait_until(lambda: system.instances() and system.instances()[0].running)
     second = Worker(lambda: system.call("w", "k", "second"))
     second.start()
     wait_until(lambda: system.instances()[0].queued == 1)
-    kill_during_step(system, gate, "crew/w/k")
+    kill_during_step(gate, "crew/w/k")
     assert first.outcome().text == "done 2 for first"
     gate.release.set()
     assert second.outcome().text == "done 2 for second"
@@ -143,13 +113,11 @@ def test_past_the_restart_intensity_the_system_supervisor_is_restarted_and_work_
     """max_restarts=0: the first kill exhausts the intensity; the system's supervisor
     gives up, memoryd's root restarts it (OTP escalation), and the interrupted run is
     resumed by a fresh incarnation under the new supervisor."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(3), note_tool(log, gate_at=1, gate=gate))}
-    system = start(systems, agents, store=store, name="crew", max_restarts=0)
+    system, gate, log = start_gated(systems, store, steps=3, gate_at=1, name="crew", max_restarts=0)
     first_supervisor = supervisors.whereis("memoryd.agents/crew")
     caller = Worker(lambda: system.call("w", "k", "job"))
     caller.start()
-    kill_during_step(system, gate, "crew/w/k")
+    kill_during_step(gate, "crew/w/k")
     assert caller.outcome().text == "done 3 for job"
     assert log == ["0", "1", "2"]
     assert system.stats()["escalations"] == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,28 +14,17 @@ import memoryd
 import supervisors
 from memoryd import AgentSystemStopped, CallTimeout, Overloaded, UnknownAgent
 from memoryd.agents import AgentSystem
-from tests.agents._agents import Gate, echo_model, factory, note_tool, stepping_model
+from tests.agents._agents import (
+    Gate,
+    call_at_gate,
+    echo_model,
+    factory,
+    note_tool,
+    start,
+    start_gated,
+    stepping_model,
+)
 from tests.helpers import Worker, wait_until
-
-
-@pytest.fixture
-def store() -> memoryd.StoreHandle:
-    return memoryd.EphemeralStore.start(name=f"agents-{uuid.uuid4().hex[:8]}")
-
-
-@pytest.fixture
-def systems() -> Iterator[list[AgentSystem]]:
-    started: list[AgentSystem] = []
-    yield started
-    for system in started:
-        system.stop()
-
-
-def start(systems: list[AgentSystem], agents: dict[str, Any], **options: Any) -> AgentSystem:
-    options.setdefault("name", f"crew-{uuid.uuid4().hex[:8]}")
-    system = AgentSystem.start(agents, **options)
-    systems.append(system)
-    return system
 
 
 def test_an_instance_is_activated_on_its_first_call_and_registered(
@@ -68,12 +56,8 @@ def test_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
     """Three calls queued behind a blocked run commit in the order they arrived."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
-    system = start(systems, agents, store=store)
-    first = Worker(lambda: system.call("w", "k", "first"))
-    first.start()
-    assert gate.arrived.acquire(timeout=10)
+    system, gate, _log = start_gated(systems, store)
+    first = call_at_gate(system, gate, "first")
     later = []
     for queued, text in enumerate(("second", "third", "fourth"), 1):
         later.append(Worker(lambda text=text: system.call("w", "k", text)))
@@ -98,9 +82,7 @@ def test_different_instances_run_concurrently(
         "echo": factory(store, echo_model),
     }
     system = start(systems, agents, store=store)
-    blocked = Worker(lambda: system.call("w", "k", "slow"))
-    blocked.start()
-    assert gate.arrived.acquire(timeout=10)
+    blocked = call_at_gate(system, gate, "slow")
     assert system.call("echo", "k", "quick").text == "echo: quick"
     gate.release.set()
     assert blocked.outcome().text == "done 1 for slow"
@@ -110,12 +92,8 @@ def test_a_full_mailbox_refuses_at_once_and_writes_nothing(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
     """With mailbox=2, a third waiting call raises Overloaded in the caller's thread."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
-    system = start(systems, agents, store=store, mailbox=2)
-    running = Worker(lambda: system.call("w", "k", "running"))
-    running.start()
-    assert gate.arrived.acquire(timeout=10)
+    system, gate, _log = start_gated(systems, store, mailbox=2)
+    running = call_at_gate(system, gate, "running")
     waiting = [Worker(lambda t=t: system.call("w", "k", t)) for t in ("q1", "q2")]
     for n, worker in enumerate(waiting, 1):
         worker.start()
@@ -138,12 +116,8 @@ def test_a_call_past_its_deadline_raises_call_timeout_and_a_queued_one_never_run
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
     """A call still waiting at its deadline is withdrawn: its input is never stored."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
-    system = start(systems, agents, store=store)
-    running = Worker(lambda: system.call("w", "k", "running"))
-    running.start()
-    assert gate.arrived.acquire(timeout=10)
+    system, gate, _log = start_gated(systems, store)
+    running = call_at_gate(system, gate, "running")
     with pytest.raises(CallTimeout, match="never ran") as caught:
         system.call("w", "k", "late", timeout=0.05)
     assert isinstance(caught.value, TimeoutError)
@@ -325,9 +299,7 @@ def test_acall_does_not_block_the_event_loop(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
     """While an acall waits on a blocked run, other coroutines of the loop keep running."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(1), note_tool(log, gate_at=0, gate=gate))}
-    system = start(systems, agents, store=store)
+    system, gate, _log = start_gated(systems, store)
 
     async def scenario() -> tuple[str, int]:
         ticks = 0
@@ -369,12 +341,8 @@ def test_stop_fails_the_waiting_callers_and_refuses_new_calls(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
     """A stopped system answers nothing more; its queued callers hear why."""
-    gate, log = Gate(), []
-    agents = {"w": factory(store, lambda: stepping_model(2), note_tool(log, gate_at=0, gate=gate))}
-    system = start(systems, agents, store=store)
-    running = Worker(lambda: system.call("w", "k", "running"))
-    running.start()
-    assert gate.arrived.acquire(timeout=10)
+    system, gate, log = start_gated(systems, store, steps=2)
+    running = call_at_gate(system, gate, "running")
     ref = supervisors.whereis(system.instances()[0].name)
     assert ref is not None
     stopper = Worker(system.stop)
