@@ -221,43 +221,33 @@ def _unpackb(
     """msgpack's decode with memoryd's rules: str keys, no ext types, no collection or
     str longer than the input could hold, bytes only where ``allow_bytes``, and the
     objects built at most ``max_memory`` bytes (when given)."""
-    if max_memory is None:
-        return msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            ext_hook=_refuse_ext,
-            max_ext_len=0,
-            max_bin_len=size if allow_bytes else 0,
-            max_str_len=size,
-            max_array_len=size,
-            max_map_len=size,
+    hooks: dict[str, Any] = {}
+    longest = size
+    if max_memory is not None:
+        # at most one array or map per 32 input bytes (an event or a message takes more),
+        # and a few per item the route allows (a message's content parts, tool calls)
+        refusal = (
+            f"{what} of {size} bytes holds too many small values for its size: decoded, it "
+            f"would take more than {max_memory} bytes, or hold more arrays and maps than one "
+            "per 32 bytes"
         )
-    # at most one array or map per 32 input bytes (an event or a message takes more),
-    # and a few per item the route allows (a message's content parts, tool calls)
-    refusal = (
-        f"{what} of {size} bytes holds too many small values for its size: decoded, it "
-        f"would take more than {max_memory} bytes, or hold more arrays and maps than one "
-        "per 32 bytes"
-    )
-    budget = _Budget(max_memory, 4 * max_items + size // 32 + 64, refusal)
-    # A container is charged once complete, so its length bounds what is built past the
-    # budget: at most ``max_items``, or one element per 64 input bytes if that is more.
-    longest = max(1, min(size, max(max_items, size // 64)))
+        budget = _Budget(max_memory, 4 * max_items + size // 32 + 64, refusal)
+        hooks = {"list_hook": budget.on_list, "object_hook": budget.on_map}
+        # A container is charged once complete, so its length bounds what is built past
+        # the budget: at most ``max_items``, or one element per 64 input bytes if more.
+        longest = max(1, min(size, max(max_items, size // 64)))
     return msgpack.unpackb(
         data,
         raw=False,
         use_list=True,
         strict_map_key=True,
         ext_hook=_refuse_ext,
-        list_hook=budget.on_list,
-        object_hook=budget.on_map,
         max_ext_len=0,
         max_bin_len=size if allow_bytes else 0,
         max_str_len=size,
         max_array_len=longest,
         max_map_len=longest,
+        **hooks,
     )
 
 

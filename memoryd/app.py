@@ -201,10 +201,7 @@ def start_server(spec: ChildSpec) -> None:
     Raises:
         StartError: the listener failed to start (the cause is chained).
     """
-    with _lock:
-        _stores()
-        assert _tree.root is not None
-        _tree.root.start_child(spec)
+    start_child(spec)
 
 
 def start_child(spec: ChildSpec) -> None:

@@ -64,10 +64,6 @@ Used by ``tests/reliability`` and ``tools/soak.py``; never set it in production.
 """
 
 
-def _fail(future: Reply, error: BaseException) -> None:
-    future.set_exception((type(error), error, error.__traceback__))
-
-
 class Engine(Protocol):
     """What the actor needs of a backend's engine; readers use the rest of it directly."""
 
@@ -346,7 +342,7 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
             )
             log.error("store_write_failed", store=self.config.name, error=repr(exc))
             for _, future in batch:
-                _fail(future, error)
+                future.set_exception(error)
             self.crash(error)
             return
         if fault_hook is not None:
@@ -361,9 +357,9 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
                 if ok:
                     future.set(value)
                 else:
-                    _fail(future, value)
+                    future.set_exception(value)
 
     def _hand_back(self, error: NotWritten) -> None:
         pending, self._pending = self._pending, []
         for _, future in pending:
-            _fail(future, error)
+            future.set_exception(error)

@@ -49,6 +49,17 @@ def _damaged(meta: Meta, version: int, problem: object) -> CorruptRecord:
     return CorruptRecord(f"event {version} of conversation {meta.cid!r}: {problem}; {DAMAGED}")
 
 
+def _event(meta: Meta, version: int, key: bytes, value: codec.Buffer) -> Event:
+    """The event stored at ``key``, which must be sound and hold ``version``."""
+    try:
+        event = codec.unpack_event(codec.unseal(key, value))
+    except CorruptRecord as exc:
+        raise _damaged(meta, version, exc) from None
+    if event.version != version:
+        raise _damaged(meta, version, f"its record holds version {event.version}")
+    return event
+
+
 def history(
     txn: lmdb.Transaction,
     dbs: Dbs,
@@ -172,13 +183,7 @@ def event_range(txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int
             key = prefix + version.to_bytes(keys.U64_SIZE, "big")
             if raw_key != key:
                 raise _damaged(meta, version, "it is missing")
-            try:
-                event = codec.unpack_event(codec.unseal(key, value))
-            except CorruptRecord as exc:
-                raise _damaged(meta, version, exc) from None
-            if event.version != version:
-                raise _damaged(meta, version, f"its record holds version {event.version}")
-            out.append(event)
+            out.append(_event(meta, version, key, value))
             version += 1
     if version <= high:
         raise _damaged(meta, version, "it is missing")
@@ -275,12 +280,7 @@ def tail(txn: lmdb.Transaction, dbs: Dbs, *, after: int, limit: int) -> list[Cha
             if version < meta.first:
                 continue  # deleted by a later clear
             raise _damaged(meta, version, f"it is missing, though position {position} names it")
-        try:
-            event = codec.unpack_event(codec.unseal(event_key, record))
-        except CorruptRecord as exc:
-            raise _damaged(meta, version, exc) from None
-        if event.version != version:
-            raise _damaged(meta, version, f"its record holds version {event.version}")
+        event = _event(meta, version, event_key, record)
         out.append(Change.from_event(event, position=position, conversation_id=meta.cid))
         if len(out) >= limit:
             break

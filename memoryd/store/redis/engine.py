@@ -90,11 +90,7 @@ class RedisEngine:
         wait_replicas: int = 0,
         require_durable: bool = True,
     ) -> None:
-        self.url = url
         self.prefix = lua.check_prefix(prefix)
-        self.cluster = cluster
-        self.call_timeout_s = call_timeout_s
-        self.wait_replicas = wait_replicas
         self.feed_stream, self.feed_state = lua.feed_keys(self.prefix)
         self.connections = Connections(
             url,
@@ -147,7 +143,7 @@ class RedisEngine:
             ValueError: ``at_version`` is past the end or before the last clear.
         """
         if self.closed:
-            raise EngineClosed(self.url)
+            raise EngineClosed(self.connections.url)
         current, first, pairs = self._history_raw(cid, at_version, limit)
         if at_version is not None:
             if at_version > current:
@@ -170,7 +166,7 @@ class RedisEngine:
         was one) is read whole by a second call, until its next write fills the index.
         """
         if self.closed:
-            raise EngineClosed(self.url)
+            raise EngineClosed(self.connections.url)
         keys = lua.conv_keys(self.prefix, cid)
         index = lua.system_key(self.prefix, cid)
         raw = self.client().eval(lua.HISTORY, 3, keys.stream, keys.meta, index, "", limit, "1")
@@ -319,10 +315,10 @@ class RedisEngine:
         counts, lengths = values[0::2], values[1::2]
         last = self.connections.call(lambda c: c.hget(self.feed_state, "#"))
         return {
-            "url": redact(self.url),
+            "url": redact(self.connections.url),
             "prefix": self.prefix,
-            "cluster": self.cluster,
-            "wait_replicas": self.wait_replicas,
+            "cluster": self.connections.cluster,
+            "wait_replicas": self.connections.wait_replicas,
             "conversations": sum(1 for n in counts if n is not None and int(n) > 0),
             "conversations_ever": len(keys),
             "events": sum(int(n) for n in lengths),
@@ -344,7 +340,7 @@ class RedisEngine:
             redis.RedisError: anything but a lost connection (the actor crashes).
         """
         if self.closed:
-            raise EngineClosed(self.url)
+            raise EngineClosed(self.connections.url)
         batch = Batch(
             requests,
             now,
