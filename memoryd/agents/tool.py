@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from memoryd.agent.agent import current_tool_call
+from memoryd.agent.agent import RunResult, current_tool_call
 from memoryd.kernel.tools import Tool
 
-if TYPE_CHECKING:
-    from memoryd.agents.system import AgentSystem
-
-__all__ = ["agent_tool"]
+__all__ = ["Caller", "agent_tool"]
 
 
-def agent_tool(system: AgentSystem, agent_type: str, *, description: str | None = None) -> Tool:
+class Caller(Protocol):
+    """What the tool calls: an `AgentSystem`."""
+
+    def call(
+        self,
+        agent_type: str,
+        key: str,
+        input: Any,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+    ) -> RunResult:
+        """Run one turn on an instance."""
+
+
+def agent_tool(system: Caller, agent_type: str, *, description: str | None = None) -> Tool:
     """A tool ``ask_<type>(key, message)`` calling instance (``agent_type``, ``key``).
 
     Called from a run, its request id is ``"<run id>/<tool call id>"``: the tool call
