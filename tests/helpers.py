@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from memoryd.testing._threads import Worker
+
+__all__ = ["Worker", "wait_until"]
 
 T = TypeVar("T")
 
@@ -39,28 +42,3 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise AssertionError(message or f"condition not met within {timeout} s: {predicate!r}")
         time.sleep(interval)
-
-
-class Worker(threading.Thread):
-    """A thread that records what its target returned or raised, for the test to re-raise."""
-
-    def __init__(self, target: Callable[[], Any], name: str | None = None) -> None:
-        super().__init__(name=name, daemon=True)
-        self._target_fn = target
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = self._target_fn()
-        except BaseException as exc:
-            self.error = exc
-
-    def outcome(self, timeout: float = 30.0) -> Any:
-        """Join the thread and return its result, re-raising whatever it raised."""
-        self.join(timeout)
-        if self.is_alive():
-            raise AssertionError(f"thread {self.name} still running after {timeout} s")
-        if self.error is not None:
-            raise self.error
-        return self.result
