@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 import memoryd
-from memoryd import export
 from memoryd.errors import ExportFormatError
-from memoryd.export import export_jsonl, import_jsonl
+from memoryd.export import export_jsonl, import_jsonl, scan
 from memoryd.store.handle import StoreHandle
 
 
@@ -102,7 +101,7 @@ def test_conversations_not_kept_decoded_are_read_again_from_the_file(
     monkeypatch: pytest.MonkeyPatch, source: StoreHandle, dump: Path, target: StoreHandle
 ) -> None:
     """Past the decoded-events budget, the events are read again when they are written."""
-    monkeypatch.setattr(export, "_CACHE_BYTES", 0)
+    monkeypatch.setattr(scan, "_CACHE_BYTES", 0)
     done = import_jsonl(target, dump)
     assert (done.imported, done.conflicts) == (3, [])
     for cid in ("a", "b/ünïcode", "c"):

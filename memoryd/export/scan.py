@@ -1,0 +1,229 @@
+"""One read of an export file, for an import: every line checked, and each conversation
+sorted into present (the store holds it already: its lines are not decoded) or to import
+(decoded and kept up to a memory budget, or read again from the file when written)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from memoryd import messages as msgs
+from memoryd.errors import ExportFormatError
+from memoryd.events import Event, EventKind
+from memoryd.export.format import CHUNK, check_header, parse_event, parse_json
+from memoryd.store.handle import StoreHandle
+from memoryd.store.importing import same_event
+
+__all__ = ["Pending", "Scan", "chunks"]
+
+_HEAD = '{"conversation_id":'
+_VERSION = ',"version":'
+_NUMBER = re.compile(r"[0-9]{1,19}(?=[,}])")
+_DECODER = json.JSONDecoder()
+_CACHE_BYTES = 16 * 2**20
+"""How many bytes of lines of the conversations to write an import keeps decoded while it
+reads (decoded, about 2.7 times as many bytes of memory); the conversations past it are
+read again from the file when they are written."""
+
+
+@dataclass(slots=True)
+class Pending:
+    """A conversation of the file to hand to the store: its events, or where they are."""
+
+    cid: str
+    start: int
+    first_line: int
+    count: int
+    events: list[Event] | None
+
+
+class Scan:
+    """One read of an export file: checks it, and sorts its conversations into those the
+    store holds already (present) and those to import.
+
+    A conversation is present when the store's version equals the file's last version
+    and the stored last event is the file's last event (kind, messages, data, timestamp
+    and idempotency key): its other lines are only checked for their conversation id and
+    version, not decoded. Any other conversation has every line decoded and checked, and
+    is imported (continued, or refused as a conflict) exactly as it reads.
+    """
+
+    def __init__(self, store: StoreHandle) -> None:
+        self.store = store
+        self.pending: list[Pending] = []
+        self.present: list[str] = []
+        self._cached = 0
+        self._seen: set[str] = set()
+        self._cid: str | None = None
+        self._lines: list[str] = []
+        self._start = 0
+        self._first_line = 0
+        self._previous = 0
+        self._prefix = ""  # how the current conversation's lines start, up to the version
+
+    def read(self, path: str | Path) -> None:
+        """Read and check the whole file.
+
+        Raises:
+            ExportFormatError: naming the first bad line found.
+        """
+        counted = 0
+        ended = False
+        number = 0
+        offset = 0
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                at, offset = offset, offset + len(raw)
+                if ended:
+                    raise ExportFormatError(number, "nothing may follow the end line")
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ExportFormatError(number, f"not UTF-8: {exc}") from None
+                if number == 1:
+                    check_header(parse_json(number, text))
+                    continue
+                if self._prefix and text.startswith(self._prefix):
+                    # The next line of the conversation being read, as export_jsonl wrote it.
+                    next_version = _NUMBER.match(text, len(self._prefix))
+                    if next_version is not None:
+                        version = int(next_version.group())
+                        if version != self._previous + 1:
+                            self._out_of_order(number, version)
+                        self._previous = version
+                        self._lines.append(text)
+                        counted += 1
+                        continue
+                head = _head(text)
+                if head is None:
+                    obj = parse_json(number, text)
+                    if isinstance(obj, dict) and obj.get("end") is True:
+                        if obj.get("events") != counted:
+                            raise ExportFormatError(
+                                number,
+                                f"the end line counts {obj.get('events')} events; found {counted}",
+                            )
+                        ended = True
+                        continue
+                    cid, event = parse_event(number, obj)
+                    head = cid, event.version, ""
+                counted += 1
+                self._line(number, at, text, head)
+            if number == 0:
+                raise ExportFormatError(1, "the file is empty")
+            if not ended:
+                raise ExportFormatError(
+                    number + 1, "the end line is missing: the file is truncated"
+                )
+        self._finish()
+
+    def _out_of_order(self, number: int, version: int) -> NoReturn:
+        raise ExportFormatError(
+            number,
+            f"version {version} follows version {self._previous}; "
+            "a conversation's versions increase by one",
+        )
+
+    def _line(self, number: int, at: int, text: str, head: tuple[str, int, str]) -> None:
+        cid, version, self._prefix = head
+        if cid != self._cid:
+            if cid in self._seen:
+                raise ExportFormatError(
+                    number, f"conversation {cid!r} appears again after other conversations"
+                )
+            if version != 1:
+                _, first = parse_event(number, parse_json(number, text))
+                if first.kind != EventKind.CLEARED:
+                    raise ExportFormatError(
+                        number,
+                        f"conversation {cid!r} starts at version {version} with a "
+                        f"{first.kind!r} event; a log starts at version 1 or with a cleared "
+                        "marker",
+                    )
+            self._finish()
+            self._seen.add(cid)
+            self._cid, self._lines, self._start, self._first_line = cid, [], at, number
+        elif version != self._previous + 1:
+            self._out_of_order(number, version)
+        self._previous = version
+        self._lines.append(text)
+
+    def _finish(self) -> None:
+        """Sort the conversation just read: present, or to import (decoded and checked)."""
+        cid, lines = self._cid, self._lines
+        if cid is None:
+            return
+        self._cid, self._lines = None, []
+        last_number = self._first_line + len(lines) - 1
+        try:
+            _, last = parse_event(last_number, json.loads(lines[-1]))
+        except ValueError:  # ExportFormatError too: reported below, in line order
+            pass
+        else:
+            if self._holds(cid, last):
+                self.present.append(cid)
+                return
+        events = [
+            parse_event(number, parse_json(number, text))[1]
+            for number, text in enumerate(lines, start=self._first_line)
+        ]
+        size = sum(len(text) for text in lines)
+        keep = self._cached + size <= _CACHE_BYTES
+        self._cached += size if keep else 0
+        self.pending.append(
+            Pending(cid, self._start, self._first_line, len(events), events if keep else None)
+        )
+
+    def _holds(self, cid: str, last: Event) -> bool:
+        """Whether the store's log of ``cid`` ends with ``last``, at the same version."""
+        if self.store.version(cid) != last.version:
+            return False
+        stored = self.store.events(cid, after=last.version - 1)
+        return (
+            len(stored) == 1
+            and same_event(stored[0], last)
+            and stored[0].timestamp == last.timestamp
+            and stored[0].idempotency_key == last.idempotency_key
+        )
+
+
+def _head(text: str) -> tuple[str, int, str] | None:
+    """``(conversation id, version, the line's start up to the version)`` read off an
+    exported line without decoding the rest; None when the line does not start as
+    `export_jsonl` writes it."""
+    if not text.startswith(_HEAD):
+        return None
+    try:
+        cid, end = _DECODER.raw_decode(text, len(_HEAD))
+    except ValueError:
+        return None
+    if not isinstance(cid, str) or not text.startswith(_VERSION, end):
+        return None
+    number = _NUMBER.match(text, end + len(_VERSION))
+    if number is None:
+        return None
+    try:
+        checked = msgs.validate_conversation_id(cid)
+    except ValueError:
+        return None
+    return checked, int(number.group()), text[: end + len(_VERSION)]
+
+
+def chunks(path: str | Path, pending: list[Pending]) -> Iterator[tuple[Pending, list[Event]]]:
+    """Each pending conversation's events in chunks of at most ``CHUNK``, in file order;
+    those not kept decoded are read again from the file."""
+    with open(path, "rb") as handle:
+        for item in pending:
+            events = item.events
+            if events is None:
+                handle.seek(item.start)
+                events = [
+                    parse_event(number, parse_json(number, handle.readline().decode("utf-8")))[1]
+                    for number in range(item.first_line, item.first_line + item.count)
+                ]
+            for at in range(0, len(events), CHUNK):
+                yield item, events[at : at + CHUNK]
