@@ -139,7 +139,7 @@ class _Inbox(queue.Queue[Any]):
     writes are queued (or the linger runs out): a put wakes it only when the
     count is reached, so a batch of eight costs the actor one wake-up, not eight,
     and the actor never takes the GIL from the writers it is waiting for. A
-    ``submit_batch`` message counts as the writes it carries.
+    `Submission` counts as the writes it carries, any other message as one.
     """
 
     def __init__(self) -> None:
