@@ -140,6 +140,14 @@ def _check_packable(value: Any, allow_bytes: bool, depth: int = 0) -> None:
     raise ValueError(f"a {type(value).__name__} cannot be stored; use JSON-compatible values")
 
 
+_POOLED_PACK_BYTES = 1 << 20
+_packers: list[msgpack.Packer] = []
+"""Idle packers with ``msgpack.packb``'s settings. A packer is not thread-safe, so each
+pack takes one (``list.pop`` and ``append`` are atomic) and puts it back; a packer
+resets itself after a value it cannot pack. Building one per pack costs more than
+the pack of a small record."""
+
+
 def pack_bounded(
     obj: Any, *, allow_bytes: bool, max_bytes: int, what: str, trusted: bool = False
 ) -> bytes:
@@ -162,7 +170,13 @@ def pack_bounded(
     try:
         if not trusted:
             _check_packable(obj, allow_bytes)
-        packed = msgpack.packb(obj, use_bin_type=True, datetime=False)
+        try:
+            packer = _packers.pop()
+        except IndexError:
+            packer = msgpack.Packer(use_bin_type=True, datetime=False)
+        packed = packer.pack(obj)  # an error drops the packer (it reset itself anyway)
+        if len(packed) <= _POOLED_PACK_BYTES:
+            _packers.append(packer)  # a packer keeps its buffer: not one grown past this
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{what} cannot be encoded: {exc}") from exc
     if len(packed) > max_bytes:

@@ -196,7 +196,7 @@ def pack_event_fields(
         "s": SCHEMA_VERSION,
         "v": version,
         "k": kind,
-        "m": list(messages),
+        "m": messages if isinstance(messages, list | tuple) else list(messages),
         "t": float(timestamp),
     }
     if idempotency_key is not None:

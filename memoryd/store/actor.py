@@ -1,14 +1,15 @@
 """StoreActor: the one owner of a store's engine (a gen_server owning its table).
 
-Writes arrive as ``submit(request, reply, writer)`` tells, or as one
-``submit_batch(pairs)`` tell for every write an event loop took in one iteration
-(each of those writes its own writer). The actor queues them and
-sends itself one ``flush``; by the time the flush is handled every write that
-arrived meanwhile is queued too, and all of them are written in one batch (one
-transaction and one fsync for LMDB, one pipeline for Redis: group commit), then
-answered. Nothing is answered before its batch was written. A reply is a `Reply`,
-not a Pykka future: it is answered exactly once, and a bare lock is the cheapest
-way to hand the answer over.
+Writes arrive as `Submission` items put straight into the actor's inbox (`submit`):
+one write of a calling thread, or every write an event loop took in one iteration
+(each of those its own writer). A submission is its own inbox envelope: no Pykka
+proxy call is built or resolved per write. When the actor takes one, it takes
+every submission queued behind it too, then commits them all in one batch (one
+transaction and one fsync for LMDB, one pipeline for Redis: group commit), or holds
+the batch briefly for the writers it expects (`GroupCommit`), and answers them.
+Nothing is answered before its batch was written. A reply is a `Reply`, not a Pykka
+future: it is answered exactly once, and a bare lock is the cheapest way to hand
+the answer over.
 
 This class knows no storage engine. A backend subclasses it and fills two hooks:
 `StoreActor._open_engine` (in the actor's thread, at start) and
@@ -26,9 +27,10 @@ from __future__ import annotations
 import abc
 import queue
 import time
-from collections.abc import Callable, Hashable
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, Protocol, TypeVar, cast
 
+import pykka
 import structlog
 from pykka.messages import ProxyCall
 
@@ -36,11 +38,11 @@ from memoryd.errors import NotWritten, StorageError
 from memoryd.store import lookup
 from memoryd.store.config import StoreConfig
 from memoryd.store.group_commit import GroupCommit
-from memoryd.store.reply import Reply, answering
+from memoryd.store.reply import Reply, answer_in_turn, answering
 from memoryd.store.requests import WriteRequest
 from supervisors import Exit, SupervisedActor
 
-__all__ = ["FAULT_POINTS", "Engine", "Pending", "StoreActor", "fault_hook"]
+__all__ = ["FAULT_POINTS", "Engine", "Pending", "StoreActor", "Submission", "fault_hook", "submit"]
 
 log = structlog.get_logger(__name__)
 
@@ -82,12 +84,52 @@ C = TypeVar("C", bound=StoreConfig)
 E = TypeVar("E", bound=Engine)
 
 
+class Submission:
+    """Writes handed to a store actor in one inbox item, and their replies.
+
+    It is its own Pykka envelope (``message`` is itself, ``reply_to`` is None: a tell),
+    so a write costs one inbox put and no proxy call.
+
+    Args:
+        pairs: ``(request, reply)`` pairs, in arrival order.
+        writer: who wrote them (a thread's id), for the group-commit policy; None when
+            each write is its own writer (an event loop serving many clients).
+    """
+
+    __slots__ = ("pairs", "writer")
+
+    reply_to = None
+    """Pykka's envelope field: nobody waits for the actor loop's return value."""
+
+    def __init__(self, pairs: Sequence[Pending], writer: Hashable = None) -> None:
+        self.pairs = pairs
+        self.writer = writer
+
+    @property
+    def message(self) -> Submission:
+        """Pykka's envelope field: the message is the submission itself."""
+        return self
+
+    def __repr__(self) -> str:
+        return f"<Submission of {len(self.pairs)} write(s)>"
+
+
+def submit(ref: pykka.ActorRef[Any], submission: Submission) -> bool:
+    """Put ``submission`` into the store actor's inbox; False if the actor is dead.
+
+    Nothing was sent when it returns False. A submission put just before the actor
+    stopped is answered with `NotWritten` (it is handed back) or never handled; a
+    caller tells those apart from a write in progress by the actor being dead.
+    """
+    if not ref.is_alive():
+        return False
+    ref.actor_inbox.put(cast(Any, submission))  # a Pykka envelope by its two fields
+    return True
+
+
 def _writes_in(item: Any) -> int:
-    """How many writes an inbox item carries: a ``submit_batch`` tell carries its batch."""
-    message = getattr(item, "message", None)
-    if isinstance(message, ProxyCall) and message.attr_path == ("submit_batch",):
-        return len(message.args[0])
-    return 1
+    """How many writes an inbox item carries (other messages count as one)."""
+    return len(item.pairs) if type(item) is Submission else 1
 
 
 class _Inbox(queue.Queue[Any]):
@@ -97,7 +139,7 @@ class _Inbox(queue.Queue[Any]):
     writes are queued (or the linger runs out): a put wakes it only when the
     count is reached, so a batch of eight costs the actor one wake-up, not eight,
     and the actor never takes the GIL from the writers it is waiting for. A
-    ``submit_batch`` message counts as the writes it carries.
+    `Submission` counts as the writes it carries, any other message as one.
     """
 
     def __init__(self) -> None:
@@ -126,6 +168,21 @@ class _Inbox(queue.Queue[Any]):
         """The writes queued now (other messages count as one each)."""
         with self.mutex:
             return self._writes
+
+    def take_submissions(self) -> list[Submission]:
+        """Remove and return the submissions at the head of the queue, in order.
+
+        Stops at the first other message, which keeps its place (and everything
+        after it), so messages are still handled in the order they were sent.
+        """
+        taken: list[Submission] = []
+        with self.mutex:
+            items = self.queue
+            while items and type(items[0]) is Submission:
+                item = items.popleft()
+                self._writes -= len(item.pairs)
+                taken.append(item)
+        return taken
 
     def wait_for(self, count: int, timeout: float) -> bool:
         """Block until ``count`` writes are queued or ``timeout`` passes; True if they are."""
@@ -231,39 +288,36 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
             self._hand_back(NotWritten(f"store {self.config.name!r} did not start"))
         log.info("store_closed", store=self.config.name, reason=exit.describe())
 
-    def submit(self, request: WriteRequest, future: Reply, writer: Hashable = None) -> None:
-        """Queue a write; it is committed by the next flush. Runs in the actor's thread.
+    def on_receive(self, message: Any) -> Any:
+        """Take a `Submission` and every submission queued behind it. Runs in the actor's thread.
 
-        Args:
-            request: the write.
-            future: answered with the result once the write is committed.
-            writer: identifies the calling writer (a thread), for the group-commit policy.
+        Each write is committed by the next flush; other messages go to Pykka's
+        default handling.
         """
+        if type(message) is not Submission:
+            return super().on_receive(message)
+        self._accept(message)
+        for queued in self._inbox.take_submissions():
+            self._accept(queued)
+        self._arrived()
+        return None
+
+    def _accept(self, submission: Submission) -> None:
+        """Queue a submission's writes for the next flush."""
         if not self._pending:
             self._first_arrival = time.monotonic()
-        self._pending.append((request, future))
-        self._writers.add(writer)
-        self._arrived()
-
-    def submit_batch(self, batch: list[Pending]) -> None:
-        """Queue several writes told at once; each is its own writer. Runs in the actor's thread.
-
-        Args:
-            batch: ``(request, reply)`` pairs, in arrival order; each reply is answered
-                with its request's result once that write is committed.
-        """
-        if not self._pending:
-            self._first_arrival = time.monotonic()
-        self._pending.extend(batch)
-        self._writers.update(reply for _, reply in batch)
-        self._arrived()
+        self._pending.extend(submission.pairs)
+        if submission.writer is None:
+            self._writers.update(reply for _, reply in submission.pairs)
+        else:
+            self._writers.add(submission.writer)
 
     def _arrived(self) -> None:
-        """Flush now, or after the messages already in the inbox, or after a linger."""
+        """Flush now, or after the messages already in the inbox."""
         if self._flush_scheduled:
             return
-        if self.actor_inbox.empty() and self._ready():
-            self.flush()  # nobody else is about to share this commit
+        if self.actor_inbox.empty():
+            self.flush()  # commits now, or holds the batch for the writers it expects
         else:
             self._schedule_flush()
 
@@ -272,17 +326,22 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
 
         Unless ``force``, a batch still expecting writers from the recent commits is
         held back (briefly, see ``GroupCommit``): the actor sleeps until the missing
-        writes are in its inbox or the linger runs out, then handles them first by
-        sending the flush to the back of the inbox again.
+        writes are in its inbox or the linger runs out, and takes them into the
+        batch; if another message arrived meanwhile, it is handled first (the flush
+        goes to the back of the inbox again).
         """
         self._flush_scheduled = False
-        if not force and self._pending and not self._ready():
+        while not force and self._pending and not self._ready():
             linger = self._policy.linger_left(time.monotonic() - self._first_arrival)
             missing = self._policy.expected() - len(self._writers)
             if self._engine is not None:
                 self._engine.held_batches += 1
-            if self._inbox.wait_for(missing, linger):
-                self._schedule_flush()  # behind the writes that arrived: they join this batch
+            if not self._inbox.wait_for(missing, linger):
+                break  # the linger ran out: commit what is here
+            for queued in self._inbox.take_submissions():
+                self._accept(queued)  # they join this batch
+            if not self._inbox.empty():
+                self._schedule_flush()  # behind the other messages that arrived
                 return
         while self._pending and self._engine is not None:
             size = self.config.max_batch
@@ -353,11 +412,9 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
         """Answer a committed batch's writers, each with its result or its refusal."""
         self._note_waiting()
         with answering():  # one wake-up per waiting event loop for the whole batch
-            for (_, future), (ok, value) in zip(batch, results, strict=True):
-                if ok:
-                    future.set(value)
-                else:
-                    future.set_exception(value)
+            answer_in_turn(
+                [(reply, ok, value) for (_, reply), (ok, value) in zip(batch, results, strict=True)]
+            )
 
     def _hand_back(self, error: NotWritten) -> None:
         pending, self._pending = self._pending, []

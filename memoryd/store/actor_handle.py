@@ -1,13 +1,13 @@
 """ActorStoreHandle: the write path shared by every backend served by a store actor.
 
-Writes are told to the store actor with a future (``submit(request, future,
-writer)``), so concurrent writers share one commit; the handle waits for the
-answer with a deadline, finds a restarted actor by its registered name, and sends
-again only a write that was surely never attempted. Reads are each backend's own.
+Writes are put into the store actor's inbox as a `Submission` with a `Reply`, so
+concurrent writers share one commit; the handle waits for the answer with a
+deadline, finds a restarted actor by its registered name, and sends again only a
+write that was surely never attempted. Reads are each backend's own.
 
 An event loop writes in batches: the writes its tasks submit during one loop
-iteration reach the actor as one ``submit_batch`` tell at the start of the next,
-and the answers to a committed batch wake the loop once (`_LoopLink`).
+iteration reach the actor as one submission at the start of the next, and the
+answers to a committed batch wake the loop once (`_LoopLink`).
 
 A handle is built from its store's `StoreSpec` (``spec.handle()``); a backend's
 ``start`` builds the config and calls `memoryd.store.lookup.start` with its
@@ -24,10 +24,10 @@ import weakref
 from typing import Any, ClassVar
 
 import pykka
-from pykka.messages import ProxyCall
 
 from memoryd.errors import NotWritten, StoreUnavailable, WriteTimeout
 from memoryd.store import lookup
+from memoryd.store.actor import Submission, submit
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import StoreHandle
 from memoryd.store.reply import Reply, at_end_of_answers
@@ -40,20 +40,11 @@ __all__ = ["ActorStoreHandle"]
 _POLL_S = 0.05
 
 
-def _tell(ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply, writer: Any) -> bool:
-    """Hand ``request`` to the store actor; False if it was dead (nothing was sent)."""
-    try:
-        ref.tell(ProxyCall(attr_path=("submit",), args=(request, reply, writer), kwargs={}))
-    except pykka.ActorDeadError:
-        return False
-    return True
-
-
 class _LoopLink:
     """An event loop's link to the store actors: batched hand-offs, batched wake-ups.
 
-    Writes submitted while the loop runs one iteration are queued per actor and told
-    as one ``submit_batch`` by a callback the first of them scheduled with
+    Writes submitted while the loop runs one iteration are queued per actor and put
+    into its inbox as one `Submission` by a callback the first of them scheduled with
     ``call_soon``: a lone write waits for nothing but the end of the current
     iteration. Answers are collected by the answering thread and delivered by one
     ``call_soon_threadsafe`` per burst of answers, not one per write.
@@ -75,9 +66,7 @@ class _LoopLink:
     def _drain(self) -> None:
         outbox, self._outbox = self._outbox, {}
         for ref, batch in outbox.items():
-            try:
-                ref.tell(ProxyCall(attr_path=("submit_batch",), args=(batch,), kwargs={}))
-            except pykka.ActorDeadError:
+            if not submit(ref, Submission(batch)):
                 gone = NotWritten("the store actor stopped before the write")
                 for _, reply in batch:
                     reply.set_exception(gone)  # sent again by the thread path
@@ -236,7 +225,7 @@ class ActorStoreHandle(StoreHandle):
                 self._engine(deadline)  # waits for the restart, or raises
                 continue
             reply = Reply()
-            if not _tell(ref, request, reply, threading.get_ident()):
+            if not submit(ref, Submission(((request, reply),), threading.get_ident())):
                 continue  # nothing was sent
             try:
                 return self._await(ref, reply, deadline)
@@ -248,13 +237,22 @@ class ActorStoreHandle(StoreHandle):
     def _await(self, ref: pykka.ActorRef[Any], reply: Reply, deadline: float) -> Any:
         """Wait for the write's answer.
 
-        A told message that an actor never handled is dropped silently when the
+        A submission that an actor never handled is dropped silently when the
         actor dies, so the wait is sliced: an unanswered reply whose actor is
         dead was never attempted (processed writes are answered or handed back
         before the actor stops), and the caller may send it again.
         """
-        while not reply.wait(min(deadline - time.monotonic(), _POLL_S)):
-            self._after_slice(ref, deadline)
+        try:
+            while not reply.wait(min(deadline - time.monotonic(), _POLL_S)):
+                try:
+                    self._after_slice(ref, deadline)
+                except (NotWritten, WriteTimeout):
+                    if reply.wait(0.0):
+                        break  # answered meanwhile: the answer counts
+                    raise
+        except BaseException:
+            reply.abandon()  # the waiters answered after this one are still woken
+            raise
         return reply.result()
 
     def _after_slice(self, ref: pykka.ActorRef[Any], deadline: float) -> None:

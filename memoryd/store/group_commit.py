@@ -41,9 +41,13 @@ class GroupCommit:
         self._recent: deque[frozenset[Hashable]] = deque(maxlen=memory)
         self._concurrency: deque[int] = deque(maxlen=memory)
         self._last_commit_s = max_linger_s
+        self._expected = 0
 
     def expected(self) -> int:
         """How many distinct writers were active in the recent commits."""
+        return self._expected
+
+    def _count_expected(self) -> int:
         active: set[Hashable] = set()
         for writers in self._recent:
             active |= writers
@@ -57,10 +61,10 @@ class GroupCommit:
             pending: the writers with a write in the batch.
             waited_s: how long the oldest pending write has waited.
         """
-        count = len(set(pending))
+        count = len(pending) if isinstance(pending, set | frozenset) else len(set(pending))
         if count == 0:
             return False
-        if count >= self.expected():
+        if count >= self._expected:
             return True
         return waited_s >= min(self.max_linger_s, self._last_commit_s)
 
@@ -82,3 +86,4 @@ class GroupCommit:
         self._recent.append(batch)
         self._concurrency.append(len(batch) + max(waiting, 0))
         self._last_commit_s = max(duration_s, 0.0)
+        self._expected = self._count_expected()

@@ -5,17 +5,24 @@ on the hot path of every append. ``pykka.ThreadingFuture`` builds on
 ``queue.Queue`` (a condition variable and a fresh waiter lock per wait); a reply
 is answered exactly once, so one pre-acquired lock that the actor releases does
 the same job with one lock operation on each side.
+
+A committed batch is answered with `answer_in_turn`: every reply gets its answer at
+once, but of the threads waiting on them only the first is woken by the actor, and
+each woken thread wakes the next. Waking eight threads at once from the actor's
+thread makes them fight for the interpreter lock the actor still holds (the
+operating system runs a woken thread at once, often in the actor's place); woken in
+turn, each finds it free.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Reply", "answering", "at_end_of_answers"]
+__all__ = ["Reply", "answer_in_turn", "answering", "at_end_of_answers"]
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
@@ -59,7 +66,8 @@ def at_end_of_answers(key: object, wake: Callable[[], object]) -> bool:
 
 
 class Reply:
-    """Set once by the actor (`set` or `set_exception`); waited for by the caller.
+    """Set once by the actor (`set`, `set_exception` or `answer_in_turn`); waited for by
+    the caller.
 
     Args:
         notify: called once in the answering thread right after the answer, e.g. to
@@ -67,7 +75,7 @@ class Reply:
             is swallowed (the waiter is gone), so the actor is never disturbed.
     """
 
-    __slots__ = ("_answered", "_error", "_notify", "_ready", "_value")
+    __slots__ = ("_abandoned", "_answered", "_error", "_notify", "_ready", "_turn", "_value")
 
     def __init__(self, notify: Callable[[], object] | None = None) -> None:
         self._ready = threading.Lock()
@@ -76,6 +84,9 @@ class Reply:
         self._value: Any = None
         self._error: BaseException | None = None
         self._notify = notify
+        self._turn: list[Reply] = []
+        """The reply whose waiter this one's waiter wakes (`answer_in_turn`); popped once."""
+        self._abandoned = False
 
     def set(self, value: Any = None) -> None:
         """Answer with ``value``. Only the first answer counts (answers come from one thread)."""
@@ -99,11 +110,44 @@ class Reply:
                 self._notify()
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds for the answer; True once it is there."""
+        """Block up to ``timeout`` seconds for the answer; True once it is there.
+
+        A waiter woken by `answer_in_turn` wakes the next waiter of its batch first.
+        An answer that is there when the timeout ends counts, woken or not.
+        """
         if self._ready.acquire(timeout=max(timeout, 0.0)):
             self._ready.release()  # later waits return at once
+            self._pass_turn()
+            return True
+        if self._answered:  # answered in turn, the wake still on its way: take the answer
+            self.abandon()  # and leave the turn to whoever releases this reply
             return True
         return False
+
+    def abandon(self) -> None:
+        """The caller stops waiting (it raises instead): its turn to wake is passed on.
+
+        Call it from the waiting thread on every way out that does not end with
+        `wait` returning True, so the waiters after it in the batch are still woken.
+        """
+        self._abandoned = True
+        if self._ready.acquire(blocking=False):  # woken already: pass the turn on now
+            self._ready.release()
+            self._pass_turn()
+
+    def _pass_turn(self) -> None:
+        """Wake the next waiter of the batch, once, whoever gets here first."""
+        if self._turn:
+            try:
+                following = self._turn.pop()  # one atomic pop: a turn is passed once
+            except IndexError:
+                return
+            following._wake_in_turn()
+
+    def _wake_in_turn(self) -> None:
+        self._ready.release()
+        if self._abandoned:  # nobody will wake to pass the turn on: do it here
+            self._pass_turn()
 
     @property
     def answered(self) -> bool:
@@ -115,3 +159,40 @@ class Reply:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
+    """Answer a batch's replies; their waiting threads are woken one after another.
+
+    Replies with a ``notify`` (an event loop's) are answered and notified at once.
+    The others all hold their answer on return, but only the first one's waiter is
+    woken here: each waiter wakes the next when it wakes (`Reply.wait`), or when it
+    gives up waiting (`Reply.abandon`), so every waiter is woken, each once.
+
+    Args:
+        answers: ``(reply, ok, value)``: the value to answer with when ``ok``, else
+            the error to raise; replies answered before are left as they are.
+    """
+    previous: Reply | None = None
+    first: Reply | None = None
+    for reply, ok, value in answers:
+        if reply._answered:
+            continue
+        if reply._notify is not None:
+            if ok:
+                reply.set(value)
+            else:
+                reply.set_exception(value)
+            continue
+        reply._answered = True
+        if ok:
+            reply._value = value
+        else:
+            reply._error = value
+        if previous is None:
+            first = reply
+        else:
+            previous._turn.append(reply)
+        previous = reply
+    if first is not None:
+        first._wake_in_turn()

@@ -40,6 +40,23 @@ def test_pack_value_refuses_unstorable_values() -> None:
         pack_value("x" * 20, max_bytes=10)
 
 
+def test_a_refused_pack_leaves_the_next_packs_exact() -> None:
+    """A value the packer fails on mid-way (unchecked, as a trusted one is) leaves no
+    bytes behind: the packs after it, large and small, are exactly msgpack's."""
+    with pytest.raises(ValueError, match="cannot be encoded"):
+        _codec_msgpack.pack_bounded(
+            {"a": "x" * 100, "b": object()},
+            allow_bytes=False,
+            max_bytes=1 << 20,
+            what="event",
+            trusted=True,
+        )
+    big = {"m": "y" * (2 << 20)}  # over the size a pooled packer may keep
+    for value in ({"a": 1}, big, [1, "two"], {"a": 1}):
+        packed = _codec_msgpack.pack_bounded(value, allow_bytes=False, max_bytes=1 << 30, what="v")
+        assert packed == msgpack.packb(value, use_bin_type=True)
+
+
 def test_huge_announced_lengths_are_refused_without_allocating() -> None:
     """A header announcing a 4 GiB str/array/map in a few bytes is refused."""
     for header in (

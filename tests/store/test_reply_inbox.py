@@ -1,4 +1,5 @@
-"""The write path's hand-over parts: `Reply` (one answer per write) and the actor inbox."""
+"""The write path's hand-over parts: `Reply` (one answer per write, answers woken in
+turn) and the actor inbox (`Submission` items)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import time
 import pytest
 
 from memoryd.errors import ConflictError
-from memoryd.store.actor import _Inbox
-from memoryd.store.reply import Reply
+from memoryd.store import requests
+from memoryd.store.actor import Submission, _Inbox
+from memoryd.store.reply import Reply, answer_in_turn
 
 
 def test_a_reply_hands_over_its_value_across_threads() -> None:
@@ -86,3 +88,163 @@ def test_after_a_counted_wait_one_message_wakes_a_plain_get() -> None:
     inbox.put("x")
     getter.join(5.0)
     assert got == ["x"]
+
+
+# -- answers in turn ----------------------------------------------------------------
+
+
+def _waiters(replies: list[Reply], timeout: float = 60.0) -> tuple[list[threading.Thread], dict]:
+    """One thread per reply, each blocked in ``wait(timeout)``; their outcomes by index
+    (the result, the error it raises, or an error from waiting itself)."""
+    got: dict[int, object] = {}
+
+    def wait(index: int, reply: Reply) -> None:
+        try:
+            if reply.wait(timeout) and reply.wait(0.0):  # a second wait passes nothing on
+                got[index] = reply.result()
+        except Exception as exc:
+            got[index] = exc
+
+    threads = [
+        threading.Thread(target=wait, args=(i, r), daemon=True) for i, r in enumerate(replies)
+    ]
+    for thread in threads:
+        thread.start()
+    return threads, got
+
+
+def _joined(threads: list[threading.Thread]) -> bool:
+    """True when every thread ended within a generous deadline (a missed wake never does)."""
+    for thread in threads:
+        thread.join(10.0)
+    return not any(thread.is_alive() for thread in threads)
+
+
+def _blocked(replies: list[Reply]) -> None:
+    """Wait until every reply's waiter is blocked on it (so no answer is taken at a timeout)."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if all(r._ready.locked() for r in replies):
+            time.sleep(0.02)
+            return
+        time.sleep(0.005)
+
+
+def test_answers_in_turn_wake_every_waiter_with_its_own_answer() -> None:
+    """Eight blocked waiters, woken one by another, each get their value or their error."""
+    replies = [Reply() for _ in range(8)]
+    threads, got = _waiters(replies)
+    _blocked(replies)
+    error = ConflictError(expected=1, actual=2)
+    answer_in_turn([(r, i != 3, error if i == 3 else i * 10) for i, r in enumerate(replies)])
+    assert _joined(threads)
+    assert got == {i: (error if i == 3 else i * 10) for i in range(8)}
+
+
+def test_a_waiter_that_gave_up_still_passes_the_wake_on() -> None:
+    """A reply abandoned before its answer, in the middle of a batch, wakes the ones after it."""
+    replies = [Reply() for _ in range(5)]
+    replies[1].abandon()  # its caller raised (a timeout) before the commit ended
+    threads, got = _waiters([replies[0], *replies[2:]])
+    _blocked([replies[0], *replies[2:]])
+    answer_in_turn([(r, True, i) for i, r in enumerate(replies)])
+    assert _joined(threads)
+    assert got == {0: 0, 1: 2, 2: 3, 3: 4}
+
+
+def test_a_waiter_giving_up_after_its_wake_passes_it_on() -> None:
+    """abandon() of a reply already woken wakes the next waiter (the first one never waits)."""
+    first, second = Reply(), Reply()
+    threads, got = _waiters([second])
+    _blocked([second])
+    answer_in_turn([(first, True, "a"), (second, True, "b")])
+    first.abandon()
+    assert _joined(threads)
+    assert got == {0: "b"}
+
+
+def test_an_answer_counts_at_the_timeout_even_before_its_wake() -> None:
+    """A reply answered in turn is there when its wait times out, woken or not; waits
+    after that, and the late wake, change nothing."""
+    first, second = Reply(), Reply()
+    answer_in_turn([(first, True, 1), (second, True, 2)])
+    # The first reply's waiter has not woken, so the second was never woken.
+    assert second.answered
+    assert second.wait(0.01)
+    assert second.result() == 2
+    assert first.wait(0.0)  # now the turn reaches the second reply, which took its answer
+    assert second.wait(0.0)
+    assert first.result() == 1
+
+
+def test_replies_with_a_notify_are_answered_and_notified_at_once() -> None:
+    """An event loop's reply is notified by the answering thread, not woken in turn."""
+    notified: list[str] = []
+    looped = Reply(notify=lambda: notified.append("loop"))
+    threaded = Reply()
+    answer_in_turn([(threaded, True, 1), (looped, False, ValueError("refused"))])
+    assert notified == ["loop"]
+    assert looped.wait(0.0)
+    with pytest.raises(ValueError, match="refused"):
+        looped.result()
+    assert threaded.wait(0.0)
+    assert threaded.result() == 1
+
+
+def test_replies_answered_before_keep_their_first_answer() -> None:
+    """answer_in_turn skips a reply that was answered already (a hand-back, a failure)."""
+    early = Reply()
+    early.set_exception(RuntimeError("handed back"))
+    later = Reply()
+    answer_in_turn([(early, True, 1), (later, True, 2)])
+    with pytest.raises(RuntimeError, match="handed back"):
+        early.result()
+    assert later.wait(0.0)
+    assert later.result() == 2
+
+
+def test_waiters_giving_up_while_answers_arrive_never_leave_one_unwoken() -> None:
+    """Many batches, some waiters abandoning at any moment: every other waiter is woken,
+    and no wake is passed twice (a second release of a lock would raise)."""
+    for batch in range(50):
+        replies = [Reply() for _ in range(8)]
+        quitters = {batch % 8, (batch * 3 + 1) % 8}
+        stay = [r for i, r in enumerate(replies) if i not in quitters]
+        threads, got = _waiters(stay)
+        quit_threads = [
+            threading.Thread(target=replies[i].abandon, daemon=True) for i in sorted(quitters)
+        ]
+        for thread in quit_threads:
+            thread.start()
+        answer_in_turn([(r, True, i) for i, r in enumerate(replies)])
+        assert _joined(threads + quit_threads)
+        assert sorted(got.values()) == [i for i in range(8) if i not in quitters]
+
+
+# -- submissions in the inbox ---------------------------------------------------------
+
+
+def test_the_inbox_hands_over_the_submissions_up_to_another_message() -> None:
+    """take_submissions takes the writes at the head, leaving a control message and
+    everything after it in order; the write count follows."""
+    inbox = _Inbox()
+    first = Submission(((requests.clear("a"), Reply()),), writer=1)
+    second = Submission([(requests.clear("b"), Reply()), (requests.clear("c"), Reply())])
+    last = Submission(((requests.clear("d"), Reply()),), writer=2)
+    for item in (first, second, "stop", last):
+        inbox.put(item)
+    assert inbox.writes() == 5  # three writes, one other message, one write
+    assert inbox.take_submissions() == [first, second]
+    assert inbox.writes() == 2
+    assert inbox.take_submissions() == []
+    assert inbox.get_nowait() == "stop"
+    assert inbox.take_submissions() == [last]
+    assert inbox.empty()
+    assert inbox.writes() == 0
+
+
+def test_a_submission_is_its_own_pykka_envelope() -> None:
+    """The actor loop reads message and reply_to off an inbox item: a tell, no answer."""
+    submission = Submission(((requests.pop("a"), Reply()),), writer=None)
+    assert submission.message is submission
+    assert submission.reply_to is None

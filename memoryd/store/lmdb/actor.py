@@ -21,6 +21,8 @@ from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteR
 
 __all__ = ["LmdbStoreActor"]
 
+_APPENDED = EventKind.APPENDED.value
+
 
 class LmdbStoreActor(StoreActor[LmdbConfig, LmdbEngine]):
     """Owns one LMDB environment; the only writer to it.
@@ -59,8 +61,8 @@ def _apply(request: WriteRequest, now: float, txn: Any, dbs: Dbs, ctr: Counters)
             dbs,
             ctr,
             request.cid,
-            kind=EventKind.APPENDED.value,
-            messages=list(request.messages),
+            kind=_APPENDED,
+            messages=request.messages,
             data=None,
             idempotency_key=request.idempotency_key,
             expected_version=request.expected_version,
@@ -84,7 +86,7 @@ def _apply(request: WriteRequest, now: float, txn: Any, dbs: Dbs, ctr: Counters)
             ctr,
             request.cid,
             kind=request.kind,
-            messages=list(request.messages),
+            messages=request.messages,
             data=request.data,
             idempotency_key=request.idempotency_key,
             expected_version=request.expected_version,

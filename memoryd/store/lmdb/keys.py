@@ -24,6 +24,7 @@ reverse cursor walk from the range's upper bound.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from memoryd.messages import validate_conversation_id
@@ -79,6 +80,9 @@ U64_SIZE = 8
 EVENT_KEY_SIZE = 2 * U64_SIZE
 """Bytes in an event key."""
 
+_U64 = struct.Struct(">Q")
+_U64_PAIR = struct.Struct(">QQ")
+
 MAX_IDEMPOTENCY_KEY_BYTES = 256
 """The longest idempotency key, in UTF-8 bytes (LMDB keys stop at 511 bytes)."""
 
@@ -110,6 +114,8 @@ def conv_num_bytes(conv_num: int) -> bytes:
     Raises:
         ValueError: ``conv_num`` is not an int in 0 .. 2**64-1.
     """
+    if type(conv_num) is int and 0 <= conv_num <= MAX_U64:
+        return _U64.pack(conv_num)
     return _check_u64(conv_num, "conv_num").to_bytes(U64_SIZE, "big")
 
 
@@ -141,6 +147,11 @@ def event_key(conv_num: int, version: int) -> bytes:
     Raises:
         ValueError: Either number is not an int in 0 .. 2**64-1.
     """
+    if type(conv_num) is int and type(version) is int:
+        try:
+            return _U64_PAIR.pack(conv_num, version)
+        except struct.error:
+            pass  # out of range: the checks below name the number
     _check_u64(conv_num, "conv_num")
     _check_u64(version, "version")
     return conv_num.to_bytes(U64_SIZE, "big") + version.to_bytes(U64_SIZE, "big")
@@ -196,6 +207,8 @@ def position_key(position: int) -> bytes:
     Raises:
         ValueError: ``position`` is not an int from 0 to 2**64-1.
     """
+    if type(position) is int and 0 <= position <= MAX_U64:
+        return _U64.pack(position)
     return _check_u64(position, "position").to_bytes(U64_SIZE, "big")
 
 

@@ -19,6 +19,7 @@ import lmdb
 from memoryd import codec
 from memoryd.errors import ConflictError, CorruptRecord, UnknownConversation
 from memoryd.events import Event, EventKind
+from memoryd.messages import is_system
 from memoryd.store import importing
 from memoryd.store.lmdb import keys
 from memoryd.store.lmdb.layout import (
@@ -206,7 +207,7 @@ def append(
     cid: str,
     *,
     kind: str,
-    messages: list[dict[str, Any]],
+    messages: Sequence[dict[str, Any]],
     data: dict[str, Any] | None,
     idempotency_key: str | None,
     expected_version: int | None,
@@ -244,8 +245,10 @@ def append(
         trusted=True,
     )
     count = (0 if meta is None else meta.count) + (len(messages) if kind == _APPENDED else 0)
-    fold = _fold(txn, dbs, meta)
-    fold.apply(kind, messages)
+    fold: Fold | None = None  # None: the index is complete and this write leaves it as it is
+    if meta is None or not meta.indexed or (kind == _APPENDED and any(map(is_system, messages))):
+        fold = _fold(txn, dbs, meta)
+        fold.apply(kind, messages)
     _write_record(
         txn,
         dbs,

@@ -1,6 +1,6 @@
 """RedisStoreActor: the store actor of a Redis-backed store; owns its `RedisEngine`.
 
-The same ``submit`` tells, group commit and hand-back as every `StoreActor`:
+The same submissions, group commit and hand-back as every `StoreActor`:
 every write queued at a flush goes to Redis in one pipeline (with ``appendfsync
 always`` Redis fsyncs once before answering them all). Only opening the engine
 and writing a batch are Redis's.
