@@ -158,6 +158,7 @@ class Server(SupervisedActor):
             http=peer_checked(bounded(limit), os.geteuid()),
             ws="none",
             proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
+            server_header=False,  # one header less for every client to parse; names no version
             timeout_graceful_shutdown=max(int(self.config.grace_s), 1),
             limit_concurrency=limit + 1,  # the protocol itself drops connections past limit
             timeout_keep_alive=30,
