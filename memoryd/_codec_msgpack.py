@@ -29,11 +29,11 @@ __all__ = [
     "Buffer",
     "pack_bounded",
     "pack_packed_array_map",
-    "split_packed",
-    "unpack_map_holding_packed",
     "pack_value",
     "pack_wire",
+    "split_packed",
     "unpack_bounded",
+    "unpack_map_holding_packed",
     "unpack_value",
     "unpack_wire",
 ]
@@ -448,6 +448,8 @@ def unpack_map_holding_packed(
         unpacker.feed(data)
         for _ in range(unpacker.read_map_header()):
             key = unpacker.unpack()
+            if type(key) is not str:
+                raise CorruptRecord(f"{what} cannot be decoded: a map key is not a str")
             if key == field:
                 start = unpacker.tell()
                 unpacker.skip()

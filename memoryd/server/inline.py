@@ -15,6 +15,7 @@ running locally, a JSON client and any other parameter go the general way
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from memoryd import codec
 from memoryd.errors import EngineBusy, EngineClosed
@@ -66,7 +67,7 @@ def packed_messages(store: str | None, cid: str, limit: int) -> bytes | None:
         return None
     cid = validate_conversation_id(cid)
 
-    def read(txn: object, dbs: Dbs) -> tuple[int, list[bytes]]:
+    def read(txn: Any, dbs: Dbs) -> tuple[int, list[bytes]]:
         return reads.history_packed(txn, dbs, meta_of(txn, dbs, cid), limit)
 
     try:

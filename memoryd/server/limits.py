@@ -215,7 +215,7 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
                 return
             super().connection_made(transport)
             self._out = _OneWrite(transport, self)
-            self.transport = self._out
+            self.transport = self._out  # type: ignore[assignment]
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:

@@ -150,9 +150,7 @@ _APPENDED, _CLEARED, _POPPED, _FORKED = (
 _WITH_MESSAGES = frozenset({_APPENDED, _FORKED})
 
 
-def _packed_records(
-    cursor: lmdb.Cursor, meta: Meta, upto: int
-) -> Iterator[tuple[str, int, bytes]]:
+def _packed_records(cursor: lmdb.Cursor, meta: Meta, upto: int) -> Iterator[tuple[str, int, bytes]]:
     """`_kinds_and_messages` with each event's messages still encoded."""
     prefix = keys.conv_num_bytes(meta.conv)
     version = upto
