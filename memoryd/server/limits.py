@@ -10,7 +10,9 @@ subclass of uvicorn's httptools protocol that
 * refuses, at accept time, a connection past its listener's budget (closed at once,
   so it holds its file descriptor for microseconds);
 * writes a response's head and its body in one system call (`_OneWrite`): uvicorn
-  writes them apart, and each write to a socket wakes the client once more.
+  writes them apart, and each write to a socket wakes the client once more;
+* answers a last-N msgpack read as soon as its head is in, through the app's
+  `memoryd.server.lane.FastLane`, when the connection has no other request in flight.
 
 Each listener (the Unix socket, TCP) runs its own uvicorn server with its own
 budget, so a flood on TCP can never take the Unix socket's connections. The
@@ -23,10 +25,13 @@ from __future__ import annotations
 import asyncio
 import resource
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+if TYPE_CHECKING:
+    from memoryd.server.lane import FastLane
 
 __all__ = [
     "FD_PER_STORE",
@@ -187,12 +192,14 @@ class _OneWrite:
         return getattr(self._transport, name)
 
 
-def bounded(max_connections: int) -> type[asyncio.Protocol]:
+def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with the head limits and a connection budget.
 
     Args:
         max_connections: the most connections its server holds at once; one more is
             closed as soon as it is accepted.
+        lane: answers the reads it can before the app is called (None: the app
+            answers every request).
 
     Returns:
         The protocol class (pass it to `memoryd.server.peercred.peer_checked`).
@@ -206,6 +213,7 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
         _head_timer: asyncio.TimerHandle | None = None
         _head_due: float | None = None
         _out: _OneWrite | None = None
+        _lane_served = False
 
         def connection_made(self, transport: Any) -> None:
             if len(self.connections) >= max_connections:
@@ -275,9 +283,42 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
             self._reading_head = False
             self._heads += 1
             self._disarm()
+            if lane is not None and self._by_lane():
+                return
             super().on_headers_complete()
 
+        def _by_lane(self) -> bool:
+            """Answer the request through the lane if it can; True once it is written."""
+            cycle = self.cycle
+            parser = self.parser
+            if (
+                (cycle is not None and not cycle.response_complete)
+                or self.pipeline
+                or self.flow.write_paused
+                or self.app is not self.config.loaded_app  # a refused peer's connection
+                or parser.get_method() != b"GET"
+                or parser.get_http_version() != "1.1"
+                or not parser.should_keep_alive()
+                or parser.should_upgrade()
+            ):
+                return False
+            assert lane is not None
+            response = lane.answer(
+                self.url, self.headers, self.server, self.server_state.default_headers
+            )
+            if response is None:
+                return False
+            self.transport.write(response)
+            self._lane_served = True
+            return True
+
         def on_message_complete(self) -> None:
+            if self._lane_served:  # its response is written: the connection is free
+                self._lane_served = False
+                self._reading_head = True
+                self._head_bytes = 0
+                self.on_response_complete()
+                return
             super().on_message_complete()
             self._reading_head = True
             self._head_bytes = 0
