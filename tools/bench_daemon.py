@@ -700,7 +700,16 @@ def main() -> None:
         cpu_rows.append(("redis-server + redis-py", theirs))
     for label, row in cpu_rows:
         print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f}")
-    print(f"{'CPU per get(limit=50), memoryd, TCP':36} {get_client_us:>10.0f}")
+    print(f"{'CPU per get(limit=50), one client, TCP':36} {get_client_us:>10.0f}")
+    print("\nCPU per get(limit=50), 8 processes (us)    client      server       total")
+    for label, row in (("memoryd, TCP", gets), ("empty ASGI app on uvicorn, TCP", floor_gets)):
+        total = row.client_us + row.server_us
+        print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f} {total:>11.0f}")
+    cpu_share = (floor_gets.client_us + floor_gets.server_us) / (gets.client_us + gets.server_us)
+    print(
+        f"  get share of the floor by CPU per get (floor / memoryd): {cpu_share:.2f}x; the "
+        "machine's CPUs bound both rates, so the rates' share tends to it when nothing else runs"
+    )
     print("\nwhere an append's CPU goes (profiled round, us per append):")
     for line in breakdown:
         print(line)
