@@ -251,6 +251,7 @@ def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle) -> None
     twenty writes cost as many cross-thread wake-ups as commits, not twenty."""
     loop = _CountingLoop()
     try:
+
         before = []
 
         async def main() -> list[int]:
