@@ -28,9 +28,12 @@ __all__ = [
     "MAX_WIRE_BYTES",
     "Buffer",
     "pack_bounded",
+    "pack_packed_array_map",
     "pack_value",
     "pack_wire",
+    "split_packed",
     "unpack_bounded",
+    "unpack_map_holding_packed",
     "unpack_value",
     "unpack_wire",
 ]
@@ -391,4 +394,130 @@ def unpack_wire(
         what="msgpack body",
         max_memory=max_memory,
         max_items=max_items,
+    )
+
+
+# --------------------------------------------------------------------------- still-encoded arrays
+#
+# A read whose answer is stored values sent on as msgpack (the daemon's last-N read)
+# need not decode and encode them again: the array's elements are copied as they are.
+
+_ARRAY_HEADS = {0xDC: 3, 0xDD: 5}
+"""The header length of array16 and array32; a fixarray's header is its one byte."""
+
+
+def _array_head(data: Buffer, at: int) -> tuple[int, int]:
+    """``(header length, element count)`` of the msgpack array starting at ``at``."""
+    first = data[at]
+    if 0x90 <= first <= 0x9F:
+        return 1, first & 0x0F
+    size = _ARRAY_HEADS.get(first)
+    if size is None:
+        raise ValueError("not an array")
+    return size, int.from_bytes(data[at + 1 : at + size], "big")
+
+
+def _corrupt_as(what: str, exc: Exception) -> CorruptRecord:
+    if isinstance(exc, msgpack.OutOfData):
+        return CorruptRecord(f"{what} cannot be decoded: it is truncated")
+    reason = str(exc) or type(exc).__name__
+    return CorruptRecord(f"{what} cannot be decoded: {reason}")
+
+
+def unpack_map_holding_packed(
+    data: bytes, field: str, *, what: str
+) -> tuple[dict[str, Any], int, bytes]:
+    """Decode a msgpack map except the array under ``field``, which stays encoded.
+
+    The other fields are decoded under the bounded rules (str keys, no ext types, no
+    binary data, lengths capped by the input); the array is skipped over, not decoded.
+
+    Args:
+        data: the encoded map (the whole input: trailing bytes are refused).
+        field: the key of the array to keep encoded.
+        what: what ``data`` is, for error messages.
+
+    Returns:
+        ``(the other fields, the array's length, its elements back to back)``; the
+        length is 0 and the elements empty when the map has no ``field``.
+
+    Raises:
+        CorruptRecord: not one valid map, ``field`` not an array, or a refused value.
+    """
+    size = len(data)
+    unpacker = msgpack.Unpacker(
+        max_buffer_size=max(size, 1),
+        raw=False,
+        strict_map_key=True,
+        ext_hook=_refuse_ext,
+        max_ext_len=0,
+        max_bin_len=0,
+        max_str_len=size,
+        max_array_len=size,
+        max_map_len=size,
+    )
+    fields: dict[str, Any] = {}
+    count, elements = 0, b""
+    try:
+        unpacker.feed(data)
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if type(key) is not str:
+                raise CorruptRecord(f"{what} cannot be decoded: a map key is not a str")
+            if key == field:
+                start = unpacker.tell()
+                unpacker.skip()
+                head, count = _array_head(data, start)
+                elements = data[start + head : unpacker.tell()]
+            else:
+                fields[key] = unpacker.unpack()
+        if unpacker.tell() != size:
+            raise CorruptRecord(f"{what} has trailing bytes after the record")
+    except CorruptRecord:
+        raise
+    except _RefusedExt as exc:
+        raise CorruptRecord(
+            f"{what} holds msgpack ext type {exc.code}; memoryd never writes ext types"
+        ) from None
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
+        raise _corrupt_as(what, exc) from None
+    return fields, count, elements
+
+
+def split_packed(elements: bytes, count: int, *, what: str) -> list[bytes]:
+    """The ``count`` msgpack values of ``elements`` (back to back), each still encoded.
+
+    Raises:
+        CorruptRecord: ``elements`` does not hold exactly ``count`` values.
+    """
+    unpacker = msgpack.Unpacker(max_buffer_size=max(len(elements), 1))
+    out: list[bytes] = []
+    start = 0
+    try:
+        unpacker.feed(elements)
+        for _ in range(count):
+            unpacker.skip()
+            end = unpacker.tell()
+            out.append(elements[start:end])
+            start = end
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise _corrupt_as(what, exc) from None
+    if start != len(elements):
+        raise CorruptRecord(f"{what} holds more values than its array says")
+    return out
+
+
+_HEADS = msgpack.Packer(autoreset=True)
+
+
+def pack_packed_array_map(field: str, count: int, chunks: list[bytes]) -> bytes:
+    """``{field: [...]}`` encoded, from an array's ``count`` elements still encoded.
+
+    Args:
+        field: the map's one key.
+        count: how many values ``chunks`` hold together.
+        chunks: encoded values, back to back in each chunk, in order.
+    """
+    return b"".join(
+        (_HEADS.pack_map_header(1), _HEADS.pack(field), _HEADS.pack_array_header(count), *chunks)
     )

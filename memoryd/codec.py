@@ -40,9 +40,12 @@ from memoryd._codec_msgpack import (
     MAX_WIRE_BYTES,
     Buffer,
     pack_bounded,
+    pack_packed_array_map,
     pack_value,
     pack_wire,
+    split_packed,
     unpack_bounded,
+    unpack_map_holding_packed,
     unpack_value,
     unpack_wire,
 )
@@ -60,11 +63,14 @@ __all__ = [
     "pack_event",
     "pack_event_fields",
     "pack_meta",
+    "pack_packed_array_map",
     "pack_value",
     "pack_wire",
     "seal",
+    "split_packed",
     "unpack_event",
     "unpack_kind_and_messages",
+    "unpack_kind_and_packed_messages",
     "unpack_meta",
     "unpack_value",
     "unpack_wire",
@@ -253,6 +259,31 @@ def unpack_kind_and_messages(
     if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
         _corrupt("event record messages are not an array of maps")
     return kind, messages
+
+
+def unpack_kind_and_packed_messages(data: Buffer) -> tuple[str, int, bytes]:
+    """An event record's kind and its messages still encoded, for answers sent as msgpack.
+
+    The record's other fields are decoded and its schema version and kind checked as
+    `unpack_kind_and_messages` does; the messages are copied, not decoded (they were
+    checked before they were stored, and the record's checksum before this call).
+
+    Returns:
+        ``(kind, how many messages, the messages back to back)``; split them with
+        `split_packed`.
+
+    Raises:
+        CorruptRecord: the record is not a map of a schema this code reads, its kind is
+            unknown, or its messages are not an array.
+    """
+    record, count, packed = unpack_map_holding_packed(bytes(data), "m", what="event record")
+    schema = record.get("s")
+    if type(schema) is not int or schema not in SUPPORTED_SCHEMA_VERSIONS:
+        _corrupt(f"event record has schema version {schema!r}; this memoryd reads another")
+    kind = record.get("k")
+    if not isinstance(kind, str) or kind not in KINDS:
+        _corrupt(f"event record has kind {kind!r}, not one of {sorted(KINDS)}")
+    return kind, count, packed
 
 
 def unpack_event(data: Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:

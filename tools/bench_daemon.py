@@ -288,6 +288,55 @@ def _store_path_cpu(adds: int) -> float:
         return float(pool.apply(_store_path_worker, (adds,)))
 
 
+def _durable_worker(adds: int) -> tuple[float, float, float]:
+    """In a fresh process: 8 threads appending to a durable `LmdbStore` (fsync on, no HTTP).
+
+    Returns ``(appends/s, ms per commit, appends per commit)``.
+    """
+    import threading
+
+    import memoryd
+    from memoryd.logging import configure
+
+    configure(level="warning")
+    root = Path(tempfile.mkdtemp(prefix="md-bench-ceiling-", dir="/tmp"))
+    try:
+        store = memoryd.LmdbStore.start(root / "data", name="bench-ceiling")
+        message = [memoryd.messages.user("bench " + "x" * 100)]
+        store.add("warm", message)
+        before = int(store.stats()["fsyncs"])
+
+        def write(worker: int) -> None:
+            for _ in range(adds):
+                store.add(f"c{worker}", message)
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(CLIENTS)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        commits = max(int(store.stats()["fsyncs"]) - before, 1)
+        memoryd.shutdown()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    total = CLIENTS * adds
+    return total / elapsed, elapsed / commits * 1e3, total / commits
+
+
+def _durable_ceiling(adds: int) -> tuple[float, float, float]:
+    """The rate the disk allows: `_durable_worker` in a child process.
+
+    With one append in flight per client, an append waits for the commit that carries
+    it (two fdatasyncs: ``sync=True, metasync=True``), so no daemon in front of this store
+    can append faster than ``CLIENTS`` appends per commit time.
+    """
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        rate, ms, batch = pool.apply(_durable_worker, (adds,))
+        return float(rate), float(ms), float(batch)
+
+
 # --------------------------------------------------------------------------- daemon
 
 
@@ -626,6 +675,7 @@ def main() -> None:
             empty.terminate()
             empty.wait(30)
         store_us = _store_path_cpu(args.adds)
+        ceiling, commit_ms, ceiling_batch = _durable_ceiling(args.adds)
         started = _start_redis(root)
         theirs: Rate | None = None
         lrange_p50: float | None = None
@@ -683,6 +733,11 @@ def main() -> None:
         f"get(limit=50) {gets.per_s / floor_gets.per_s:.2f}x"
     )
     print(
+        f"fsync-bound ceiling ({CLIENTS} threads on a durable LmdbStore, no HTTP, same run): "
+        f"{ceiling:.0f} appends/s = {ceiling / floor.per_s:.2f}x the floor "
+        f"({commit_ms:.2f} ms per commit, {ceiling_batch:.1f} appends per commit)"
+    )
+    print(
         f"memoryd get wall time {cli_get * 1e3:.0f} ms, python -c pass {bare * 1e3:.0f} ms: "
         f"{cli_get / bare:.1f}x (target <= 3x)"
     )
@@ -700,7 +755,16 @@ def main() -> None:
         cpu_rows.append(("redis-server + redis-py", theirs))
     for label, row in cpu_rows:
         print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f}")
-    print(f"{'CPU per get(limit=50), memoryd, TCP':36} {get_client_us:>10.0f}")
+    print(f"{'CPU per get(limit=50), one client, TCP':36} {get_client_us:>10.0f}")
+    print("\nCPU per get(limit=50), 8 processes (us)    client      server       total")
+    for label, row in (("memoryd, TCP", gets), ("empty ASGI app on uvicorn, TCP", floor_gets)):
+        total = row.client_us + row.server_us
+        print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f} {total:>11.0f}")
+    cpu_share = (floor_gets.client_us + floor_gets.server_us) / (gets.client_us + gets.server_us)
+    print(
+        f"  get share of the floor by CPU per get (floor / memoryd): {cpu_share:.2f}x; the "
+        "machine's CPUs bound both rates, so the rates' share tends to it when nothing else runs"
+    )
     print("\nwhere an append's CPU goes (profiled round, us per append):")
     for line in breakdown:
         print(line)

@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote_plus, urlsplit
 
 import httptools
 
@@ -307,6 +307,19 @@ class _Connection:
         return reply, self._keep
 
 
+def _query(params: dict[str, object]) -> str:
+    """A query string, as ``urlencode`` of ``str(value)`` writes it (integers need no
+    quoting, nor do names that are identifiers)."""
+    parts = []
+    for name, value in params.items():
+        key = name if name.isidentifier() and name.isascii() else quote_plus(name)
+        if type(value) is int:
+            parts.append(f"{key}={value}")
+        else:
+            parts.append(f"{key}={quote_plus(str(value))}")
+    return "&".join(parts)
+
+
 def _header_lines(headers: dict[str, str]) -> bytes:
     """Headers as CRLF-ended ``name: value`` lines.
 
@@ -461,7 +474,7 @@ class HttpTransport:
     ) -> bytes:
         target = self._base_path + path
         if params:
-            target += "?" + urlencode({k: str(v) for k, v in params.items()})
+            target += "?" + _query(params)
         if method not in _METHODS and not _TOKEN.fullmatch(method):
             raise ValueError(f"cannot send an HTTP request with method {method!r}")
         if not (target.isascii() and target.isprintable()) or " " in target:

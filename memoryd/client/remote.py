@@ -58,8 +58,14 @@ well under the 256-byte limit.
 """
 
 
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-~")
+"""Characters a path segment carries as they are (``quote`` leaves them alone)."""
+
+
 def _segment(cid: str) -> str:
     """A conversation id as one URL path segment (dots escaped so no client normalises them)."""
+    if _PLAIN.issuperset(cid):
+        return cid
     return quote(cid, safe="").replace(".", "%2E")
 
 

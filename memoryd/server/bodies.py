@@ -9,7 +9,10 @@ times its size (plus `MEMORY_FLOOR` for small bodies):
   speed, outside strings when the quick count is over) bound how many values it holds;
   a body that could not fit is refused without building anything;
 * msgpack is measured as it is decoded (`memoryd.codec.unpack_wire`'s ``max_memory``):
-  every array and map is charged when complete, and the decode stops at the budget.
+  every array and map is charged when complete, and the decode stops at the budget;
+  a body of at most `SMALL_MSGPACK_BYTES` cannot reach the budget even if every byte
+  became the costliest object, so it is decoded without the measuring (a Python call
+  per array and map that a chat message's add does not need).
 
 Nesting past what the decoders allow, or any other malformed body, is a
 `memoryd.errors.HttpError` 400 that names the problem: never a 500.
@@ -27,6 +30,7 @@ from memoryd.errors import CorruptRecord, HttpError
 __all__ = [
     "MEMORY_FLOOR",
     "MEMORY_PER_BODY_BYTE",
+    "SMALL_MSGPACK_BYTES",
     "decode_body",
     "json_memory_estimate",
     "memory_budget",
@@ -39,6 +43,15 @@ real chat messages (``{"role":"user","content":"hi"}``) takes about 9 (JSON) to 
 
 MEMORY_FLOOR = 1 << 20
 """Every body may take this much decoded, whatever its size (small bodies of small values)."""
+
+MSGPACK_WORST_BYTES = 72
+"""The most memory one msgpack byte can become decoded: an empty map (one byte) is a
+64-byte dict and its 8-byte slot in its parent; every other one-byte value costs less,
+and longer values cost less per byte."""
+
+SMALL_MSGPACK_BYTES = MEMORY_FLOOR // (2 * MSGPACK_WORST_BYTES)
+"""msgpack bodies up to this size are decoded unmeasured: at the worst they take half
+of `MEMORY_FLOOR`, which every body may take."""
 
 _VALUE_BYTES = 64
 """What one JSON value costs decoded at most, its slot in its parent included (a
@@ -93,6 +106,8 @@ def decode_body(raw: bytes, kind: str, max_items: int = 0) -> Any:
     budget = memory_budget(len(raw))
     try:
         if kind == "msgpack":
+            if len(raw) <= SMALL_MSGPACK_BYTES:
+                return codec.unpack_wire(raw, max_bytes=len(raw))
             return codec.unpack_wire(
                 raw, max_bytes=len(raw), max_memory=budget, max_items=max_items
             )

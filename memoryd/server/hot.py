@@ -10,6 +10,10 @@ authentication, limits and counting are unchanged.
 
 The split of a path is the router's own: ``{cid:path}`` is everything between
 ``/conversations/`` and the last segment, ``{store}`` one segment.
+
+A last-N read asked as msgpack (``GET .../messages?limit=N``) is answered before
+any of that, its stored messages copied into the body (`memoryd.server.inline`);
+whatever that way cannot answer, an error included, goes the general way.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memoryd.protocol import check_store_name
 from memoryd.server.calls import Endpoint
+from memoryd.server.http import MSGPACK, Answer
+from memoryd.server.inline import last_n_limit, packed_messages, wants_msgpack_only
 
 __all__ = ["HotRoutes", "split_conversation_path"]
 
@@ -77,11 +84,35 @@ class HotRoutes:
         if scope["type"] == "http":
             parts = split_conversation_path(scope["path"])
             if parts is not None:
+                if (
+                    parts[2] == "messages"
+                    and scope["method"] == "GET"
+                    and await self._last_n(parts, scope, receive, send)
+                ):
+                    return
                 endpoint = self._routes.get((scope["method"], parts[2]))
                 if endpoint is not None:
                     await self._serve(endpoint, parts, scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+    async def _last_n(
+        self, parts: tuple[str | None, str, str], scope: Scope, receive: Receive, send: Send
+    ) -> bool:
+        """Answer a last-N read with its messages as stored; False: go the general way."""
+        limit = last_n_limit(scope["query_string"])
+        if limit is None or not wants_msgpack_only(scope["headers"]):
+            return False
+        store, cid, _ = parts
+        try:
+            body = packed_messages(None if store is None else check_store_name(store), cid, limit)
+        except Exception:  # the general way reads it again and answers the error
+            return False
+        if body is None:
+            return False
+        scope["memoryd.op"] = "get"
+        await Answer(body, MSGPACK)(scope, receive, send)
+        return True
 
     async def _serve(
         self,

@@ -227,9 +227,10 @@ class Guard:
                     )
                 if not hmac.compare_digest(given[7:].strip().encode(), self._token):
                     return 401, "Unauthorized", "wrong token"
-        for part in (scope.get("raw_path"), scope.get("query_string")):
+        for part in (scope.get("raw_path") or b"", scope.get("query_string") or b""):
             try:
-                unquote_to_bytes(part or b"").decode("utf-8")
+                # without a percent sign, unquoting leaves the bytes as they are
+                (unquote_to_bytes(part) if b"%" in part else part).decode("utf-8")
             except UnicodeDecodeError:
                 # the server would decode it with replacement characters: two different
                 # ids would reach the same conversation

@@ -8,7 +8,11 @@ subclass of uvicorn's httptools protocol that
   opened (or after its previous request ended), answering 408;
 * refuses a head larger than `MAX_HEAD_BYTES` with 431 and closes the connection;
 * refuses, at accept time, a connection past its listener's budget (closed at once,
-  so it holds its file descriptor for microseconds).
+  so it holds its file descriptor for microseconds);
+* writes a response's head and its body in one system call (`_OneWrite`): uvicorn
+  writes them apart, and each write to a socket wakes the client once more;
+* answers a last-N msgpack read as soon as its head is in, through the app's
+  `memoryd.server.lane.FastLane`, when the connection has no other request in flight.
 
 Each listener (the Unix socket, TCP) runs its own uvicorn server with its own
 budget, so a flood on TCP can never take the Unix socket's connections. The
@@ -21,10 +25,13 @@ from __future__ import annotations
 import asyncio
 import resource
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+if TYPE_CHECKING:
+    from memoryd.server.lane import FastLane
 
 __all__ = [
     "FD_PER_STORE",
@@ -130,12 +137,69 @@ def fd_budget(nofile: int, *, max_stores: int, tcp: bool) -> FdBudget:
     return FdBudget(nofile=nofile, stores=stores, unix=left, tcp=0)
 
 
-def bounded(max_connections: int) -> type[asyncio.Protocol]:
+class _OneWrite:
+    """The transport as a connection's response cycles see it: the head of a response
+    whose body has a ``content-length`` waits for that body, and both go out in one write.
+
+    A head is the first write of a started response; a response with a length always
+    sends its body next (an empty one for ``HEAD`` ends the response instead, which
+    flushes). Chunked (streamed) responses, interim ``100 Continue`` answers and
+    everything else are written at once. Closing writes what is held first.
+    """
+
+    __slots__ = ("_cycle", "_head", "_protocol", "_transport")
+
+    def __init__(self, transport: Any, protocol: Any) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._head: bytes | None = None
+        self._cycle: Any = None  # the cycle whose head was seen last
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head + data)
+            return
+        cycle = self._protocol.cycle
+        if (
+            cycle is not None
+            and cycle is not self._cycle
+            and cycle.response_started
+            and not cycle.response_complete
+        ):
+            self._cycle = cycle  # this write is the cycle's head
+            if cycle.chunked_encoding is False and cycle.expected_content_length > 0:
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        """Write the head held, if any."""
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return bool(self._transport.is_closing())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with the head limits and a connection budget.
 
     Args:
         max_connections: the most connections its server holds at once; one more is
             closed as soon as it is accepted.
+        lane: answers the reads it can before the app is called (None: the app
+            answers every request).
 
     Returns:
         The protocol class (pass it to `memoryd.server.peercred.peer_checked`).
@@ -147,6 +211,9 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
         _heads = 0
         _reading_head = True
         _head_timer: asyncio.TimerHandle | None = None
+        _head_due: float | None = None
+        _out: _OneWrite | None = None
+        _lane_served = False
 
         def connection_made(self, transport: Any) -> None:
             if len(self.connections) >= max_connections:
@@ -155,24 +222,37 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
                 transport.abort()
                 return
             super().connection_made(transport)
+            self._out = _OneWrite(transport, self)
+            self.transport = self._out  # type: ignore[assignment]
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
             if not self._dropped:
                 super().connection_lost(exc)
 
         def _arm(self) -> None:
-            self._disarm()
-            self._head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+            # one timer per connection, moved lazily: a request costs a clock read, not
+            # a timer's creation and cancellation
+            due = self.loop.time() + HEAD_TIMEOUT_S
+            self._head_due = due
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_at(due, self._head_timed_out)
 
         def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            self._head_due = None
 
         def _head_timed_out(self) -> None:
             self._head_timer = None
+            due = self._head_due
+            if due is None:
+                return  # no head is due: the next response arms the timer again
+            if due > self.loop.time():
+                self._head_timer = self.loop.call_at(due, self._head_timed_out)
+                return
             idle = self.cycle is None or self.cycle.response_complete
             if self._reading_head and idle and not self.transport.is_closing():
                 self.transport.write(_TIMED_OUT)
@@ -203,14 +283,49 @@ def bounded(max_connections: int) -> type[asyncio.Protocol]:
             self._reading_head = False
             self._heads += 1
             self._disarm()
+            if lane is not None and self._by_lane():
+                return
             super().on_headers_complete()
 
+        def _by_lane(self) -> bool:
+            """Answer the request through the lane if it can; True once it is written."""
+            cycle = self.cycle
+            parser = self.parser
+            if (
+                (cycle is not None and not cycle.response_complete)
+                or self.pipeline
+                or self.flow.write_paused
+                or self.app is not self.config.loaded_app  # a refused peer's connection
+                or parser.get_method() != b"GET"
+                or parser.get_http_version() != "1.1"
+                or not parser.should_keep_alive()
+                or parser.should_upgrade()
+            ):
+                return False
+            assert lane is not None
+            response = lane.answer(
+                self.url, self.headers, self.server, self.server_state.default_headers
+            )
+            if response is None:
+                return False
+            self.transport.write(response)
+            self._lane_served = True
+            return True
+
         def on_message_complete(self) -> None:
+            if self._lane_served:  # its response is written: the connection is free
+                self._lane_served = False
+                self._reading_head = True
+                self._head_bytes = 0
+                self.on_response_complete()
+                return
             super().on_message_complete()
             self._reading_head = True
             self._head_bytes = 0
 
         def on_response_complete(self) -> None:
+            if self._out is not None:
+                self._out.flush()
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()  # the next request's head is due within the timeout

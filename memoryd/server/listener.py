@@ -26,6 +26,7 @@ from starlette.types import ASGIApp
 from memoryd.server.application import create_app
 from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
+from memoryd.server.lane import FastLane
 from memoryd.server.limits import MAX_HEAD_BYTES, bounded, fd_budget, raise_fd_limit
 from memoryd.server.metrics import Metrics
 from memoryd.server.peercred import peer_checked
@@ -155,9 +156,10 @@ class Server(SupervisedActor):
             lifespan="on" if lifespan else "off",
             loop="auto",  # uvloop when installed
             # httptools, with bounded request heads; refuses Unix peers of another uid
-            http=peer_checked(bounded(limit), os.geteuid()),
+            http=peer_checked(bounded(limit, FastLane.over(app)), os.geteuid()),
             ws="none",
             proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
+            server_header=False,  # one header less for every client to parse; names no version
             timeout_graceful_shutdown=max(int(self.config.grace_s), 1),
             limit_concurrency=limit + 1,  # the protocol itself drops connections past limit
             timeout_keep_alive=30,

@@ -156,8 +156,10 @@ def test_codec_reexports_the_same_functions() -> None:
         "Buffer",
         "MAX_VALUE_BYTES",
         "MAX_WIRE_BYTES",
+        "pack_packed_array_map",
         "pack_value",
         "pack_wire",
+        "split_packed",
         "unpack_value",
         "unpack_wire",
     }

@@ -7,6 +7,7 @@ memory (``VmHWM``, reset through ``/proc/PID/clear_refs``) shows what one body c
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import msgpack
@@ -15,7 +16,9 @@ import pytest
 from memoryd import codec
 from memoryd.errors import HttpError
 from memoryd.server.bodies import (
+    MEMORY_FLOOR,
     MEMORY_PER_BODY_BYTE,
+    SMALL_MSGPACK_BYTES,
     decode_body,
     json_memory_estimate,
     memory_budget,
@@ -156,3 +159,23 @@ def test_malformed_bodies_are_http_400(raw: bytes, kind: str) -> None:
         decode_body(raw, kind)
     assert caught.value.status == 400
     assert "cannot be decoded" in str(caught.value)
+
+
+def test_a_small_msgpack_body_of_the_costliest_values_fits_the_floor() -> None:
+    """A body up to `SMALL_MSGPACK_BYTES`, decoded unmeasured, stays within `MEMORY_FLOOR`
+    even when every byte is an empty map (the costliest one-byte value) or an empty array."""
+    count = SMALL_MSGPACK_BYTES - 5
+    for one in (b"\x80", b"\x90"):
+        raw = b"\xdd" + count.to_bytes(4, "big") + one * count
+        tracemalloc.start()
+        try:
+            decode_body(raw, "msgpack")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= MEMORY_FLOOR, (one, peak)
+    small = _empty_arrays_msgpack(SMALL_MSGPACK_BYTES - 15)
+    assert len(small) == SMALL_MSGPACK_BYTES
+    assert len(decode_body(small, "msgpack")["messages"]) == SMALL_MSGPACK_BYTES - 15
+    with pytest.raises(HttpError, match="too many small values"):  # one byte more: measured
+        decode_body(_empty_arrays_msgpack(SMALL_MSGPACK_BYTES - 14), "msgpack")

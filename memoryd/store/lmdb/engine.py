@@ -356,13 +356,32 @@ class LmdbEngine:
             StorageError: LMDB failed.
             CorruptRecord: a record read is damaged (the message names it and the store).
         """
-        with self.reading(wait=wait) as txn:
+        # `reading` spelled out: a read is often a few microseconds of LMDB, and a
+        # generator-based context manager and an always-evaluated wait cost as much
+        gate = self._gate
+        with gate:
+            if self._pausing or self._closing:
+                if not wait and self._pausing and not self._closing:
+                    raise EngineBusy
+                gate.wait_for(lambda: not self._pausing or self._closing)
+                if self._closing:
+                    raise EngineClosed
+            self._readers += 1
+        try:
+            txn = self.env.begin(buffers=False)
             try:
                 return fn(txn, self.dbs)
             except CorruptRecord as exc:
                 raise CorruptRecord(f"{exc} (store {self.path})") from None
             except lmdb.Error as exc:
                 raise StorageError(f"LMDB read failed in {self.path}: {exc}") from exc
+            finally:
+                txn.abort()
+        finally:
+            with gate:
+                self._readers -= 1
+                if self._readers == 0 and (self._pausing or self._closing):
+                    gate.notify_all()  # only a grow or a close waits for the readers
 
     @property
     def closed(self) -> bool:

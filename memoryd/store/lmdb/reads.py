@@ -14,7 +14,7 @@ import lmdb
 
 from memoryd import codec
 from memoryd.errors import CorruptRecord
-from memoryd.events import Change, Event, walk_back
+from memoryd.events import Change, Event, EventKind, walk_back
 from memoryd.store.lmdb import keys
 from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get, system_key
 from memoryd.store.systems import with_system
@@ -25,6 +25,7 @@ __all__ = [
     "event_range",
     "events",
     "history",
+    "history_packed",
     "history_with_system",
     "iter_event_records",
     "live_conversations",
@@ -91,6 +92,81 @@ def history(
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
         raise _damaged(meta, upto, "it is missing")
     return walk_back(_kinds_and_messages(cursor, meta, upto), limit)
+
+
+def history_packed(
+    txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, limit: int | None
+) -> tuple[int, list[bytes]]:
+    """`history` with the messages left msgpack-encoded as they are stored.
+
+    The same walk (each record's checksum and version checked, pops, clears and forks
+    applied), without decoding the messages: an answer sent as msgpack copies them.
+
+    Returns:
+        ``(how many messages, chunks of encoded messages, oldest first)``.
+
+    Raises:
+        CorruptRecord: a record it needs is damaged or missing.
+    """
+    if meta is None or meta.version == 0 or limit == 0:
+        return 0, []
+    cursor = txn.cursor(db=dbs.events)
+    if not cursor.set_key(keys.event_key(meta.conv, meta.version)):
+        raise _damaged(meta, meta.version, "it is missing")
+    chunks: list[bytes] = []  # newest first
+    count = 0
+    skip = 0
+    for kind, n, packed in _packed_records(cursor, meta, meta.version):
+        if kind == _POPPED:
+            skip += 1
+            continue
+        if kind == _CLEARED:
+            break
+        if kind not in _WITH_MESSAGES:
+            continue
+        if not skip and (limit is None or count + n <= limit):
+            chunks.append(packed)  # the whole event (the common case)
+            count += n
+        else:
+            kept = n - skip  # the last `skip` messages were popped
+            skip = max(0, -kept)
+            if kept > 0:
+                need = kept if limit is None else min(kept, limit - count)
+                parts = codec.split_packed(packed, n, what=f"event of {meta.cid!r}")
+                chunks.append(b"".join(parts[kept - need : kept]))
+                count += need
+        if kind == _FORKED or (limit is not None and count >= limit):
+            break
+    chunks.reverse()
+    return count, chunks
+
+
+_APPENDED, _CLEARED, _POPPED, _FORKED = (
+    EventKind.APPENDED.value,
+    EventKind.CLEARED.value,
+    EventKind.POPPED.value,
+    EventKind.FORKED.value,
+)
+_WITH_MESSAGES = frozenset({_APPENDED, _FORKED})
+
+
+def _packed_records(cursor: lmdb.Cursor, meta: Meta, upto: int) -> Iterator[tuple[str, int, bytes]]:
+    """`_kinds_and_messages` with each event's messages still encoded."""
+    prefix = keys.conv_num_bytes(meta.conv)
+    version = upto
+    for raw_key, value in cursor.iterprev():
+        if version < meta.first:
+            return
+        key = prefix + version.to_bytes(keys.U64_SIZE, "big")
+        if raw_key != key:
+            raise _damaged(meta, version, "it is missing")
+        try:
+            yield codec.unpack_kind_and_packed_messages(codec.unseal(key, value))
+        except CorruptRecord as exc:
+            raise _damaged(meta, version, exc) from None
+        version -= 1
+    if version >= meta.first:
+        raise _damaged(meta, version, "it is missing")
 
 
 def history_with_system(
