@@ -168,6 +168,12 @@ def check(
     kind = type(messages)
     if (kind is not list and kind is not tuple) or not messages:
         check_batch_type(messages)
+    if len(messages) == 1:  # one input, one reply, one tool result: most batches
+        try:
+            copy, size = check_message(messages[0], max_bytes)
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"messages[0]: {exc}") from exc
+        return _make((copy,), (size,))
     copies: list[Message] = []
     sizes: list[int] = []
     index = 0

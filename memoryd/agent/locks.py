@@ -32,12 +32,17 @@ class _Entry:
 _locks: dict[Hashable, _Entry] = {}
 
 
+def _running(run_id: str) -> ValueError:
+    """The error for a run that is already running in this process."""
+    return ValueError(
+        f"run {run_id} is still running in this process; resume only runs whose process died"
+    )
+
+
 def _claim_run(run_id: str) -> None:
     """Mark ``run_id`` active (call under ``_guard``)."""
     if run_id in _active:
-        raise ValueError(
-            f"run {run_id} is still running in this process; resume only runs whose process died"
-        )
+        raise _running(run_id)
     _active.add(run_id)
 
 
@@ -76,15 +81,22 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         self._key = key
 
     def __enter__(self) -> None:
-        with _guard:
-            _claim_run(self._run_id)
-            lock = self._lock = _join(self._key)
+        run_id, key = self._run_id, self._key
+        with _guard:  # `_claim_run` and `_join` in one pass, inline: every run comes here
+            if run_id in _active:
+                raise _running(run_id)
+            entry = _locks.get(key)
+            if entry is None:
+                entry = _locks[key] = _Entry()
+            entry.users += 1
+            _active.add(run_id)
+        lock = self._lock = entry.lock
         try:
             lock.acquire()
         except BaseException:
             with _guard:
-                _leave(self._key)
-                _active.discard(self._run_id)
+                _leave(key)
+                _active.discard(run_id)
             raise
 
     def __exit__(
@@ -94,8 +106,12 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         trace: TracebackType | None,
     ) -> None:
         self._lock.release()
-        with _guard:
-            _leave(self._key)
+        key = self._key
+        with _guard:  # `_leave`, inline
+            entry = _locks[key]
+            entry.users -= 1
+            if not entry.users:
+                del _locks[key]
             _active.discard(self._run_id)
 
 
