@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memoryd.errors import InvalidMessage, JsonProblem
@@ -73,6 +73,12 @@ def copy_json(value: Any, depth: int) -> Any:
     kind = type(value)
     if kind is str or value is None or kind is bool:
         return value
+    if kind is dict or kind is list:  # the usual containers, without the ABC checks below
+        if depth > MAX_NESTING_DEPTH:
+            raise JsonProblem(
+                f"nests dicts and lists deeper than {MAX_NESTING_DEPTH} levels; flatten it"
+            )
+        return _copy_dict(value, depth) if kind is dict else _copy_items(value, depth)
     if kind is int:
         if not _INT_MIN <= value <= _INT_MAX:
             raise JsonProblem(
@@ -90,26 +96,8 @@ def copy_json(value: Any, depth: int) -> Any:
                 f"nests dicts and lists deeper than {MAX_NESTING_DEPTH} levels; flatten it"
             )
         if isinstance(value, Mapping):
-            out: dict[str, Any] = {}
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise JsonProblem(
-                        f"has the key {key!r} of type {type(key).__name__}; keys must be str"
-                    )
-                try:
-                    out[str(key)] = copy_json(item, depth + 1)
-                except JsonProblem as problem:
-                    problem.parts.append(str(key))
-                    raise
-            return out
-        items: list[Any] = []
-        for index, item in enumerate(value):
-            try:
-                items.append(copy_json(item, depth + 1))
-            except JsonProblem as problem:
-                problem.parts.append(index)
-                raise
-        return items
+            return _copy_dict(value, depth)
+        return _copy_items(value, depth)
     # Subclasses of the scalar types (StrEnum, IntEnum, float subclasses) become plain values.
     if isinstance(value, str):
         return str(value)
@@ -118,6 +106,42 @@ def copy_json(value: Any, depth: int) -> Any:
     if isinstance(value, float):
         return copy_json(float(value), depth)
     raise JsonProblem(f"is of type {kind.__name__}; only JSON values ({_JSON_TYPES}) can be stored")
+
+
+def _copy_dict(value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
+    """`copy_json` of a mapping at nesting level ``depth`` (already allowed)."""
+    out: dict[str, Any] = {}
+    for raw_key, item in value.items():
+        key = raw_key if type(raw_key) is str else _plain_key(raw_key)
+        kind = type(item)
+        if kind is str or item is None or kind is bool:  # scalars need no copy
+            out[key] = item
+            continue
+        try:
+            out[key] = copy_json(item, depth + 1)
+        except JsonProblem as problem:
+            problem.parts.append(key)
+            raise
+    return out
+
+
+def _plain_key(key: Any) -> str:
+    """A mapping key as a plain str (a str subclass converted), or `JsonProblem`."""
+    if not isinstance(key, str):
+        raise JsonProblem(f"has the key {key!r} of type {type(key).__name__}; keys must be str")
+    return str(key)
+
+
+def _copy_items(value: Sequence[Any], depth: int) -> list[Any]:
+    """`copy_json` of a list or tuple at nesting level ``depth`` (already allowed)."""
+    items: list[Any] = []
+    for index, item in enumerate(value):
+        try:
+            items.append(copy_json(item, depth + 1))
+        except JsonProblem as problem:
+            problem.parts.append(index)
+            raise
+    return items
 
 
 def copy_json_or_raise(
@@ -177,6 +201,26 @@ def utf8_ok(text: str) -> bool:
 # one encoder for every message (json.dumps with options builds a new one per call)
 COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
+# `COMPACT`'s C encoder, built once for values `copy_json` made: plain trees of bounded
+# depth, so no cycle check is needed (`JSONEncoder.encode` builds one per call).
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_COPIED: Callable[[Any, int], Sequence[str]] | None = (
+    None
+    if _make_encoder is None
+    else _make_encoder(
+        None, COMPACT.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+
+def _compact_text(value: Any) -> str:
+    """``COMPACT.encode(value)`` for a value `copy_json` made."""
+    if _ENCODE_COPIED is None:
+        return COMPACT.encode(value)
+    if type(value) is str:
+        return json.encoder.encode_basestring(value)
+    return "".join(_ENCODE_COPIED(value, 0))
+
 
 def compact_json_bytes(
     value: Any, root: str = "message", *, error: type[ValueError] = InvalidMessage
@@ -194,7 +238,7 @@ def compact_json_bytes(
     Raises:
         ValueError: ``error``: a str (key or value) holds a lone surrogate.
     """
-    text = COMPACT.encode(value)
+    text = _compact_text(value)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

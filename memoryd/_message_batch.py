@@ -47,7 +47,7 @@ def check_message(message: Any, max_bytes: int | None) -> tuple[Message, int]:
     Raises:
         InvalidMessage: As `memoryd.messages.validate`.
     """
-    if not isinstance(message, Mapping):
+    if type(message) is not dict and not isinstance(message, Mapping):
         raise InvalidMessage(
             f"a message must be a dict with 'role' and 'content', got {type_name(message)}"
         )
@@ -165,7 +165,15 @@ def check(
                 if size > max_bytes:
                     raise InvalidMessage(f"messages[{index}]: {too_large(size, max_bytes)}")
         return messages
-    check_batch_type(messages)
+    kind = type(messages)
+    if (kind is not list and kind is not tuple) or not messages:
+        check_batch_type(messages)
+    if len(messages) == 1:  # one input, one reply, one tool result: most batches
+        try:
+            copy, size = check_message(messages[0], max_bytes)
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"messages[0]: {exc}") from exc
+        return _make((copy,), (size,))
     copies: list[Message] = []
     sizes: list[int] = []
     index = 0

@@ -46,14 +46,14 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from memoryd import messages as msgs
 from memoryd.agent.journal import RunJournal, RunRecord
-from memoryd.agent.locks import active_runs, conversation_lock, run_active
+from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
     base_version,
     check_provider_options,
@@ -160,16 +160,29 @@ def pending_runs_of(records: Iterable[RunRecord]) -> list[PendingRun]:
     ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
 class _Run:
-    """What the loop knows of the run it drives."""
+    """What the loop knows of the run it drives (one per run: plain slots, no checks).
 
-    run_id: str
-    cid: str
-    base: int | None
-    inputs: int
-    session: Session | None = None
-    memos: list[Any] = field(default_factory=list)
+    Attributes:
+        run_id: The run id.
+        cid: The conversation.
+        base: The conversation's version when the run started (None: no versions).
+        inputs: How many messages of the turn are the run's input.
+        session: The active session when the run is one of its turns.
+        memos: The memos the session's handlers returned, in order.
+    """
+
+    __slots__ = ("base", "cid", "inputs", "memos", "run_id", "session")
+
+    def __init__(
+        self, run_id: str, cid: str, base: int | None, inputs: int, session: Session | None
+    ) -> None:
+        self.run_id = run_id
+        self.cid = cid
+        self.base = base
+        self.inputs = inputs
+        self.session = session
+        self.memos: list[Any] = []
 
 
 def _input_messages(value: Any) -> CheckedMessages:
@@ -314,7 +327,7 @@ class Agent(SessionMethods):
             run_id = uuid.uuid4().hex
         elif not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
-        with run_active(run_id), self._lock(cid):
+        with run_turn(run_id, self._lock_key(cid)):
             base, history = self._load(cid)
             return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
 
@@ -379,7 +392,7 @@ class Agent(SessionMethods):
         with run_active(run_id):
             record = journal.load(run_id)
             cid = record.conversation_id
-            with self._lock(cid):
+            with conversation_lock(self._lock_key(cid)):
                 journal.claim(record)
                 store = store_of(self.provider)
                 if store is not None:
@@ -402,10 +415,11 @@ class Agent(SessionMethods):
             )
         return self._journal
 
-    def _lock(self, cid: str) -> Any:
+    def _lock_key(self, cid: str) -> tuple[Any, str]:
+        """The key of the conversation's process-wide lock: its store's name (or the
+        provider's identity) and the conversation id."""
         store = store_of(self.provider)
-        owner: Any = store.name if store is not None else id(self.provider)
-        return conversation_lock((owner, cid))
+        return (store.name if store is not None else id(self.provider), cid)
 
     def _load(self, cid: str) -> tuple[int | None, list[Message]]:
         if self.provider is None:
@@ -436,7 +450,7 @@ class Agent(SessionMethods):
         *,
         inputs: int,
     ) -> RunResult:
-        run = _Run(run_id=run_id, cid=cid, base=base, inputs=inputs, session=self._session_of(cid))
+        run = _Run(run_id, cid, base, inputs, self._session_of(cid))
         try:
             turn = self._loop(run, history, turn)
             version = None
@@ -529,21 +543,26 @@ class Agent(SessionMethods):
         """
         inputs, cid, run_id = run.inputs, run.cid, run.run_id
         context = Context(conversation_id=cid, metadata={"run_id": run_id})
-        step = sum(1 for m in turn[inputs:] if m.get("role") == "assistant")
+        kernel, provider, session = self.kernel, self.provider, run.session
+        max_steps = kernel.max_steps
+        asked = -1  # the index of the turn's last assistant message, -1 before the first
+        step = 0  # LLM calls made
+        for index in range(inputs, len(turn)):
+            if turn[index].get("role") == "assistant":
+                asked, step = index, step + 1
         unsaved: CheckedMessages | None = None
         while True:
-            asked = [i for i in range(inputs, len(turn)) if turn[i].get("role") == "assistant"]
-            if asked:
-                calls = turn[asked[-1]].get("tool_calls") or []
+            if asked >= 0:
+                calls = turn[asked].get("tool_calls")
                 if not calls:
                     return turn
-                answered = {m.get("tool_call_id") for m in turn[asked[-1] + 1 :]}
+                answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
                         self._boundary(run)
                         token = current_tool_call.set((run_id, call["id"]))
                         try:
-                            result = self.kernel.call_tool(call, context=context)
+                            result = kernel.call_tool(call, context=context)
                         finally:
                             current_tool_call.reset(token)
                         answer = {
@@ -557,22 +576,23 @@ class Agent(SessionMethods):
                 if unsaved is not None:
                     self._save_step(run, turn, unsaved)
                     unsaved = None
-            if step >= self.max_steps:
+            if step >= max_steps:
                 raise StepLimitExceeded(
-                    f"run {run_id} made {self.max_steps} LLM calls and the model still asks "
+                    f"run {run_id} made {max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
             self._boundary(run)
             shown = self._shown(turn)
             sent = [*history, *shown]
-            if run.session is not None:
-                resized = run.session.shape(history, sent)
+            if session is not None:
+                resized = session.shape(history, sent)
                 if resized.memo is not None:
                     run.memos.append(resized.memo)
                 sent = keep_turn(resized.window, shown)
-            elif self.provider is not None:
-                sent = keep_turn(self.provider.prepare(cid, sent), shown)
-            reply = self.kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
+            elif provider is not None:
+                sent = keep_turn(provider.prepare(cid, sent), shown)
+            reply = kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
+            asked = len(turn)
             turn = turn.join(reply)
             unsaved = reply
             step += 1

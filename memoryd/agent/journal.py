@@ -221,7 +221,10 @@ class RunJournal:
         except ConflictError:
             self._live.pop(run_id, None)
             raise
-        self._live[run_id] = _Live(version, self._clock())
+        if live is None:
+            self._live[run_id] = _Live(version, self._clock())
+        else:  # one record per run, kept up to date
+            live.version, live.written_at = version, self._clock()
 
     def renew(self, run_id: str) -> bool:
         """Renew the lease of a run this process writes, if half of it has passed.

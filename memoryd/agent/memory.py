@@ -159,10 +159,10 @@ def keep_turn(prepared: Sequence[Message], turn: Sequence[Message]) -> list[Mess
     Returns:
         The messages to send.
     """
-    size = len(turn)
-    if size <= len(prepared) and [_shape(m) for m in prepared[len(prepared) - size :]] == [
-        _shape(m) for m in turn
-    ]:
+    start = len(prepared) - len(turn)
+    if start >= 0 and all(
+        m is t or _shape(m) == _shape(t) for m, t in zip(prepared[start:], turn, strict=True)
+    ):  # the turn's own messages (the usual case) need no comparison
         return list(prepared)
     head = [m for m in prepared if msgs.is_system(m) and m not in turn]
     return [*head, *turn]

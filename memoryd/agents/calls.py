@@ -68,13 +68,10 @@ class Calls:
     ) -> RunResult:
         """`AgentSystem.call`: the run in this thread when the instance is live and idle."""
         deadline = self.deadline(timeout)
-        self._mailboxes.check(agent_type, key)
-        slot = self._mailboxes.slot(agent_type, key)
+        slot = self._mailboxes.address(agent_type, key)
         if slot.state is State.DOWN and slot.idle:
             self._placement.ensure_live(slot, deadline)  # so the first call runs here too
-        slot, call, placed = self._mailboxes.submit(
-            agent_type, key, input, request_id, deadline, inline=True, checked=True
-        )
+        slot, call, placed = self._mailboxes.submit(slot, input, request_id, deadline, inline=True)
         if placed is Placed.INLINE:
             actor = slot.actor
             assert actor is not None
@@ -95,7 +92,8 @@ class Calls:
     ) -> RunResult:
         """`AgentSystem.acall`: through the instance's actor, never blocking the loop."""
         deadline = self.deadline(timeout)
-        slot, call, placed = self._mailboxes.submit(agent_type, key, input, request_id, deadline)
+        slot = self._mailboxes.address(agent_type, key)
+        slot, call, placed = self._mailboxes.submit(slot, input, request_id, deadline)
         if placed is Placed.DOWN:
             try:
                 await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
@@ -103,9 +101,7 @@ class Calls:
                 self._mailboxes.withdraw(slot, call)
                 raise
         try:
-            return await asyncio.wait_for(
-                asyncio.wrap_future(call.future), max(0.0, deadline - time.monotonic())
-            )
+            return await asyncio.wait_for(asyncio.wrap_future(call.future), _left(deadline))
         except CallTimeout:
             raise
         except TimeoutError:
@@ -121,8 +117,9 @@ class Calls:
             AgentSystemStopped: The system stopped.
         """
         agent_type, key = naming.split_conversation(record.conversation_id)
+        slot = self._mailboxes.address(agent_type, key)
         slot, call, placed = self._mailboxes.submit(
-            agent_type, key, None, None, float("inf"), resume=record.run_id
+            slot, None, None, float("inf"), resume=record.run_id
         )
         if placed is Placed.DOWN:
             try:
@@ -145,8 +142,13 @@ class Calls:
 
     def _wait(self, slot: Slot, call: Call, deadline: float) -> RunResult:
         try:
-            return call.future.result(timeout=max(0.0, deadline - time.monotonic()))
+            return call.future.result(timeout=_left(deadline))
         except CallTimeout:
             raise
         except TimeoutError:
             raise self._mailboxes.timed_out(slot, call) from None
+
+
+def _left(deadline: float) -> float:
+    """The seconds left until ``deadline`` (``time.monotonic()``), at least 0."""
+    return max(0.0, deadline - time.monotonic())

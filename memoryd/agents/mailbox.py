@@ -83,7 +83,11 @@ class Mailboxes:
             return list(self._slots.values())
 
     def slot(self, agent_type: str, key: str) -> Slot:
-        """The slot of (``agent_type``, ``key``), made on first use."""
+        """The slot of (``agent_type``, ``key``), made on first use (the address is not
+        checked here: see `address`)."""
+        slot = self._slots.get((agent_type, key))  # one dict read: atomic, no lock needed
+        if slot is not None:
+            return slot
         with self._lock:
             slot = self._slots.get((agent_type, key))
             if slot is None:
@@ -97,8 +101,14 @@ class Mailboxes:
                 self._slots[(agent_type, key)] = slot
             return slot
 
-    def check(self, agent_type: str, key: str) -> None:
-        """Check a call's address before anything is placed.
+    def address(self, agent_type: str, key: str) -> Slot:
+        """Check a call's address before anything is placed, and find its slot.
+
+        A slot the system knows was made for a checked address, so a call to a known
+        instance costs one dict read; a new address is checked, then its slot made.
+
+        Returns:
+            The slot (it may be retired meanwhile: `submit` looks again then).
 
         Raises:
             AgentSystemStopped: The system is stopped.
@@ -109,45 +119,43 @@ class Mailboxes:
             raise AgentSystemStopped(f"agent system {self.system!r} is stopped; start a new one")
         if agent_type not in self._types:
             raise unknown_agent(self.system, agent_type, self._types)
-        if (agent_type, key) not in self._slots:  # a slot's key was checked when it was made
+        slot = self._slots.get((agent_type, key))
+        if slot is None:
             naming.check_key(agent_type, key)
+            slot = self.slot(agent_type, key)
+        return slot
 
     def submit(
         self,
-        agent_type: str,
-        key: str,
+        slot: Slot,
         input: Any,
         request_id: str | None,
         deadline: float,
         *,
         inline: bool = False,
         resume: str | None = None,
-        checked: bool = False,
     ) -> tuple[Slot, Call, Placed]:
         """Place a call on its instance.
 
         Args:
-            agent_type: The agent type.
-            key: The instance key.
+            slot: The instance's slot, from `address` (the address checked).
             input: The run's input.
             request_id: The caller's request id, or None.
             deadline: The caller's deadline (``time.monotonic()``).
             inline: Claim the call for the caller's thread when the instance is live
                 and idle.
             resume: Resume this pending run instead (never refused for a full mailbox).
-            checked: The caller already made `check`.
 
         Returns:
-            The slot, the call, and where it was placed.
+            The slot (another one when ``slot`` was retired meanwhile), the call, and
+            where it was placed.
 
         Raises:
-            AgentSystemStopped, UnknownAgent, ValueError, InvalidConversationId: As `check`.
             CallCycle: The instance is waiting on this very call.
+            ValueError: A bad request id.
             Overloaded: The instance's mailbox is full (nothing written).
         """
-        if not checked:
-            self.check(agent_type, key)
-        name = naming.instance_name(self.system, agent_type, key)
+        name = slot.name
         chain = call_chain.get()
         if name in chain:
             cycle = " -> ".join((*chain[chain.index(name) :], name))
@@ -155,12 +163,12 @@ class Mailboxes:
                 f"call cycle: {cycle}; instance {name!r} is waiting on this call, so it "
                 "would wait on itself. Call another instance, or restructure the agents"
             )
-        if request_id is not None and (not isinstance(request_id, str) or not request_id):
-            raise ValueError(f"request_id must be a non-empty str, not {request_id!r}")
         if resume is not None:
             run_id = resume
         elif request_id is not None:
-            run_id = naming.request_run_id(agent_type, key, request_id)
+            if not isinstance(request_id, str) or not request_id:
+                raise ValueError(f"request_id must be a non-empty str, not {request_id!r}")
+            run_id = naming.request_run_id(slot.agent_type, slot.key, request_id)
         else:
             run_id = f"{_RUN_PREFIX}{next(_RUN_IDS):016x}"
         call = Call(
@@ -172,35 +180,43 @@ class Mailboxes:
             resume=resume is not None,
         )
         while True:
-            slot = self.slot(agent_type, key)
             with slot.mutex:
-                if slot.state is State.RETIRED:
-                    continue
-                slot.last_used = self._clock()
-                actor = slot.actor
-                if (
-                    inline
-                    and actor is not None
-                    and slot.state is State.LIVE
-                    and slot.current is None
-                    and not slot.queue
-                    and actor.actor_inbox.borrow()
-                ):
-                    call.future.set_running_or_notify_cancel()
-                    slot.current, slot.inline = call, True
-                    placed = Placed.INLINE
-                else:
-                    if resume is None and len(slot.queue) >= self.mailbox:
-                        self._count("overloaded")
-                        raise Overloaded(
-                            f"instance {name!r} has {len(slot.queue)} calls waiting (mailbox="
-                            f"{self.mailbox}); nothing was written. Retry later, or start "
-                            "the system with a larger mailbox"
-                        )
-                    slot.queue.append(call)
-                    placed = Placed.LIVE if nudge(slot) else Placed.DOWN
-            self._count("calls")
-            return slot, call, placed
+                retired = slot.state is State.RETIRED  # forgotten meanwhile: look again
+                if not retired:
+                    placed = self._place(slot, call, inline=inline, resume=resume is not None)
+            if not retired:
+                self._count("calls")
+                return slot, call, placed
+            slot = self.slot(slot.agent_type, slot.key)
+
+    def _place(self, slot: Slot, call: Call, *, inline: bool, resume: bool) -> Placed:
+        """Claim ``call`` for its caller's thread or queue it (under ``slot.mutex``).
+
+        Raises:
+            Overloaded: The mailbox is full (never for a resume).
+        """
+        slot.last_used = self._clock()
+        actor = slot.actor
+        if (
+            inline
+            and actor is not None
+            and slot.state is State.LIVE
+            and slot.current is None
+            and not slot.queue
+            and actor.actor_inbox.borrow()
+        ):
+            call.future.set_running_or_notify_cancel()
+            slot.current, slot.inline = call, True
+            return Placed.INLINE
+        if not resume and len(slot.queue) >= self.mailbox:
+            self._count("overloaded")
+            raise Overloaded(
+                f"instance {slot.name!r} has {len(slot.queue)} calls waiting (mailbox="
+                f"{self.mailbox}); nothing was written. Retry later, or start the system "
+                "with a larger mailbox"
+            )
+        slot.queue.append(call)
+        return Placed.LIVE if nudge(slot) else Placed.DOWN
 
     def withdraw(self, slot: Slot, call: Call) -> None:
         """Take back a call still waiting (nothing of it runs); a running one goes on."""

@@ -326,8 +326,7 @@ class AgentSystem:
 
     def finished(self, slot: Slot) -> None:
         """A slot drained its queue: wake whoever waits for room."""
-        with slot.mutex:
-            slot.last_used = self._clock()
+        slot.last_used = self._clock()  # one attribute store; ``mutex`` guards no clock
         self._placement.wake()
 
     def count(self, what: str) -> None:

@@ -269,6 +269,8 @@ class Kernel:
         request = self._request(messages, context, step, invoke_id)
         if self.filters:
             return msgs.check([self._chat(request)], max_bytes=None)
+        if not self._inner:  # no layer at all: the model's checked reply as it is
+            return self._checked_reply(request)
         replies: list[msgs.CheckedMessages] = []
 
         def terminal(inner: ChatRequest) -> Message:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.errors import InvalidMessage
-from memoryd.messages import is_system
+from memoryd.messages import SYSTEM_ROLES
 
 __all__ = ["check_messages", "check_window", "repair", "safe_window", "units"]
 
@@ -58,6 +58,8 @@ def check_messages(messages: Any) -> list[Message]:
             f"messages must be a list of message dicts, got {type(messages).__name__}"
         )
     for index, message in enumerate(messages):
+        if type(message) is dict and type(message.get("role")) is str:
+            continue  # the usual case, without the ABC check below
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise InvalidMessage(
                 f"messages[{index}] must be a message dict with a str 'role', got {message!r:.80}"
@@ -70,7 +72,7 @@ def _call_ids(message: Mapping[str, Any]) -> list[str]:
         return []
     ids: list[str] = []
     for call in message.get("tool_calls") or ():
-        call_id = call.get("id") if isinstance(call, Mapping) else None
+        call_id = call.get("id") if type(call) is dict or isinstance(call, Mapping) else None
         ids.append(call_id if isinstance(call_id, str) else "")
     return ids
 
@@ -94,7 +96,7 @@ def units(messages: Sequence[Message]) -> list[list[Message]]:
     while i < size:
         message = messages[i]
         role = message.get("role")
-        ids = _call_ids(message)
+        ids = _call_ids(message) if role == "assistant" else None
         if ids:
             wanted = set(ids)
             answers: list[Message] = []
@@ -150,7 +152,9 @@ def safe_window(messages: Sequence[Message], n: int) -> list[Message]:
     """
     n = check_window(n)
     items = check_messages(messages)
-    system = [m for m in items if is_system(m)]
-    others = [m for m in items if not is_system(m)]
+    system: list[Message] = []
+    others: list[Message] = []
+    for message in items:
+        (system if message.get("role") in SYSTEM_ROLES else others).append(message)
     tail = others[-n:] if n else []
     return system + repair(tail)

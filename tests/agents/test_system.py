@@ -52,6 +52,49 @@ def test_an_unknown_agent_type_is_refused(
     assert store.conversations() == []
 
 
+@pytest.mark.parametrize(
+    ("key", "error", "needle"),
+    [
+        ("", ValueError, "instance key must be a non-empty str"),
+        (42, ValueError, "instance key must be a non-empty str"),
+        ("bad\x00key", memoryd.InvalidConversationId, "control character"),
+        ("k" * 300, memoryd.InvalidConversationId, "the limit is 256"),
+    ],
+)
+def test_a_bad_key_is_refused_before_anything_is_written(
+    store: memoryd.StoreHandle,
+    systems: list[AgentSystem],
+    key: Any,
+    error: type[Exception],
+    needle: str,
+) -> None:
+    """A key that makes no conversation id is refused: no instance, no write, no slot
+    (the same call is refused again, and a good key still works)."""
+    system = start(systems, {"echo": factory(store, echo_model)}, store=store)
+    for _ in range(2):
+        with pytest.raises(error, match=needle):
+            system.call("echo", key, "hi")
+    assert system.instances() == []
+    assert store.conversations() == []
+    assert system.call("echo", "good", "hi").text == "echo: hi"
+
+
+@pytest.mark.parametrize("request_id", ["", 7])
+def test_a_bad_request_id_is_refused_also_for_a_live_instance(
+    store: memoryd.StoreHandle, systems: list[AgentSystem], request_id: Any
+) -> None:
+    """A request id that is not a non-empty str is refused with ValueError before the
+    call is placed, whether the instance is new or live; it runs nothing."""
+    system = start(systems, {"echo": factory(store, echo_model)}, store=store)
+    with pytest.raises(ValueError, match="request_id must be a non-empty str"):
+        system.call("echo", "a", "first", request_id=request_id)
+    system.call("echo", "a", "hi")  # now live and idle
+    with pytest.raises(ValueError, match="request_id must be a non-empty str"):
+        system.call("echo", "a", "second", request_id=request_id)
+    assert [m["content"] for m in store.get("echo/a")] == ["hi", "echo: hi"]
+    assert system.stats()["calls"] == 1
+
+
 def test_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:

@@ -5,6 +5,7 @@ imports."""
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memoryd._json_values import compact_json_bytes, copy_json
 from memoryd.errors import InvalidMessage
 from memoryd.events import Event
 from memoryd.messages import MAX_NESTING_DEPTH, validate
@@ -48,6 +50,36 @@ def test_validate_normalises_containers_and_scalar_subclasses() -> None:
     assert type(result["level"]) is int and result["level"] == 3
     assert type(result["cost"]) is float
     assert type(result["tags"]) is list
+
+
+def test_validate_turns_str_subclass_keys_into_plain_str() -> None:
+    """A key that is a str subclass is stored as a plain str."""
+
+    class Key(enum.StrEnum):
+        NOTE = "note"
+
+    result = validate(user_with(extra={Key.NOTE: "x"}))
+    assert result["extra"] == {"note": "x"}
+    assert [type(k) for k in result["extra"]] == [str]
+
+
+@given(json_values)
+def test_the_compact_encoding_is_what_json_dumps_writes(value: Any) -> None:
+    """The encoding whose length size limits compare is compact JSON in UTF-8, byte
+    for byte what ``json.dumps`` writes with the same options."""
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    assert compact_json_bytes(copy_json(value, 1)) == expected
+
+
+def test_the_compact_encoding_escapes_and_counts_utf8_bytes() -> None:
+    """Quotes, backslashes and control characters are escaped; non-ASCII text is kept
+    as UTF-8, so the size counts its bytes."""
+    value = {'q"k': ["tab\there", "\u00e9\u4e2d\U0001f600", 1.5, -(2**63), None, True, {}, []]}
+    expected = (
+        '{"q\\"k":["tab\\there","\u00e9\u4e2d\U0001f600",1.5,-9223372036854775808,null,true,{},[]]}'
+    )
+    assert compact_json_bytes(copy_json(value, 1)) == expected.encode()
+    assert len(expected.encode()) == len(expected) + 1 + 2 + 3  # é: 2 bytes, 中: 3, 😀: 4
 
 
 def test_validate_keeps_bools_as_bools() -> None:
