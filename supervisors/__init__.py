@@ -30,6 +30,7 @@ from supervisors._errors import (
     UnknownChild,
 )
 from supervisors._exit import Exit, ExitKind
+from supervisors._inbox import Inbox
 from supervisors._intensity import RestartIntensity
 from supervisors._plan import RestartPlan, plan_restart
 from supervisors._registry import register, registered, unregister, whereis
@@ -48,6 +49,7 @@ __all__ = [
     "DynamicSupervisor",
     "Exit",
     "ExitKind",
+    "Inbox",
     "Killed",
     "NameTaken",
     "Restart",

@@ -14,6 +14,12 @@ a failure. ``SupervisedActor`` closes those gaps:
   never overlaps the resources of the old one.
 * ``crash(error)`` is the way to crash on purpose from an ``ask`` handler: the
   caller still gets the exception, and the actor stops after the handler.
+* An actor class with ``lazy_thread = True`` pays for a thread only once it has a
+  message to process: ``init()`` runs in the thread that calls ``start()``, the
+  actor's thread starts when the first message arrives in its inbox, and
+  ``shutdown_actor`` stops an actor that never started its thread in the caller's
+  thread. A caller may meanwhile run code on the actor in its own thread by borrowing
+  its inbox (`Inbox.borrow`).
 
 Subclasses implement ``init()`` and ``terminate(exit)`` instead of Pykka's
 ``on_start``/``on_stop``/``on_failure``, and call ``super().__init__(name=...)``.
@@ -21,17 +27,21 @@ Subclasses implement ``init()`` and ``terminate(exit)`` instead of Pykka's
 
 from __future__ import annotations
 
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
 import pykka
 import structlog
+from pykka import messages as pykka_messages
 from pykka.messages import ProxyCall
 
 from supervisors._errors import StartError
 from supervisors._exit import Exit, ExitKind
+from supervisors._inbox import Inbox
 from supervisors._registry import register, unregister, whereis
 
 __all__ = ["Killed", "SupervisedActor", "kill", "linked", "shutdown_actor"]
@@ -60,10 +70,11 @@ class _Link:
 class _Starting:
     """The ready handshake between ``start()`` and the new actor's ``init()``."""
 
-    __slots__ = ("abandoned", "error", "link", "lock", "ready", "urn")
+    __slots__ = ("abandoned", "error", "link", "lock", "ready", "timeout_s", "urn")
 
-    def __init__(self, link: _Link | None) -> None:
+    def __init__(self, link: _Link | None, timeout_s: float = 0.0) -> None:
         self.link = link
+        self.timeout_s = timeout_s
         self.urn: str | None = None
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -72,6 +83,7 @@ class _Starting:
 
 
 _ambient = threading.local()
+_AMBIENT = ("link", "starting", "start_timeout_s")
 
 
 @contextmanager
@@ -118,9 +130,34 @@ class SupervisedActor(pykka.ThreadingActor):
     supervision tree still exits (as an OTP node stops with its VM); an application
     stops its tree cleanly from an ``atexit`` handler."""
 
+    lazy_thread: ClassVar[bool] = False
+    """True: ``init()`` runs in the thread that calls ``start()``, and the actor's own
+    thread starts only when the first message arrives in its inbox (an actor that never
+    gets one never costs a thread). ``init()`` is then not interrupted by the start
+    timeout: a start whose ``init()`` took longer fails after it returned."""
+
+    @staticmethod
+    def _create_actor_inbox() -> queue.Queue[Any]:  # Pykka's hook for actor types' inboxes
+        return Inbox()
+
+    @property
+    def _lazy_inbox(self) -> Inbox:
+        """The inbox of a ``lazy_thread`` actor (checked to be an `Inbox` at creation)."""
+        inbox = self.actor_inbox
+        assert isinstance(inbox, Inbox)
+        return inbox
+
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__()
+        if self.lazy_thread and not isinstance(self.actor_inbox, Inbox):
+            raise TypeError(
+                f"{type(self).__name__} has lazy_thread = True, so its inbox must be a "
+                f"supervisors Inbox, not {type(self.actor_inbox).__name__}"
+            )
         self.name = name
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._unthreaded_exit = False
         starting = getattr(_ambient, "starting", None)
         if starting is not None and starting.urn is None:
             starting.urn = self.actor_urn
@@ -152,7 +189,8 @@ class SupervisedActor(pykka.ThreadingActor):
         link: _Link | None = getattr(_ambient, "link", None)
         if link is not None and link.child_urn is not None:
             link = None  # the link was taken by an earlier actor of this start function
-        starting = _Starting(link)
+        timeout = getattr(_ambient, "start_timeout_s", None) or cls.start_timeout_s
+        starting = _Starting(link, timeout)
         previous = getattr(_ambient, "starting", None)
         _ambient.starting = starting
         try:
@@ -161,25 +199,109 @@ class SupervisedActor(pykka.ThreadingActor):
             _ambient.starting = previous
         if link is not None:
             link.child_urn = ref.actor_urn
-        timeout = getattr(_ambient, "start_timeout_s", None) or cls.start_timeout_s
         if not starting.ready.wait(timeout):
             with starting.lock:
                 if not starting.ready.is_set():
                     starting.abandoned = True
-            if starting.abandoned:
-                raise StartError(
-                    f"{cls.__name__} did not finish init() within {timeout:g} s; "
-                    "it will stop as soon as init() returns"
-                )
+        if starting.abandoned:
+            raise StartError(
+                f"{cls.__name__} did not finish init() within {timeout:g} s; "
+                "it stops as soon as init() returns"
+            )
         if starting.error is not None:
             raise StartError(
                 f"{cls.__name__} failed to start: {type(starting.error).__name__}: {starting.error}"
             ) from starting.error
         return ref
 
+    def _start_actor_loop(self) -> None:
+        """Pykka hook: start the actor's thread, or with ``lazy_thread`` run ``init()``
+        here and start the thread once a message arrives."""
+        if not self.lazy_thread:
+            super()._start_actor_loop()
+            return
+        # init() runs here, not in a fresh thread: it must neither take the link of the
+        # start that runs it nor see that start's handshake.
+        saved = {key: getattr(_ambient, key, None) for key in _AMBIENT}
+        for key in _AMBIENT:
+            setattr(_ambient, key, None)
+        try:
+            self.on_start()
+        finally:
+            for key, value in saved.items():
+                setattr(_ambient, key, value)
+        if self.actor_stopped.is_set():
+            self._refuse_queued()  # what was asked of it meanwhile
+            return
+        inbox = self._lazy_inbox
+        inbox.on_put, inbox.stop_here = self._wake, self._stop_unthreaded
+        if inbox.qsize():
+            self._wake()  # messages came while init() ran
+
+    def _wake(self) -> None:
+        """A message arrived: start the actor's thread if it has none (``lazy_thread``)."""
+        if self._thread is not None:
+            return
+        with self._thread_lock:
+            if self._thread is not None:
+                return
+            late = self._unthreaded_exit
+            if not late:
+                self._thread = threading.Thread(
+                    target=self._lazy_loop,
+                    name=f"{type(self).__name__}-{self.name or self.actor_urn[9:17]}",
+                    daemon=self.use_daemon_thread,
+                )
+                self._thread.start()
+        if late:
+            self._refuse_queued()  # it stopped without a thread
+
+    def _lazy_loop(self) -> None:
+        """The thread of a ``lazy_thread`` actor: its ``init()`` already ran."""
+        self._actor_loop_running()
+        self._actor_loop_teardown()
+
+    def _stop_unthreaded(self, detail: str | None) -> bool:
+        """Stop with reason ``shutdown`` in the caller's thread, if the actor never
+        started its thread and no caller has borrowed its inbox.
+
+        Returns:
+            True when it stopped here; False when the stop must go through its inbox.
+        """
+        inbox = self._lazy_inbox
+        with self._thread_lock:
+            if self._thread is not None or self._unthreaded_exit or self.actor_stopped.is_set():
+                return False
+            if not inbox.borrow():  # a caller runs code on it in its thread: queue the stop
+                return False
+            self._unthreaded_exit = True
+        try:
+            self._sv_shutdown(detail)
+        finally:
+            inbox.give_back()
+        self._refuse_queued()  # a message that raced the stop
+        return True
+
+    def _refuse_queued(self) -> None:
+        """Answer what waits in the inbox of an actor that stopped without its thread, as
+        Pykka does when an actor's loop ends, without waiting for more."""
+        while True:
+            try:
+                envelope = self._lazy_inbox.get(block=False)
+            except queue.Empty:
+                return
+            if envelope.reply_to is None:
+                continue
+            if isinstance(envelope.message, pykka_messages._ActorStop):
+                envelope.reply_to.set(None)
+            else:
+                error = pykka.ActorDeadError(f"{self.actor_ref} stopped before its message")
+                envelope.reply_to.set_exception(exc_info=(pykka.ActorDeadError, error, None))
+
     def on_start(self) -> None:
         """Pykka hook: run ``init()`` and answer the ready handshake. Do not override."""
         starting = self._starting
+        began = time.monotonic()
         try:
             self.init()
         except Exception as exc:
@@ -189,6 +311,8 @@ class SupervisedActor(pykka.ThreadingActor):
             starting.ready.set()
             return
         with starting.lock:
+            if self.lazy_thread and time.monotonic() - began > starting.timeout_s > 0:
+                starting.abandoned = True  # init() ran in start()'s thread, past the timeout
             abandoned = starting.abandoned
             starting.ready.set()
         if abandoned:
@@ -250,6 +374,8 @@ class SupervisedActor(pykka.ThreadingActor):
         """Stop the message loop after the current message."""
         pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
+        if self.lazy_thread:
+            self._lazy_inbox.on_put = self._lazy_inbox.stop_here = None
 
     def _finish(self, exit: Exit, *, notify: bool = True) -> None:
         with self._exit_lock:
@@ -271,7 +397,14 @@ class SupervisedActor(pykka.ThreadingActor):
         if link is not None:
             link.done.set()
             if notify:
-                link.on_exit(self.actor_urn, exit, threading.current_thread())
+                link.on_exit(self.actor_urn, exit, self._own_thread())
+
+    def _own_thread(self) -> threading.Thread | None:
+        """The actor's thread if the current thread is it (a supervisor joins it)."""
+        current = threading.current_thread()
+        if self.lazy_thread and current is not self._thread:
+            return None  # stopped in a caller's thread: nothing of the actor's to join
+        return current
 
 
 def kill(target: str | pykka.ActorRef[Any], reason: str = "killed") -> bool:
@@ -308,6 +441,9 @@ def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | Non
     Returns:
         True if it stopped (or was already dead) within the timeout.
     """
+    stop_here = getattr(ref.actor_inbox, "stop_here", None)
+    if stop_here is not None and stop_here(detail):
+        return True
     try:
         ref.ask(
             ProxyCall(attr_path=("_sv_shutdown",), args=(detail,), kwargs={}), timeout=timeout_s

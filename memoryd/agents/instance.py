@@ -38,11 +38,10 @@ import structlog
 
 from memoryd.agent.agent import Agent, RunResult
 from memoryd.agent.memory import store_of
-from memoryd.agents.inbox import Inbox
 from memoryd.agents.lease import InstanceLease
 from memoryd.errors import RunInterrupted, UnknownRun
 from memoryd.store.handle import StoreHandle
-from supervisors import Exit, SupervisedActor
+from supervisors import Exit, Inbox, SupervisedActor
 
 __all__ = ["Call", "Host", "Instance", "Slot", "State", "call_chain", "nudge"]
 
@@ -202,9 +201,11 @@ class Instance(SupervisedActor):
 
     actor_inbox: Inbox
 
-    @staticmethod
-    def _create_actor_inbox() -> Inbox:  # Pykka's hook for actor types' inboxes
-        return Inbox()
+    lazy_thread = True
+    """``init`` runs in the thread that activates the instance, and the instance's own
+    thread starts only once it has a message to process (a queued call, a kill, a
+    shutdown while a caller runs a call): an instance whose calls all run in their
+    callers' threads never costs a thread."""
 
     def __init__(self, host: Host, slot: Slot) -> None:
         super().__init__(name=slot.name)
@@ -214,7 +215,7 @@ class Instance(SupervisedActor):
         self._inline_deadline: float | None = None
 
     def init(self) -> None:
-        """Build the agent, take the slot over and start draining it.
+        """Build the agent, take the slot over and start draining it if calls wait.
 
         Raises:
             TypeError: The factory did not return an `memoryd.Agent`.
@@ -242,13 +243,15 @@ class Instance(SupervisedActor):
             slot.incarnations += 1
             again = slot.incarnations > 1
             in_flight = slot.current is not None
+            waiting = in_flight or bool(slot.queue)  # later calls see LIVE and nudge
         if again:
             host.count("restarts")
             log.warning("instance_restarted", instance=slot.name, resumes_call=in_flight)
         else:
             host.count("activations")
             log.info("instance_activated", instance=slot.name)
-        self.actor_ref.tell(_DRAIN)
+        if waiting:
+            self.actor_ref.tell(_DRAIN)
 
     def terminate(self, exit: Exit) -> None:
         """Leave the slot (its calls wait for the next incarnation)."""

@@ -1,39 +1,62 @@
-"""An agent instance's inbox, which a caller may borrow to run a call in its own thread.
+"""Inbox: a ``SupervisedActor``'s message queue, which a caller may borrow.
 
-While the inbox is borrowed the instance's actor takes no message from it, so a run in
-the caller's thread has the instance to itself; messages queue up meanwhile (a kill or
-a shutdown is seen there by the run's step hook, which stops the run at its next step
-boundary) and the actor takes them once the inbox is given back.
+While the inbox is borrowed the actor takes no message from it, so code that runs in
+the borrowing caller's thread has the actor to itself; messages queue up meanwhile
+(`Inbox.control_pending` tells the borrower that a kill or a shutdown waits) and the
+actor takes them once the inbox is given back.
+
+The inbox also tells its actor when a message arrives (``on_put``): an actor whose
+thread starts lazily (``SupervisedActor.lazy_thread``) starts it then, and until then
+``shutdown_actor`` stops it in the caller's thread (``stop_here``).
 """
 
 from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pykka.messages import ProxyCall
 
-__all__ = ["Inbox"]
+__all__ = ["CONTROL", "Inbox"]
 
-_CONTROL = {("_sv_kill",), ("_sv_shutdown",)}
-"""The control messages of `supervisors.SupervisedActor` that end an incarnation."""
+CONTROL = frozenset({("_sv_kill",), ("_sv_shutdown",)})
+"""The attribute paths of the control messages that end a ``SupervisedActor``."""
 
 
 def _control_in(messages: Any) -> bool:
     """True when an inbox's queued envelopes hold a kill or a shutdown."""
     return any(
-        isinstance(envelope.message, ProxyCall) and envelope.message.attr_path in _CONTROL
+        isinstance(envelope.message, ProxyCall) and envelope.message.attr_path in CONTROL
         for envelope in messages
     )
 
 
 class Inbox(queue.Queue[Any]):
-    """A Pykka inbox (a ``queue.Queue``) that a caller may borrow."""
+    """A Pykka inbox (a ``queue.Queue``) that a caller may borrow.
+
+    Attributes:
+        borrowed: True while a caller holds the inbox.
+        on_put: Called after every message put in the inbox (from the putting thread),
+            or None.
+        stop_here: Set by an actor that has not started its thread: stops it with
+            reason ``shutdown`` in the calling thread (``stop_here(detail)``), returning
+            False when the stop must go through the inbox instead; or None.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.borrowed = False
+        self.on_put: Callable[[], None] | None = None
+        self.stop_here: Callable[[str | None], bool] | None = None
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        """Queue a message, then tell the actor (``on_put``)."""
+        super().put(item, block, timeout)
+        on_put = self.on_put
+        if on_put is not None:
+            on_put()
 
     def borrow(self) -> bool:
         """Borrow the inbox, unless it is borrowed or a kill or shutdown waits in it.
