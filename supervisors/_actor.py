@@ -30,6 +30,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
@@ -154,6 +155,8 @@ class SupervisedActor(pykka.ThreadingActor):
                 f"{type(self).__name__} has lazy_thread = True, so its inbox must be a "
                 f"supervisors Inbox, not {type(self.actor_inbox).__name__}"
             )
+        if isinstance(self.actor_inbox, Inbox):
+            self.actor_inbox.owner = weakref.ref(self)
         self.name = name
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
@@ -234,7 +237,9 @@ class SupervisedActor(pykka.ThreadingActor):
             self._refuse_queued()  # what was asked of it meanwhile
             return
         inbox = self._lazy_inbox
-        inbox.on_put, inbox.stop_here = self._wake, self._stop_unthreaded
+        with inbox.mutex:
+            inbox.on_put, inbox.stop_here = self._wake, self._stop_unthreaded
+            inbox.busy = False  # ready: a caller may borrow it until its thread runs
         if inbox.qsize():
             self._wake()  # messages came while init() ran
 
@@ -453,3 +458,33 @@ def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | Non
     except pykka.Timeout:
         return False
     return True
+
+
+@contextmanager
+def borrowed_if_idle(ref: pykka.ActorRef[Any]) -> Iterator[SupervisedActor | None]:
+    """Borrow an idle live ``SupervisedActor`` to run its methods in this thread.
+
+    The actor handles no message and has none waiting, so a method run now runs as
+    if the actor had taken it next; messages arriving meanwhile wait in its inbox
+    until the block ends.
+
+    Args:
+        ref: the actor.
+
+    Yields:
+        The actor, its inbox borrowed; or None when it is busy, dead or borrowed.
+    """
+    inbox = ref.actor_inbox
+    owner = inbox.owner if isinstance(inbox, Inbox) else None
+    actor = owner() if owner is not None else None
+    if (
+        not isinstance(inbox, Inbox)
+        or not isinstance(actor, SupervisedActor)
+        or not inbox.borrow(idle=True)
+    ):
+        yield None
+        return
+    try:
+        yield actor if ref.is_alive() else None
+    finally:
+        inbox.give_back()

@@ -5,6 +5,11 @@ the borrowing caller's thread has the actor to itself; messages queue up meanwhi
 (`Inbox.control_pending` tells the borrower that a kill or a shutdown waits) and the
 actor takes them once the inbox is given back.
 
+A caller can also borrow an idle actor (``borrow(idle=True)``: it handles no message
+and has none waiting) and run one of its methods in the caller's thread, as the actor
+would have run it next: supervisors' handles do that instead of a round trip through
+the supervisor's thread.
+
 The inbox also tells its actor when a message arrives (``on_put``): an actor whose
 thread starts lazily (``SupervisedActor.lazy_thread``) starts it then, and until then
 ``shutdown_actor`` stops it in the caller's thread (``stop_here``).
@@ -40,6 +45,9 @@ class Inbox(queue.Queue[Any]):
         borrowed: True while a caller holds the inbox.
         on_put: Called after every message put in the inbox (from the putting thread),
             or None.
+        busy: True while the actor handles a message it took (from the moment it takes
+            one until it asks for the next), and before it asks for its first.
+        owner: A weak reference to the actor, set by a ``SupervisedActor``, or None.
         stop_here: Set by an actor that has not started its thread: stops it with
             reason ``shutdown`` in the calling thread (``stop_here(detail)``), returning
             False when the stop must go through the inbox instead; or None.
@@ -48,6 +56,8 @@ class Inbox(queue.Queue[Any]):
     def __init__(self) -> None:
         super().__init__()
         self.borrowed = False
+        self.busy = True
+        self.owner: Callable[[], object] | None = None
         self.on_put: Callable[[], None] | None = None
         self.stop_here: Callable[[str | None], bool] | None = None
 
@@ -58,14 +68,19 @@ class Inbox(queue.Queue[Any]):
         if on_put is not None:
             on_put()
 
-    def borrow(self) -> bool:
+    def borrow(self, *, idle: bool = False) -> bool:
         """Borrow the inbox, unless it is borrowed or a kill or shutdown waits in it.
+
+        Args:
+            idle: Borrow only an idle actor: one that handles no message and has none
+                waiting, so what the caller runs on it is what the actor would have
+                run next.
 
         Returns:
             True when the caller now holds it.
         """
         with self.mutex:
-            if self.borrowed or _control_in(self.queue):
+            if self.borrowed or (idle and (self.busy or self.queue)) or _control_in(self.queue):
                 return False
             self.borrowed = True
             return True
@@ -86,11 +101,13 @@ class Inbox(queue.Queue[Any]):
         """Take the next message, waiting while the inbox is empty or borrowed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.not_empty:
+            self.busy = False
             while self.borrowed or not self._qsize():
                 left = None if deadline is None else deadline - time.monotonic()
                 if not block or (left is not None and left <= 0):
                     raise queue.Empty
                 self.not_empty.wait(left)
             item = self._get()
+            self.busy = True
             self.not_full.notify()
             return item
