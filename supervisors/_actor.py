@@ -138,7 +138,7 @@ class SupervisedActor(pykka.ThreadingActor):
     timeout: a start whose ``init()`` took longer fails after it returned."""
 
     @staticmethod
-    def _create_actor_inbox() -> queue.Queue[Any]:  # Pykka's hook for actor types' inboxes
+    def _create_actor_inbox() -> Any:  # Pykka's hook for actor types' inboxes
         return Inbox()
 
     @property

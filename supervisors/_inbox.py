@@ -18,7 +18,9 @@ thread starts lazily (``SupervisedActor.lazy_thread``) starts it then, and until
 from __future__ import annotations
 
 import queue
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,23 +40,40 @@ def _control_in(messages: Any) -> bool:
     )
 
 
-class Inbox(queue.Queue[Any]):
-    """A Pykka inbox (a ``queue.Queue``) that a caller may borrow.
+class Inbox:
+    """A Pykka inbox (``put``, ``get``, ``empty``, as a ``queue.Queue``) that a caller
+    may borrow. Unbounded: ``put`` never blocks.
 
     Attributes:
+        mutex: Guards the inbox.
+        queue: The messages waiting, oldest first (read under ``mutex``).
         borrowed: True while a caller holds the inbox.
-        on_put: Called after every message put in the inbox (from the putting thread),
-            or None.
         busy: True while the actor handles a message it took (from the moment it takes
             one until it asks for the next), and before it asks for its first.
         owner: A weak reference to the actor, set by a ``SupervisedActor``, or None.
+        on_put: Called after every message put in the inbox (from the putting thread),
+            or None.
         stop_here: Set by an actor that has not started its thread: stops it with
             reason ``shutdown`` in the calling thread (``stop_here(detail)``), returning
             False when the stop must go through the inbox instead; or None.
     """
 
+    __slots__ = (
+        "__weakref__",
+        "_arrived",
+        "borrowed",
+        "busy",
+        "mutex",
+        "on_put",
+        "owner",
+        "queue",
+        "stop_here",
+    )
+
     def __init__(self) -> None:
-        super().__init__()
+        self.mutex = threading.Lock()
+        self._arrived = threading.Condition(self.mutex)
+        self.queue: deque[Any] = deque()
         self.borrowed = False
         self.busy = True
         self.owner: Callable[[], object] | None = None
@@ -62,11 +81,50 @@ class Inbox(queue.Queue[Any]):
         self.stop_here: Callable[[str | None], bool] | None = None
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        """Queue a message, then tell the actor (``on_put``)."""
-        super().put(item, block, timeout)
+        """Queue a message, then tell the actor (``on_put``).
+
+        Args:
+            item: The message (a Pykka envelope).
+            block: Ignored (the inbox is unbounded), as ``timeout``.
+            timeout: Ignored.
+        """
+        with self.mutex:
+            self.queue.append(item)
+            self._arrived.notify()
         on_put = self.on_put
         if on_put is not None:
             on_put()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """Take the next message, waiting while the inbox is empty or borrowed.
+
+        Args:
+            block: Wait for a message (else raise ``queue.Empty`` at once).
+            timeout: Wait at most this long (None: without limit).
+
+        Raises:
+            queue.Empty: No message came in time.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.mutex:
+            self.busy = False
+            while self.borrowed or not self.queue:
+                left = None if deadline is None else deadline - time.monotonic()
+                if not block or (left is not None and left <= 0):
+                    raise queue.Empty
+                self._arrived.wait(left)
+            self.busy = True
+            return self.queue.popleft()
+
+    def empty(self) -> bool:
+        """True when no message waits."""
+        with self.mutex:
+            return not self.queue
+
+    def qsize(self) -> int:
+        """How many messages wait."""
+        with self.mutex:
+            return len(self.queue)
 
     def borrow(self, *, idle: bool = False) -> bool:
         """Borrow the inbox, unless it is borrowed or a kill or shutdown waits in it.
@@ -90,24 +148,9 @@ class Inbox(queue.Queue[Any]):
         with self.mutex:
             self.borrowed = False
             if self.queue:
-                self.not_empty.notify()
+                self._arrived.notify()
 
     def control_pending(self) -> bool:
         """True when a kill or a shutdown waits in the inbox."""
         with self.mutex:
             return _control_in(self.queue)
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        """Take the next message, waiting while the inbox is empty or borrowed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self.not_empty:
-            self.busy = False
-            while self.borrowed or not self._qsize():
-                left = None if deadline is None else deadline - time.monotonic()
-                if not block or (left is not None and left <= 0):
-                    raise queue.Empty
-                self.not_empty.wait(left)
-            item = self._get()
-            self.busy = True
-            self.not_full.notify()
-            return item
