@@ -19,6 +19,12 @@ queue up and are drained by the actor once the caller gives the inbox back. Such
 honours its caller's deadline at step boundaries: past it, the run is left to the
 actor, which resumes it from its journal, and the caller gets `CallTimeout` (an agent
 without a journal finishes the run in its caller's thread).
+
+An incarnation costs a thread only when it has a message to handle itself: its ``init``
+runs in the thread that activates it (the activating caller's, or its supervisor's on a
+restart), and its own thread starts with its first message (a queued call, a kill, a
+shutdown while a caller runs a call); passivating an instance that never started its
+thread stops it in the passivating thread (``supervisors.SupervisedActor.lazy_thread``).
 """
 
 from __future__ import annotations
