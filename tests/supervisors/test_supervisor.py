@@ -211,8 +211,8 @@ def test_exceeding_the_intensity_stops_all_children_and_the_supervisor() -> None
     kill("b")
     wait_until(lambda: not sup.is_alive())
     # The supervisor is dead to observers first, then stops its children.
-    wait_until(lambda: journal.of("exit:shutdown") == ["a"])
-    assert whereis("a") is None and whereis("b") is None
+    wait_until(lambda: whereis("a") is None and whereis("b") is None)
+    assert journal.of("exit:shutdown") == ["a"]
 
 
 def test_restarts_spread_wider_than_the_period_never_exhaust_the_supervisor() -> None:
