@@ -159,16 +159,17 @@ class SupervisedActor(pykka.ThreadingActor):
             self.actor_inbox.owner = weakref.ref(self)
         self.name = name
         self._thread: threading.Thread | None = None
-        self._thread_lock = threading.Lock()
         self._unthreaded_exit = False
         starting = getattr(_ambient, "starting", None)
         if starting is not None and starting.urn is None:
             starting.urn = self.actor_urn
         else:
             starting = _Starting(None)
-        self._starting: _Starting = starting
+        self._starting: _Starting | None = starting  # until init() has answered
+        self._link = starting.link
         self._exit: Exit | None = None
-        self._exit_lock = threading.Lock()
+        self._lock = threading.Lock()
+        """Guards ``_exit``, and ``_thread`` and ``_unthreaded_exit`` (``lazy_thread``)."""
         if name is not None:
             register(name, self.actor_ref)
 
@@ -238,7 +239,7 @@ class SupervisedActor(pykka.ThreadingActor):
             return
         inbox = self._lazy_inbox
         with inbox.mutex:
-            inbox.on_put, inbox.stop_here = self._wake, self._stop_unthreaded
+            inbox.lazy = self  # held by its inbox, which wakes it, until its thread runs
             inbox.busy = False  # ready: a caller may borrow it until its thread runs
         if inbox.qsize():
             self._wake()  # messages came while init() ran
@@ -247,7 +248,7 @@ class SupervisedActor(pykka.ThreadingActor):
         """A message arrived: start the actor's thread if it has none (``lazy_thread``)."""
         if self._thread is not None:
             return
-        with self._thread_lock:
+        with self._lock:
             if self._thread is not None:
                 return
             late = self._unthreaded_exit
@@ -258,6 +259,7 @@ class SupervisedActor(pykka.ThreadingActor):
                     daemon=self.use_daemon_thread,
                 )
                 self._thread.start()
+                self._lazy_inbox.lazy = None  # its thread holds it now
         if late:
             self._refuse_queued()  # it stopped without a thread
 
@@ -274,7 +276,7 @@ class SupervisedActor(pykka.ThreadingActor):
             True when it stopped here; False when the stop must go through its inbox.
         """
         inbox = self._lazy_inbox
-        with self._thread_lock:
+        with self._lock:
             if self._thread is not None or self._unthreaded_exit or self.actor_stopped.is_set():
                 return False
             if not inbox.borrow():  # a caller runs code on it in its thread: queue the stop
@@ -305,7 +307,8 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         """Pykka hook: run ``init()`` and answer the ready handshake. Do not override."""
-        starting = self._starting
+        starting, self._starting = self._starting, None  # start() holds it meanwhile
+        assert starting is not None
         began = time.monotonic()
         try:
             self.init()
@@ -380,10 +383,10 @@ class SupervisedActor(pykka.ThreadingActor):
         pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
         if self.lazy_thread:
-            self._lazy_inbox.on_put = self._lazy_inbox.stop_here = None
+            self._lazy_inbox.lazy = None
 
     def _finish(self, exit: Exit, *, notify: bool = True) -> None:
-        with self._exit_lock:
+        with self._lock:
             if self._exit is not None:
                 return
             self._exit = exit
@@ -398,7 +401,7 @@ class SupervisedActor(pykka.ThreadingActor):
             )
         if self.name is not None:
             unregister(self.name, self.actor_ref)
-        link = self._starting.link
+        link = self._link
         if link is not None:
             link.done.set()
             if notify:
@@ -446,8 +449,8 @@ def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | Non
     Returns:
         True if it stopped (or was already dead) within the timeout.
     """
-    stop_here = getattr(ref.actor_inbox, "stop_here", None)
-    if stop_here is not None and stop_here(detail):
+    lazy = getattr(ref.actor_inbox, "lazy", None)
+    if isinstance(lazy, SupervisedActor) and lazy._stop_unthreaded(detail):
         return True
     try:
         ref.ask(

@@ -10,9 +10,10 @@ and has none waiting) and run one of its methods in the caller's thread, as the 
 would have run it next: supervisors' handles do that instead of a round trip through
 the supervisor's thread.
 
-The inbox also tells its actor when a message arrives (``on_put``): an actor whose
-thread starts lazily (``SupervisedActor.lazy_thread``) starts it then, and until then
-``shutdown_actor`` stops it in the caller's thread (``stop_here``).
+An actor whose thread starts lazily (``SupervisedActor.lazy_thread``) is held by its
+inbox until its thread starts (``lazy``): the inbox tells it when a message arrives, so
+it starts its thread then, and until then ``shutdown_actor`` stops it in the caller's
+thread.
 """
 
 from __future__ import annotations
@@ -51,11 +52,9 @@ class Inbox:
         busy: True while the actor handles a message it took (from the moment it takes
             one until it asks for the next), and before it asks for its first.
         owner: A weak reference to the actor, set by a ``SupervisedActor``, or None.
-        on_put: Called after every message put in the inbox (from the putting thread),
-            or None.
-        stop_here: Set by an actor that has not started its thread: stops it with
-            reason ``shutdown`` in the calling thread (``stop_here(detail)``), returning
-            False when the stop must go through the inbox instead; or None.
+        lazy: A ``SupervisedActor`` with ``lazy_thread`` that has not started its thread
+            (the inbox keeps it alive, and calls its ``_wake()`` after every message
+            put), or None.
     """
 
     __slots__ = (
@@ -63,25 +62,23 @@ class Inbox:
         "_arrived",
         "borrowed",
         "busy",
+        "lazy",
         "mutex",
-        "on_put",
         "owner",
         "queue",
-        "stop_here",
     )
 
     def __init__(self) -> None:
         self.mutex = threading.Lock()
-        self._arrived = threading.Condition(self.mutex)
+        self._arrived: threading.Condition | None = None  # made when the actor first waits
         self.queue: deque[Any] = deque()
         self.borrowed = False
         self.busy = True
         self.owner: Callable[[], object] | None = None
-        self.on_put: Callable[[], None] | None = None
-        self.stop_here: Callable[[str | None], bool] | None = None
+        self.lazy: Any = None
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        """Queue a message, then tell the actor (``on_put``).
+        """Queue a message, then tell a ``lazy`` actor.
 
         Args:
             item: The message (a Pykka envelope).
@@ -90,10 +87,11 @@ class Inbox:
         """
         with self.mutex:
             self.queue.append(item)
-            self._arrived.notify()
-        on_put = self.on_put
-        if on_put is not None:
-            on_put()
+            if self._arrived is not None:
+                self._arrived.notify()
+        lazy = self.lazy
+        if lazy is not None:
+            lazy._wake()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Take the next message, waiting while the inbox is empty or borrowed.
@@ -112,6 +110,8 @@ class Inbox:
                 left = None if deadline is None else deadline - time.monotonic()
                 if not block or (left is not None and left <= 0):
                     raise queue.Empty
+                if self._arrived is None:
+                    self._arrived = threading.Condition(self.mutex)
                 self._arrived.wait(left)
             self.busy = True
             return self.queue.popleft()
@@ -147,7 +147,7 @@ class Inbox:
         """End a borrow: the actor takes its messages again."""
         with self.mutex:
             self.borrowed = False
-            if self.queue:
+            if self.queue and self._arrived is not None:
                 self._arrived.notify()
 
     def control_pending(self) -> bool:

@@ -260,13 +260,18 @@ class Instance(SupervisedActor):
             self.actor_ref.tell(_DRAIN)
 
     def terminate(self, exit: Exit) -> None:
-        """Leave the slot (its calls wait for the next incarnation)."""
+        """Leave the slot (its calls wait for the next incarnation) and let go of the
+        agent (no run of this incarnation goes on: a run stops at a step boundary before
+        the incarnation handles its kill or shutdown)."""
         slot = self._slot
         with slot.mutex:
             if slot.ref is not None and slot.ref.actor_urn == self.actor_urn:
                 slot.ref, slot.actor = None, None
                 if slot.state is State.LIVE:
                     slot.state = State.DOWN
+        agent, self._agent = self._agent, None
+        if agent is not None and agent.step_hook == self._step:
+            agent.step_hook = None  # the agent and this incarnation are freed at once
 
     def on_receive(self, message: Any) -> Any:
         """Pykka hook: a nudge to drain the slot. Runs in the actor's thread."""
