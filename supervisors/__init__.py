@@ -18,8 +18,9 @@ sup = Supervisor.start(name="root", strategy=Strategy.ONE_FOR_ONE, children=[
 ```
 """
 
-from supervisors._actor import Killed, SupervisedActor, kill, linked, shutdown_actor
+from supervisors._actor import Killed, SupervisedActor
 from supervisors._backoff import Backoff, BackoffWindow
+from supervisors._control import kill, shutdown_actor
 from supervisors._errors import (
     CallTimeout,
     ChildRunning,
@@ -32,6 +33,7 @@ from supervisors._errors import (
 from supervisors._exit import Exit, ExitKind
 from supervisors._inbox import Inbox
 from supervisors._intensity import RestartIntensity
+from supervisors._link import linked
 from supervisors._plan import RestartPlan, plan_restart
 from supervisors._registry import register, registered, unregister, whereis
 from supervisors._spec import ChildSpec, Restart, Strategy

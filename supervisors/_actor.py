@@ -31,85 +31,25 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
 import pykka
 import structlog
 from pykka import messages as pykka_messages
-from pykka.messages import ProxyCall
 
 from supervisors._errors import StartError
 from supervisors._exit import Exit, ExitKind
 from supervisors._inbox import Inbox
-from supervisors._registry import register, unregister, whereis
+from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient
+from supervisors._registry import register, unregister
 
-__all__ = ["Killed", "SupervisedActor", "kill", "linked", "shutdown_actor"]
+__all__ = ["Killed", "SupervisedActor"]
 
 log = structlog.get_logger("supervisors")
-
-ExitListener = Callable[[str, Exit, "threading.Thread | None"], None]
 
 
 class Killed(Exception):
     """Raised inside an actor by ``supervisors.kill``."""
-
-
-class _Link:
-    """A parent's hold on the one child started while the link is ambient."""
-
-    __slots__ = ("child_urn", "done", "on_exit")
-
-    def __init__(self, on_exit: ExitListener) -> None:
-        self.on_exit = on_exit
-        self.child_urn: str | None = None
-        self.done = threading.Event()
-        """Set once the linked child has finished terminating, on every exit path."""
-
-
-class _Starting:
-    """The ready handshake between ``start()`` and the new actor's ``init()``."""
-
-    __slots__ = ("abandoned", "error", "link", "lock", "ready", "timeout_s", "urn")
-
-    def __init__(self, link: _Link | None, timeout_s: float = 0.0) -> None:
-        self.link = link
-        self.timeout_s = timeout_s
-        self.urn: str | None = None
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self.abandoned = False
-        self.lock = threading.Lock()
-
-
-_ambient = threading.local()
-_AMBIENT = ("link", "starting", "start_timeout_s")
-
-
-@contextmanager
-def linked(on_exit: ExitListener, start_timeout_s: float | None = None) -> Iterator[_Link]:
-    """Link the next ``SupervisedActor`` started in this thread to ``on_exit``.
-
-    Supervisors wrap a child's start function in this; the first
-    ``SupervisedActor.start()`` inside it is the linked child.
-
-    Args:
-        on_exit: called as ``on_exit(actor_urn, exit, thread)`` from the child's
-            thread once the child has finished terminating.
-        start_timeout_s: how long ``start()`` waits for the child's ``init()``
-            (default: the actor class's ``start_timeout_s``).
-
-    Yields:
-        The link; ``link.child_urn`` names the child that took it.
-    """
-    link = _Link(on_exit)
-    previous = getattr(_ambient, "link", None), getattr(_ambient, "start_timeout_s", None)
-    _ambient.link, _ambient.start_timeout_s = link, start_timeout_s
-    try:
-        yield link
-    finally:
-        _ambient.link, _ambient.start_timeout_s = previous
 
 
 class SupervisedActor(pykka.ThreadingActor):
@@ -160,12 +100,12 @@ class SupervisedActor(pykka.ThreadingActor):
         self.name = name
         self._thread: threading.Thread | None = None
         self._unthreaded_exit = False
-        starting = getattr(_ambient, "starting", None)
+        starting = getattr(ambient, "starting", None)
         if starting is not None and starting.urn is None:
             starting.urn = self.actor_urn
         else:
-            starting = _Starting(None)
-        self._starting: _Starting | None = starting  # until init() has answered
+            starting = Starting(None)
+        self._starting: Starting | None = starting  # until init() has answered
         self._link = starting.link
         self._exit: Exit | None = None
         self._lock = threading.Lock()
@@ -190,17 +130,17 @@ class SupervisedActor(pykka.ThreadingActor):
                 within the start timeout.
             NameTaken: the requested name belongs to a live actor.
         """
-        link: _Link | None = getattr(_ambient, "link", None)
+        link: Link | None = getattr(ambient, "link", None)
         if link is not None and link.child_urn is not None:
             link = None  # the link was taken by an earlier actor of this start function
-        timeout = getattr(_ambient, "start_timeout_s", None) or cls.start_timeout_s
-        starting = _Starting(link, timeout)
-        previous = getattr(_ambient, "starting", None)
-        _ambient.starting = starting
+        timeout = getattr(ambient, "start_timeout_s", None) or cls.start_timeout_s
+        starting = Starting(link, timeout)
+        previous = getattr(ambient, "starting", None)
+        ambient.starting = starting
         try:
             ref = super().start(*args, **kwargs)
         finally:
-            _ambient.starting = previous
+            ambient.starting = previous
         if link is not None:
             link.child_urn = ref.actor_urn
         if not starting.ready.wait(timeout):
@@ -226,14 +166,14 @@ class SupervisedActor(pykka.ThreadingActor):
             return
         # init() runs here, not in a fresh thread: it must neither take the link of the
         # start that runs it nor see that start's handshake.
-        saved = {key: getattr(_ambient, key, None) for key in _AMBIENT}
-        for key in _AMBIENT:
-            setattr(_ambient, key, None)
+        saved = {key: getattr(ambient, key, None) for key in AMBIENT_KEYS}
+        for key in AMBIENT_KEYS:
+            setattr(ambient, key, None)
         try:
             self.on_start()
         finally:
             for key, value in saved.items():
-                setattr(_ambient, key, value)
+                setattr(ambient, key, value)
         if self.actor_stopped.is_set():
             self._refuse_queued()  # what was asked of it meanwhile
             return
@@ -413,81 +353,3 @@ class SupervisedActor(pykka.ThreadingActor):
         if self.lazy_thread and current is not self._thread:
             return None  # stopped in a caller's thread: nothing of the actor's to join
         return current
-
-
-def kill(target: str | pykka.ActorRef[Any], reason: str = "killed") -> bool:
-    """Fault injection: the actor crashes as if a handler raised ``Killed``.
-
-    The crash happens when the actor reaches the message, after what is already
-    queued. Its supervisor sees an abnormal exit and applies its restart policy.
-
-    Args:
-        target: a registered name or an ActorRef of a ``SupervisedActor``.
-        reason: text carried by the ``Killed`` exception.
-
-    Returns:
-        True if the message was delivered, False if no such live actor exists.
-    """
-    ref = whereis(target) if isinstance(target, str) else target
-    if ref is None:
-        return False
-    try:
-        ref.tell(ProxyCall(attr_path=("_sv_kill",), args=(reason,), kwargs={}))
-    except pykka.ActorDeadError:
-        return False
-    return True
-
-
-def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | None = None) -> bool:
-    """Stop a ``SupervisedActor`` with reason ``shutdown`` and wait for it.
-
-    Args:
-        ref: the actor.
-        timeout_s: how long to wait for it to finish terminating.
-        detail: recorded in its exit reason.
-
-    Returns:
-        True if it stopped (or was already dead) within the timeout.
-    """
-    lazy = getattr(ref.actor_inbox, "lazy", None)
-    if isinstance(lazy, SupervisedActor) and lazy._stop_unthreaded(detail):
-        return True
-    try:
-        ref.ask(
-            ProxyCall(attr_path=("_sv_shutdown",), args=(detail,), kwargs={}), timeout=timeout_s
-        )
-    except pykka.ActorDeadError:
-        return True
-    except pykka.Timeout:
-        return False
-    return True
-
-
-@contextmanager
-def borrowed_if_idle(ref: pykka.ActorRef[Any]) -> Iterator[SupervisedActor | None]:
-    """Borrow an idle live ``SupervisedActor`` to run its methods in this thread.
-
-    The actor handles no message and has none waiting, so a method run now runs as
-    if the actor had taken it next; messages arriving meanwhile wait in its inbox
-    until the block ends.
-
-    Args:
-        ref: the actor.
-
-    Yields:
-        The actor, its inbox borrowed; or None when it is busy, dead or borrowed.
-    """
-    inbox = ref.actor_inbox
-    owner = inbox.owner if isinstance(inbox, Inbox) else None
-    actor = owner() if owner is not None else None
-    if (
-        not isinstance(inbox, Inbox)
-        or not isinstance(actor, SupervisedActor)
-        or not inbox.borrow(idle=True)
-    ):
-        yield None
-        return
-    try:
-        yield actor if ref.is_alive() else None
-    finally:
-        inbox.give_back()

@@ -13,7 +13,7 @@ from typing import Any, Self
 import pykka
 from pykka.messages import ProxyCall
 
-from supervisors._actor import borrowed_if_idle
+from supervisors._control import borrowed_if_idle
 from supervisors._errors import CallTimeout, ChildSpecError, SupervisorError
 from supervisors._intensity import RestartIntensity
 from supervisors._spec import ChildSpec, Strategy, validate_children, validate_spec

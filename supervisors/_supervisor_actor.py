@@ -16,11 +16,13 @@ import pykka
 import structlog
 from pykka.messages import ProxyCall
 
-from supervisors._actor import SupervisedActor, linked, shutdown_actor
+from supervisors._actor import SupervisedActor
 from supervisors._backoff import BackoffWindow
+from supervisors._control import shutdown_actor
 from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
 from supervisors._exit import Exit, ExitKind
 from supervisors._intensity import RestartIntensity
+from supervisors._link import linked
 from supervisors._plan import plan_restart
 from supervisors._spec import ChildSpec, Restart, Strategy, validate_spec
 
