@@ -57,9 +57,7 @@ def actor_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("Lazy-")]
 
 
-def test_a_lazy_actor_runs_init_in_the_starting_thread_and_has_no_thread_until_a_message() -> (
-    None
-):
+def test_a_lazy_actor_runs_init_in_the_starting_thread_and_no_thread_till_a_message() -> None:
     """start() runs init() here; the first message starts the actor's own thread."""
     journal = Journal()
     ref = Lazy.start(journal, "w", name="lazy.w")
@@ -74,9 +72,7 @@ def test_a_lazy_actor_runs_init_in_the_starting_thread_and_has_no_thread_until_a
     assert journal.of("exit:normal") == ["w"]
 
 
-def test_a_shutdown_of_an_actor_that_never_started_its_thread_runs_in_the_callers_thread() -> (
-    None
-):
+def test_a_shutdown_of_an_actor_without_a_thread_runs_in_the_callers_thread() -> None:
     """shutdown_actor stops it here, with reason shutdown; no thread is ever started, and
     what is asked of it afterwards fails as with any dead actor."""
     journal = Journal()
