@@ -343,7 +343,7 @@ class SupervisedActor(pykka.ThreadingActor):
             unregister(self.name, self.actor_ref)
         link = self._link
         if link is not None:
-            link.done.set()
+            link.finished()
             if notify:
                 link.on_exit(self.actor_urn, exit, self._own_thread())
 

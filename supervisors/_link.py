@@ -20,16 +20,45 @@ __all__ = ["AMBIENT_KEYS", "ExitListener", "Link", "Starting", "ambient", "linke
 ExitListener = Callable[[str, "Exit", "threading.Thread | None"], None]
 
 
+_links_lock = threading.Lock()
+"""Guards every link's ``_finished`` and ``_waiter`` (held for a few instructions)."""
+
+
 class Link:
     """A parent's hold on the one child started while the link is ambient."""
 
-    __slots__ = ("child_urn", "done", "on_exit")
+    __slots__ = ("_finished", "_waiter", "child_urn", "on_exit")
 
     def __init__(self, on_exit: ExitListener) -> None:
         self.on_exit = on_exit
         self.child_urn: str | None = None
-        self.done = threading.Event()
-        """Set once the linked child has finished terminating, on every exit path."""
+        self._finished = False
+        self._waiter: threading.Event | None = None  # made only for a parent that waits
+
+    def finished(self) -> None:
+        """The linked child has finished terminating (called once, on every exit path)."""
+        with _links_lock:
+            self._finished = True
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.set()
+
+    def wait_finished(self, timeout_s: float) -> bool:
+        """Wait until the linked child has finished terminating.
+
+        Args:
+            timeout_s: How long to wait.
+
+        Returns:
+            True once it has; False if it had not within ``timeout_s``.
+        """
+        with _links_lock:
+            if self._finished:
+                return True
+            if self._waiter is None:
+                self._waiter = threading.Event()
+            waiter = self._waiter
+        return waiter.wait(timeout_s)
 
 
 class Starting:

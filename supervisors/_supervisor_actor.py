@@ -22,7 +22,7 @@ from supervisors._control import shutdown_actor
 from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
 from supervisors._exit import Exit, ExitKind
 from supervisors._intensity import RestartIntensity
-from supervisors._link import linked
+from supervisors._link import Link, linked
 from supervisors._plan import plan_restart
 from supervisors._spec import ChildSpec, Restart, Strategy, validate_spec
 
@@ -57,7 +57,7 @@ class _Child:
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
         self.ref: pykka.ActorRef[Any] | None = None
-        self.link: Any = None
+        self.link: Link | None = None
         self.window: BackoffWindow | None = None
         self.waiting: threading.Timer | None = None
         """The timer of a delayed restart (a child with a backoff), or None."""
@@ -331,7 +331,7 @@ class _SupervisorActor(SupervisedActor):
         # It may have been exiting on its own (a crash racing the stop): either way,
         # return only once it has released what it owns.
         if stopped and child.link is not None:
-            stopped = child.link.done.wait(child.spec.shutdown_s)
+            stopped = child.link.wait_finished(child.spec.shutdown_s)
         if not stopped:
             log.error(
                 "child_shutdown_timeout",
