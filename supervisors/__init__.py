@@ -18,8 +18,9 @@ sup = Supervisor.start(name="root", strategy=Strategy.ONE_FOR_ONE, children=[
 ```
 """
 
-from supervisors._actor import Killed, SupervisedActor, kill, linked, shutdown_actor
+from supervisors._actor import Killed, SupervisedActor
 from supervisors._backoff import Backoff, BackoffWindow
+from supervisors._control import kill, shutdown_actor
 from supervisors._errors import (
     CallTimeout,
     ChildRunning,
@@ -30,7 +31,9 @@ from supervisors._errors import (
     UnknownChild,
 )
 from supervisors._exit import Exit, ExitKind
+from supervisors._inbox import Inbox
 from supervisors._intensity import RestartIntensity
+from supervisors._link import linked
 from supervisors._plan import RestartPlan, plan_restart
 from supervisors._registry import register, registered, unregister, whereis
 from supervisors._spec import ChildSpec, Restart, Strategy
@@ -48,6 +51,7 @@ __all__ = [
     "DynamicSupervisor",
     "Exit",
     "ExitKind",
+    "Inbox",
     "Killed",
     "NameTaken",
     "Restart",

@@ -14,6 +14,12 @@ a failure. ``SupervisedActor`` closes those gaps:
   never overlaps the resources of the old one.
 * ``crash(error)`` is the way to crash on purpose from an ``ask`` handler: the
   caller still gets the exception, and the actor stops after the handler.
+* An actor class with ``lazy_thread = True`` pays for a thread only once it has a
+  message to process: ``init()`` runs in the thread that calls ``start()``, the
+  actor's thread starts when the first message arrives in its inbox, and
+  ``shutdown_actor`` stops an actor that never started its thread in the caller's
+  thread. A caller may meanwhile run code on the actor in its own thread by borrowing
+  its inbox (`Inbox.borrow`).
 
 Subclasses implement ``init()`` and ``terminate(exit)`` instead of Pykka's
 ``on_start``/``on_stop``/``on_failure``, and call ``super().__init__(name=...)``.
@@ -21,82 +27,29 @@ Subclasses implement ``init()`` and ``terminate(exit)`` instead of Pykka's
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
+import weakref
 from typing import Any, ClassVar, Self
 
 import pykka
 import structlog
-from pykka.messages import ProxyCall
+from pykka import messages as pykka_messages
 
 from supervisors._errors import StartError
 from supervisors._exit import Exit, ExitKind
-from supervisors._registry import register, unregister, whereis
+from supervisors._inbox import Inbox
+from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient
+from supervisors._registry import register, unregister
 
-__all__ = ["Killed", "SupervisedActor", "kill", "linked", "shutdown_actor"]
+__all__ = ["Killed", "SupervisedActor"]
 
 log = structlog.get_logger("supervisors")
-
-ExitListener = Callable[[str, Exit, "threading.Thread | None"], None]
 
 
 class Killed(Exception):
     """Raised inside an actor by ``supervisors.kill``."""
-
-
-class _Link:
-    """A parent's hold on the one child started while the link is ambient."""
-
-    __slots__ = ("child_urn", "done", "on_exit")
-
-    def __init__(self, on_exit: ExitListener) -> None:
-        self.on_exit = on_exit
-        self.child_urn: str | None = None
-        self.done = threading.Event()
-        """Set once the linked child has finished terminating, on every exit path."""
-
-
-class _Starting:
-    """The ready handshake between ``start()`` and the new actor's ``init()``."""
-
-    __slots__ = ("abandoned", "error", "link", "lock", "ready", "urn")
-
-    def __init__(self, link: _Link | None) -> None:
-        self.link = link
-        self.urn: str | None = None
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self.abandoned = False
-        self.lock = threading.Lock()
-
-
-_ambient = threading.local()
-
-
-@contextmanager
-def linked(on_exit: ExitListener, start_timeout_s: float | None = None) -> Iterator[_Link]:
-    """Link the next ``SupervisedActor`` started in this thread to ``on_exit``.
-
-    Supervisors wrap a child's start function in this; the first
-    ``SupervisedActor.start()`` inside it is the linked child.
-
-    Args:
-        on_exit: called as ``on_exit(actor_urn, exit, thread)`` from the child's
-            thread once the child has finished terminating.
-        start_timeout_s: how long ``start()`` waits for the child's ``init()``
-            (default: the actor class's ``start_timeout_s``).
-
-    Yields:
-        The link; ``link.child_urn`` names the child that took it.
-    """
-    link = _Link(on_exit)
-    previous = getattr(_ambient, "link", None), getattr(_ambient, "start_timeout_s", None)
-    _ambient.link, _ambient.start_timeout_s = link, start_timeout_s
-    try:
-        yield link
-    finally:
-        _ambient.link, _ambient.start_timeout_s = previous
 
 
 class SupervisedActor(pykka.ThreadingActor):
@@ -118,17 +71,45 @@ class SupervisedActor(pykka.ThreadingActor):
     supervision tree still exits (as an OTP node stops with its VM); an application
     stops its tree cleanly from an ``atexit`` handler."""
 
+    lazy_thread: ClassVar[bool] = False
+    """True: ``init()`` runs in the thread that calls ``start()``, and the actor's own
+    thread starts only when the first message arrives in its inbox (an actor that never
+    gets one never costs a thread). ``init()`` is then not interrupted by the start
+    timeout: a start whose ``init()`` took longer fails after it returned."""
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:  # Pykka's hook for actor types' inboxes
+        return Inbox()
+
+    @property
+    def _lazy_inbox(self) -> Inbox:
+        """The inbox of a ``lazy_thread`` actor (checked to be an `Inbox` at creation)."""
+        inbox = self.actor_inbox
+        assert isinstance(inbox, Inbox)
+        return inbox
+
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__()
+        if self.lazy_thread and not isinstance(self.actor_inbox, Inbox):
+            raise TypeError(
+                f"{type(self).__name__} has lazy_thread = True, so its inbox must be a "
+                f"supervisors Inbox, not {type(self.actor_inbox).__name__}"
+            )
+        if isinstance(self.actor_inbox, Inbox):
+            self.actor_inbox.owner = weakref.ref(self)
         self.name = name
-        starting = getattr(_ambient, "starting", None)
+        self._thread: threading.Thread | None = None
+        self._unthreaded_exit = False
+        starting = getattr(ambient, "starting", None)
         if starting is not None and starting.urn is None:
             starting.urn = self.actor_urn
         else:
-            starting = _Starting(None)
-        self._starting: _Starting = starting
+            starting = Starting(None)
+        self._starting: Starting | None = starting  # until init() has answered
+        self._link = starting.link
         self._exit: Exit | None = None
-        self._exit_lock = threading.Lock()
+        self._lock = threading.Lock()
+        """Guards ``_exit``, and ``_thread`` and ``_unthreaded_exit`` (``lazy_thread``)."""
         if name is not None:
             register(name, self.actor_ref)
 
@@ -149,37 +130,126 @@ class SupervisedActor(pykka.ThreadingActor):
                 within the start timeout.
             NameTaken: the requested name belongs to a live actor.
         """
-        link: _Link | None = getattr(_ambient, "link", None)
+        link: Link | None = getattr(ambient, "link", None)
         if link is not None and link.child_urn is not None:
             link = None  # the link was taken by an earlier actor of this start function
-        starting = _Starting(link)
-        previous = getattr(_ambient, "starting", None)
-        _ambient.starting = starting
+        timeout = getattr(ambient, "start_timeout_s", None) or cls.start_timeout_s
+        starting = Starting(link, timeout)
+        previous = getattr(ambient, "starting", None)
+        ambient.starting = starting
         try:
             ref = super().start(*args, **kwargs)
         finally:
-            _ambient.starting = previous
+            ambient.starting = previous
         if link is not None:
             link.child_urn = ref.actor_urn
-        timeout = getattr(_ambient, "start_timeout_s", None) or cls.start_timeout_s
         if not starting.ready.wait(timeout):
             with starting.lock:
                 if not starting.ready.is_set():
                     starting.abandoned = True
-            if starting.abandoned:
-                raise StartError(
-                    f"{cls.__name__} did not finish init() within {timeout:g} s; "
-                    "it will stop as soon as init() returns"
-                )
+        if starting.abandoned:
+            raise StartError(
+                f"{cls.__name__} did not finish init() within {timeout:g} s; "
+                "it stops as soon as init() returns"
+            )
         if starting.error is not None:
             raise StartError(
                 f"{cls.__name__} failed to start: {type(starting.error).__name__}: {starting.error}"
             ) from starting.error
         return ref
 
+    def _start_actor_loop(self) -> None:
+        """Pykka hook: start the actor's thread, or with ``lazy_thread`` run ``init()``
+        here and start the thread once a message arrives."""
+        if not self.lazy_thread:
+            super()._start_actor_loop()
+            return
+        # init() runs here, not in a fresh thread: it must neither take the link of the
+        # start that runs it nor see that start's handshake.
+        saved = {key: getattr(ambient, key, None) for key in AMBIENT_KEYS}
+        for key in AMBIENT_KEYS:
+            setattr(ambient, key, None)
+        try:
+            self.on_start()
+        finally:
+            for key, value in saved.items():
+                setattr(ambient, key, value)
+        if self.actor_stopped.is_set():
+            self._refuse_queued()  # what was asked of it meanwhile
+            return
+        inbox = self._lazy_inbox
+        with inbox.mutex:
+            inbox.lazy = self  # held by its inbox, which wakes it, until its thread runs
+            inbox.busy = False  # ready: a caller may borrow it until its thread runs
+        if inbox.qsize():
+            self._wake()  # messages came while init() ran
+
+    def _wake(self) -> None:
+        """A message arrived: start the actor's thread if it has none (``lazy_thread``)."""
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is not None:
+                return
+            late = self._unthreaded_exit
+            if not late:
+                self._thread = threading.Thread(
+                    target=self._lazy_loop,
+                    name=f"{type(self).__name__}-{self.name or self.actor_urn[9:17]}",
+                    daemon=self.use_daemon_thread,
+                )
+                self._thread.start()
+                self._lazy_inbox.lazy = None  # its thread holds it now
+        if late:
+            self._refuse_queued()  # it stopped without a thread
+
+    def _lazy_loop(self) -> None:
+        """The thread of a ``lazy_thread`` actor: its ``init()`` already ran."""
+        self._actor_loop_running()
+        self._actor_loop_teardown()
+
+    def _stop_unthreaded(self, detail: str | None) -> bool:
+        """Stop with reason ``shutdown`` in the caller's thread, if the actor never
+        started its thread and no caller has borrowed its inbox.
+
+        Returns:
+            True when it stopped here; False when the stop must go through its inbox.
+        """
+        inbox = self._lazy_inbox
+        with self._lock:
+            if self._thread is not None or self._unthreaded_exit or self.actor_stopped.is_set():
+                return False
+            if not inbox.borrow():  # a caller runs code on it in its thread: queue the stop
+                return False
+            self._unthreaded_exit = True
+        try:
+            self._sv_shutdown(detail)
+        finally:
+            inbox.give_back()
+        self._refuse_queued()  # a message that raced the stop
+        return True
+
+    def _refuse_queued(self) -> None:
+        """Answer what waits in the inbox of an actor that stopped without its thread, as
+        Pykka does when an actor's loop ends, without waiting for more."""
+        while True:
+            try:
+                envelope = self._lazy_inbox.get(block=False)
+            except queue.Empty:
+                return
+            if envelope.reply_to is None:
+                continue
+            if isinstance(envelope.message, pykka_messages._ActorStop):
+                envelope.reply_to.set(None)
+            else:
+                error = pykka.ActorDeadError(f"{self.actor_ref} stopped before its message")
+                envelope.reply_to.set_exception(exc_info=(pykka.ActorDeadError, error, None))
+
     def on_start(self) -> None:
         """Pykka hook: run ``init()`` and answer the ready handshake. Do not override."""
-        starting = self._starting
+        starting, self._starting = self._starting, None  # start() holds it meanwhile
+        assert starting is not None
+        began = time.monotonic()
         try:
             self.init()
         except Exception as exc:
@@ -189,6 +259,8 @@ class SupervisedActor(pykka.ThreadingActor):
             starting.ready.set()
             return
         with starting.lock:
+            if self.lazy_thread and time.monotonic() - began > starting.timeout_s > 0:
+                starting.abandoned = True  # init() ran in start()'s thread, past the timeout
             abandoned = starting.abandoned
             starting.ready.set()
         if abandoned:
@@ -250,9 +322,11 @@ class SupervisedActor(pykka.ThreadingActor):
         """Stop the message loop after the current message."""
         pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
+        if self.lazy_thread:
+            self._lazy_inbox.lazy = None
 
     def _finish(self, exit: Exit, *, notify: bool = True) -> None:
-        with self._exit_lock:
+        with self._lock:
             if self._exit is not None:
                 return
             self._exit = exit
@@ -267,53 +341,15 @@ class SupervisedActor(pykka.ThreadingActor):
             )
         if self.name is not None:
             unregister(self.name, self.actor_ref)
-        link = self._starting.link
+        link = self._link
         if link is not None:
-            link.done.set()
+            link.finished()
             if notify:
-                link.on_exit(self.actor_urn, exit, threading.current_thread())
+                link.on_exit(self.actor_urn, exit, self._own_thread())
 
-
-def kill(target: str | pykka.ActorRef[Any], reason: str = "killed") -> bool:
-    """Fault injection: the actor crashes as if a handler raised ``Killed``.
-
-    The crash happens when the actor reaches the message, after what is already
-    queued. Its supervisor sees an abnormal exit and applies its restart policy.
-
-    Args:
-        target: a registered name or an ActorRef of a ``SupervisedActor``.
-        reason: text carried by the ``Killed`` exception.
-
-    Returns:
-        True if the message was delivered, False if no such live actor exists.
-    """
-    ref = whereis(target) if isinstance(target, str) else target
-    if ref is None:
-        return False
-    try:
-        ref.tell(ProxyCall(attr_path=("_sv_kill",), args=(reason,), kwargs={}))
-    except pykka.ActorDeadError:
-        return False
-    return True
-
-
-def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | None = None) -> bool:
-    """Stop a ``SupervisedActor`` with reason ``shutdown`` and wait for it.
-
-    Args:
-        ref: the actor.
-        timeout_s: how long to wait for it to finish terminating.
-        detail: recorded in its exit reason.
-
-    Returns:
-        True if it stopped (or was already dead) within the timeout.
-    """
-    try:
-        ref.ask(
-            ProxyCall(attr_path=("_sv_shutdown",), args=(detail,), kwargs={}), timeout=timeout_s
-        )
-    except pykka.ActorDeadError:
-        return True
-    except pykka.Timeout:
-        return False
-    return True
+    def _own_thread(self) -> threading.Thread | None:
+        """The actor's thread if the current thread is it (a supervisor joins it)."""
+        current = threading.current_thread()
+        if self.lazy_thread and current is not self._thread:
+            return None  # stopped in a caller's thread: nothing of the actor's to join
+        return current

@@ -13,6 +13,7 @@ from typing import Any, Self
 import pykka
 from pykka.messages import ProxyCall
 
+from supervisors._control import borrowed_if_idle
 from supervisors._errors import CallTimeout, ChildSpecError, SupervisorError
 from supervisors._intensity import RestartIntensity
 from supervisors._spec import ChildSpec, Strategy, validate_children, validate_spec
@@ -25,7 +26,9 @@ class Supervisor:
     """A handle on a running supervisor: what ``Supervisor.start`` returns.
 
     Every call has a deadline (``call_timeout_s``); a supervisor that does not
-    answer in time raises ``CallTimeout``.
+    answer in time raises ``CallTimeout``. A call to an idle supervisor (it handles no
+    message and has none waiting) runs in the caller's thread, with the supervisor's
+    inbox borrowed meanwhile, exactly as the supervisor's thread would have run it.
     """
 
     _dynamic = False
@@ -155,6 +158,9 @@ class Supervisor:
             raise CallTimeout(f"supervisor did not stop within {timeout:g} s") from None
 
     def _call(self, method: str, *args: Any) -> Any:
+        with borrowed_if_idle(self.actor_ref) as actor:
+            if actor is not None:  # idle: run it here, saving two thread hand-offs
+                return getattr(actor, method)(*args)
         try:
             return self.actor_ref.ask(
                 ProxyCall(attr_path=(method,), args=args, kwargs={}), timeout=self.call_timeout_s

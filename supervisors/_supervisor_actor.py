@@ -16,11 +16,13 @@ import pykka
 import structlog
 from pykka.messages import ProxyCall
 
-from supervisors._actor import SupervisedActor, linked, shutdown_actor
+from supervisors._actor import SupervisedActor
 from supervisors._backoff import BackoffWindow
+from supervisors._control import shutdown_actor
 from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
 from supervisors._exit import Exit, ExitKind
 from supervisors._intensity import RestartIntensity
+from supervisors._link import Link, linked
 from supervisors._plan import plan_restart
 from supervisors._spec import ChildSpec, Restart, Strategy, validate_spec
 
@@ -55,7 +57,7 @@ class _Child:
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
         self.ref: pykka.ActorRef[Any] | None = None
-        self.link: Any = None
+        self.link: Link | None = None
         self.window: BackoffWindow | None = None
         self.waiting: threading.Timer | None = None
         """The timer of a delayed restart (a child with a backoff), or None."""
@@ -95,13 +97,14 @@ class _SupervisorActor(SupervisedActor):
         self._intensity = RestartIntensity(max_restarts, period_s)
         self._clock = clock
         self._dynamic = dynamic
-        self._children = [_Child(spec) for spec in children]
+        self._children = {spec.id: _Child(spec) for spec in children}
+        """The children by id, in start order."""
 
     # -- lifecycle --------------------------------------------------------
 
     def init(self) -> None:
         """Start every child in order; on a failure stop those already started."""
-        for child in self._children:
+        for child in self._children.values():
             try:
                 self._start_child(child)
             except StartError:
@@ -118,15 +121,15 @@ class _SupervisorActor(SupervisedActor):
         """Runs in the actor's thread."""
         return [
             ChildInfo(id=c.id, ref=c.ref, supervisor=c.spec.supervisor, restart=c.spec.restart)
-            for c in self._children
+            for c in self._children.values()
         ]
 
     def count_children(self) -> dict[str, int]:
         """Runs in the actor's thread."""
-        supervisors = sum(1 for c in self._children if c.spec.supervisor)
+        supervisors = sum(1 for c in self._children.values() if c.spec.supervisor)
         return {
             "specs": len(self._children),
-            "active": sum(1 for c in self._children if c.ref is not None),
+            "active": sum(1 for c in self._children.values() if c.ref is not None),
             "supervisors": supervisors,
             "workers": len(self._children) - supervisors,
         }
@@ -134,14 +137,14 @@ class _SupervisorActor(SupervisedActor):
     def start_child(self, spec: ChildSpec) -> pykka.ActorRef[Any]:
         """Add a child and start it. Runs in the actor's thread."""
         validate_spec(spec)
-        if any(c.id == spec.id for c in self._children):
+        if spec.id in self._children:
             raise ChildSpecError(f"supervisor {self._label!r} already has a child {spec.id!r}")
         child = _Child(spec)
-        self._children.append(child)
+        self._children[spec.id] = child
         try:
             return self._start_child(child)
-        except StartError:
-            self._children.remove(child)
+        except BaseException:
+            self._forget(child)
             raise
 
     def terminate_child(self, child_id: str) -> None:
@@ -150,7 +153,7 @@ class _SupervisorActor(SupervisedActor):
         child.cancel_restart()
         self._stop_child(child)
         if self._dynamic:
-            self._children.remove(child)
+            self._forget(child)
 
     def restart_child(self, child_id: str) -> pykka.ActorRef[Any]:
         """Start a terminated child again from its spec. Runs in the actor's thread."""
@@ -168,16 +171,16 @@ class _SupervisorActor(SupervisedActor):
                 f"child {child_id!r} of {self._label!r} is running; terminate it first"
             )
         child.cancel_restart()
-        self._children.remove(child)
+        self._forget(child)
 
     # -- events -------------------------------------------------------------
 
-    def _child_exited(self, urn: str, exit: Exit, thread: threading.Thread | None) -> None:
+    def _child_exited(
+        self, child_id: str, urn: str, exit: Exit, thread: threading.Thread | None
+    ) -> None:
         """A linked child finished terminating. Runs in the actor's thread."""
-        child = next(
-            (c for c in self._children if c.ref is not None and c.ref.actor_urn == urn), None
-        )
-        if child is None:
+        child = self._children.get(child_id)
+        if child is None or child.ref is None or child.ref.actor_urn != urn:
             return  # an incarnation this supervisor already stopped or replaced
         child.ref = None
         _join(thread, child.spec.shutdown_s)
@@ -186,7 +189,7 @@ class _SupervisorActor(SupervisedActor):
         restart = child.spec.restart
         if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and not exit.abnormal):
             if restart is Restart.TEMPORARY or self._dynamic:
-                self._children.remove(child)
+                self._forget(child)
             return
         if child.spec.backoff is not None:
             self._restart_backed_off(child)
@@ -195,12 +198,13 @@ class _SupervisorActor(SupervisedActor):
 
     def _try_again(self, child_id: str) -> None:
         """Retry a restart that failed to start. Runs in the actor's thread."""
-        if any(c.id == child_id and c.ref is None for c in self._children):
+        child = self._children.get(child_id)
+        if child is not None and child.ref is None:
             self._restart(child_id)
 
     def _restart_due(self, child_id: str, timer: threading.Timer) -> None:
         """A delayed restart's time has come. Runs in the actor's thread."""
-        child = next((c for c in self._children if c.id == child_id), None)
+        child = self._children.get(child_id)
         if child is None or child.waiting is not timer or child.ref is not None:
             return  # cancelled: terminated, deleted or started by hand meanwhile
         child.waiting = None
@@ -258,11 +262,11 @@ class _SupervisorActor(SupervisedActor):
             self._finish(Exit(kind=ExitKind.SHUTDOWN, detail="reached_max_restart_intensity"))
             return
         plan = plan_restart(
-            self._strategy, [(c.id, c.spec.restart) for c in self._children], child_id
+            self._strategy, [(c.id, c.spec.restart) for c in self._children.values()], child_id
         )
         for sibling in plan.stop:
             self._stop_child(self._find(sibling))
-        self._children = [c for c in self._children if c.id not in plan.delete]
+        self._children = {i: c for i, c in self._children.items() if i not in plan.delete}
         for cid in plan.start:
             child = self._find(cid)
             if child.ref is not None:
@@ -290,7 +294,9 @@ class _SupervisorActor(SupervisedActor):
         me = self.actor_ref
 
         def on_exit(urn: str, exit: Exit, thread: threading.Thread | None) -> None:
-            message = ProxyCall(attr_path=("_child_exited",), args=(urn, exit, thread), kwargs={})
+            message = ProxyCall(
+                attr_path=("_child_exited",), args=(spec.id, urn, exit, thread), kwargs={}
+            )
             with contextlib.suppress(pykka.ActorDeadError):  # a dead supervisor needs no news
                 me.tell(message)
 
@@ -325,7 +331,7 @@ class _SupervisorActor(SupervisedActor):
         # It may have been exiting on its own (a crash racing the stop): either way,
         # return only once it has released what it owns.
         if stopped and child.link is not None:
-            stopped = child.link.done.wait(child.spec.shutdown_s)
+            stopped = child.link.wait_finished(child.spec.shutdown_s)
         if not stopped:
             log.error(
                 "child_shutdown_timeout",
@@ -335,12 +341,16 @@ class _SupervisorActor(SupervisedActor):
             )
 
     def _stop_all(self) -> None:
-        for child in reversed(self._children):
+        for child in reversed(self._children.values()):
             child.cancel_restart()
             self._stop_child(child)
 
+    def _forget(self, child: _Child) -> None:
+        if self._children.get(child.id) is child:
+            del self._children[child.id]
+
     def _find(self, child_id: str) -> _Child:
-        for child in self._children:
-            if child.id == child_id:
-                return child
+        child = self._children.get(child_id)
+        if child is not None:
+            return child
         raise UnknownChild(f"supervisor {self._label!r} has no child {child_id!r}")

@@ -19,6 +19,12 @@ queue up and are drained by the actor once the caller gives the inbox back. Such
 honours its caller's deadline at step boundaries: past it, the run is left to the
 actor, which resumes it from its journal, and the caller gets `CallTimeout` (an agent
 without a journal finishes the run in its caller's thread).
+
+An incarnation costs a thread only when it has a message to handle itself: its ``init``
+runs in the thread that activates it (the activating caller's, or its supervisor's on a
+restart), and its own thread starts with its first message (a queued call, a kill, a
+shutdown while a caller runs a call); passivating an instance that never started its
+thread stops it in the passivating thread (``supervisors.SupervisedActor.lazy_thread``).
 """
 
 from __future__ import annotations
@@ -38,11 +44,10 @@ import structlog
 
 from memoryd.agent.agent import Agent, RunResult
 from memoryd.agent.memory import store_of
-from memoryd.agents.inbox import Inbox
 from memoryd.agents.lease import InstanceLease
 from memoryd.errors import RunInterrupted, UnknownRun
 from memoryd.store.handle import StoreHandle
-from supervisors import Exit, SupervisedActor
+from supervisors import Exit, Inbox, SupervisedActor
 
 __all__ = ["Call", "Host", "Instance", "Slot", "State", "call_chain", "nudge"]
 
@@ -202,9 +207,11 @@ class Instance(SupervisedActor):
 
     actor_inbox: Inbox
 
-    @staticmethod
-    def _create_actor_inbox() -> Inbox:  # Pykka's hook for actor types' inboxes
-        return Inbox()
+    lazy_thread = True
+    """``init`` runs in the thread that activates the instance, and the instance's own
+    thread starts only once it has a message to process (a queued call, a kill, a
+    shutdown while a caller runs a call): an instance whose calls all run in their
+    callers' threads never costs a thread."""
 
     def __init__(self, host: Host, slot: Slot) -> None:
         super().__init__(name=slot.name)
@@ -214,7 +221,7 @@ class Instance(SupervisedActor):
         self._inline_deadline: float | None = None
 
     def init(self) -> None:
-        """Build the agent, take the slot over and start draining it.
+        """Build the agent, take the slot over and start draining it if calls wait.
 
         Raises:
             TypeError: The factory did not return an `memoryd.Agent`.
@@ -242,22 +249,29 @@ class Instance(SupervisedActor):
             slot.incarnations += 1
             again = slot.incarnations > 1
             in_flight = slot.current is not None
+            waiting = in_flight or bool(slot.queue)  # later calls see LIVE and nudge
         if again:
             host.count("restarts")
             log.warning("instance_restarted", instance=slot.name, resumes_call=in_flight)
         else:
             host.count("activations")
             log.info("instance_activated", instance=slot.name)
-        self.actor_ref.tell(_DRAIN)
+        if waiting:
+            self.actor_ref.tell(_DRAIN)
 
     def terminate(self, exit: Exit) -> None:
-        """Leave the slot (its calls wait for the next incarnation)."""
+        """Leave the slot (its calls wait for the next incarnation) and let go of the
+        agent (no run of this incarnation goes on: a run stops at a step boundary before
+        the incarnation handles its kill or shutdown)."""
         slot = self._slot
         with slot.mutex:
             if slot.ref is not None and slot.ref.actor_urn == self.actor_urn:
                 slot.ref, slot.actor = None, None
                 if slot.state is State.LIVE:
                     slot.state = State.DOWN
+        agent, self._agent = self._agent, None
+        if agent is not None and agent.step_hook == self._step:
+            agent.step_hook = None  # the agent and this incarnation are freed at once
 
     def on_receive(self, message: Any) -> Any:
         """Pykka hook: a nudge to drain the slot. Runs in the actor's thread."""

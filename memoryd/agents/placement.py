@@ -6,6 +6,11 @@ used idle one is passivated (stopped, its lease released). Instances idle for
 reaper thread calls. Activations and passivations are serialised by one lock, never
 held by code that runs in a supervisor's thread (an instance's ``init`` and
 ``terminate`` take only their slot's mutex), so a restart never waits on it.
+
+An activation runs in the activating caller's thread from start to end when the
+system's supervisor is idle (it then runs ``start_child`` there, and the instance's
+``init`` with it, see ``supervisors.Supervisor``); so does a passivation of an
+instance that never started its thread.
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""Inbox: a ``SupervisedActor``'s message queue, which a caller may borrow.
+
+While the inbox is borrowed the actor takes no message from it, so code that runs in
+the borrowing caller's thread has the actor to itself; messages queue up meanwhile
+(`Inbox.control_pending` tells the borrower that a kill or a shutdown waits) and the
+actor takes them once the inbox is given back.
+
+A caller can also borrow an idle actor (``borrow(idle=True)``: it handles no message
+and has none waiting) and run one of its methods in the caller's thread, as the actor
+would have run it next: supervisors' handles do that instead of a round trip through
+the supervisor's thread.
+
+An actor whose thread starts lazily (``SupervisedActor.lazy_thread``) is held by its
+inbox until its thread starts (``lazy``): the inbox tells it when a message arrives, so
+it starts its thread then, and until then ``shutdown_actor`` stops it in the caller's
+thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from pykka.messages import ProxyCall
+
+__all__ = ["CONTROL", "Inbox"]
+
+CONTROL = frozenset({("_sv_kill",), ("_sv_shutdown",)})
+"""The attribute paths of the control messages that end a ``SupervisedActor``."""
+
+
+def _control_in(messages: Any) -> bool:
+    """True when an inbox's queued envelopes hold a kill or a shutdown."""
+    return any(
+        isinstance(envelope.message, ProxyCall) and envelope.message.attr_path in CONTROL
+        for envelope in messages
+    )
+
+
+class Inbox:
+    """A Pykka inbox (``put``, ``get``, ``empty``, as a ``queue.Queue``) that a caller
+    may borrow. Unbounded: ``put`` never blocks.
+
+    Attributes:
+        mutex: Guards the inbox.
+        queue: The messages waiting, oldest first (read under ``mutex``).
+        borrowed: True while a caller holds the inbox.
+        busy: True while the actor handles a message it took (from the moment it takes
+            one until it asks for the next), and before it asks for its first.
+        owner: A weak reference to the actor, set by a ``SupervisedActor``, or None.
+        lazy: A ``SupervisedActor`` with ``lazy_thread`` that has not started its thread
+            (the inbox keeps it alive, and calls its ``_wake()`` after every message
+            put), or None.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_arrived",
+        "borrowed",
+        "busy",
+        "lazy",
+        "mutex",
+        "owner",
+        "queue",
+    )
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self._arrived: threading.Condition | None = None  # made when the actor first waits
+        self.queue: deque[Any] = deque()
+        self.borrowed = False
+        self.busy = True
+        self.owner: Callable[[], object] | None = None
+        self.lazy: Any = None
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        """Queue a message, then tell a ``lazy`` actor.
+
+        Args:
+            item: The message (a Pykka envelope).
+            block: Ignored (the inbox is unbounded), as ``timeout``.
+            timeout: Ignored.
+        """
+        with self.mutex:
+            self.queue.append(item)
+            if self._arrived is not None:
+                self._arrived.notify()
+        lazy = self.lazy
+        if lazy is not None:
+            lazy._wake()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """Take the next message, waiting while the inbox is empty or borrowed.
+
+        Args:
+            block: Wait for a message (else raise ``queue.Empty`` at once).
+            timeout: Wait at most this long (None: without limit).
+
+        Raises:
+            queue.Empty: No message came in time.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.mutex:
+            self.busy = False
+            while self.borrowed or not self.queue:
+                left = None if deadline is None else deadline - time.monotonic()
+                if not block or (left is not None and left <= 0):
+                    raise queue.Empty
+                if self._arrived is None:
+                    self._arrived = threading.Condition(self.mutex)
+                self._arrived.wait(left)
+            self.busy = True
+            return self.queue.popleft()
+
+    def empty(self) -> bool:
+        """True when no message waits."""
+        with self.mutex:
+            return not self.queue
+
+    def qsize(self) -> int:
+        """How many messages wait."""
+        with self.mutex:
+            return len(self.queue)
+
+    def borrow(self, *, idle: bool = False) -> bool:
+        """Borrow the inbox, unless it is borrowed or a kill or shutdown waits in it.
+
+        Args:
+            idle: Borrow only an idle actor: one that handles no message and has none
+                waiting, so what the caller runs on it is what the actor would have
+                run next.
+
+        Returns:
+            True when the caller now holds it.
+        """
+        with self.mutex:
+            if self.borrowed or (idle and (self.busy or self.queue)) or _control_in(self.queue):
+                return False
+            self.borrowed = True
+            return True
+
+    def give_back(self) -> None:
+        """End a borrow: the actor takes its messages again."""
+        with self.mutex:
+            self.borrowed = False
+            if self.queue and self._arrived is not None:
+                self._arrived.notify()
+
+    def control_pending(self) -> bool:
+        """True when a kill or a shutdown waits in the inbox."""
+        with self.mutex:
+            return _control_in(self.queue)
