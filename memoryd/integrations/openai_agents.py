@@ -140,7 +140,7 @@ class _Outlasting(Generic[_T]):
                     sent = yield awaited
                 except asyncio.CancelledError as exc:
                     cancelled = cancelled or exc
-                except BaseException as exc:  # noqa: BLE001 (handed on to the write)
+                except BaseException as exc:  # handed on to the write
                     thrown = exc
                 continue
             future = cast("asyncio.Future[Any]", awaited)
