@@ -24,9 +24,11 @@ The ``a``-prefixed methods run their store call in a worker thread
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -92,73 +94,130 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
-class _Maker:
-    """Builds messages of one class the way its constructor would, without validating.
+_SCALARS = (str, int, float, bool, type(None))
+_FLAT = (dict, list)
+
+Maker = Callable[[Any, Any], BaseMessage]
+"""Builds one message from its two given fields (see `_maker`)."""
+
+
+def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """The setter of the model slot ``name`` (pydantic keeps its state in four slots)."""
+    for klass in cls.__mro__:
+        descriptor = vars(klass).get(name)
+        if descriptor is not None and hasattr(descriptor, "__set__"):
+            return cast(Callable[[Any, Any], None], descriptor.__set__)
+    return functools.partial(object.__setattr__, name)  # pragma: no cover (not pydantic 2)
+
+
+def _is_flat(value: Any) -> bool:
+    """A dict or list of scalars: its ``copy()`` shares nothing mutable."""
+    items = value.values() if type(value) is dict else value
+    return type(value) in _FLAT and all(type(item) in _SCALARS for item in items)
+
+
+def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> Maker:
+    """A function building messages of ``cls`` the way its constructor would, unvalidated.
 
     Reading a history builds a LangChain message per stored message, and pydantic's
-    validation is most of that cost (model_construct is slower still). For the plain
-    shapes only (str content, a str or no name, no tool calls) a maker copies the
-    fields of an instance the constructor built at import (so the defaults are
-    LangChain's own), with fresh empty dicts and lists, and sets the given fields; the
-    result compares equal to the constructor's. Every other shape takes the constructor.
+    validation is most of that cost (``model_construct`` costs more still: it
+    resolves every field's default on each call). For the plain shapes only (str
+    content, a str or no name, no tool calls) a maker sets the state the constructor
+    leaves: the fields of an instance the constructor built here from ``example``
+    (so the defaults and the set fields are LangChain's own), with a fresh copy of
+    every mutable default, and the two given fields. The result compares equal to
+    the constructor's, field for field. Every other shape takes the constructor.
+
+    Args:
+        cls: the message class.
+        first: the field a call's first argument sets (``content``).
+        second: the field its second argument sets (``name`` or ``tool_call_id``).
+        example: constructor arguments naming ``first`` and ``second`` (and any
+            fixed field, such as the developer marker in ``additional_kwargs``).
     """
+    made = cls(**example)
+    fields = {k: v for k, v in made.__dict__.items() if type(v) in _SCALARS}
+    copied = tuple(
+        (k, v, type(v).copy if _is_flat(v) else copy.deepcopy)
+        for k, v in made.__dict__.items()
+        if type(v) not in _SCALARS
+    )
+    fields_set = set(made.__pydantic_fields_set__)
+    extra = made.__pydantic_extra__
+    private = made.__pydantic_private__
+    if (extra is not None and extra) or private is not None:  # pragma: no cover
+        raise TypeError(f"{cls.__name__} keeps extra or private state: build it validated")
+    new = object.__new__
+    set_dict = _slot_setter(cls, "__dict__")
+    set_fields_set = _slot_setter(cls, "__pydantic_fields_set__")
+    set_extra = _slot_setter(cls, "__pydantic_extra__")
+    set_private = _slot_setter(cls, "__pydantic_private__")
+    no_extra = extra is None
 
-    def __init__(self, cls: type[BaseMessage], **example: Any) -> None:
-        made = cls(**example)
-        self._cls = cls
-        self._fields = dict(made.__dict__)
-        self._fresh = tuple(
-            (key, type(value))
-            for key, value in self._fields.items()
-            if isinstance(value, dict | list) and not value
-        )
-        self._fields_set = set(made.__pydantic_fields_set__)
-        self._extra = made.__pydantic_extra__ is not None
-        self._private = made.__pydantic_private__
+    def make(first_value: Any, second_value: Any) -> BaseMessage:
+        state = fields.copy()
+        state[first] = first_value
+        state[second] = second_value
+        for key, value, copy_value in copied:
+            state[key] = copy_value(value)
+        message = new(cls)
+        set_dict(message, state)
+        set_fields_set(message, fields_set.copy())
+        set_extra(message, None if no_extra else {})
+        set_private(message, None)
+        return message
 
-    def __call__(self, values: dict[str, Any]) -> BaseMessage:
-        """A message with ``values`` for the fields the example set (the others default)."""
-        fields = {**self._fields, **values}
-        for key, kind in self._fresh:
-            if key not in values:
-                fields[key] = kind()
-        made = _new(self._cls)
-        _set(made, "__dict__", fields)
-        _set(made, "__pydantic_fields_set__", self._fields_set.copy())
-        _set(made, "__pydantic_extra__", {} if self._extra else None)
-        _set(made, "__pydantic_private__", self._private)
-        return made
+    return make
 
 
-_new = object.__new__
-_set = object.__setattr__
-_HUMAN = _Maker(HumanMessage, content="", name=None)
-_SYSTEM = _Maker(SystemMessage, content="", name=None)
-_DEVELOPER_SYSTEM = _Maker(
-    SystemMessage, content="", name=None, additional_kwargs={_DEVELOPER: "developer"}
+_HUMAN = _maker(HumanMessage, "content", "name", content="", name=None)
+_SYSTEM = _maker(SystemMessage, "content", "name", content="", name=None)
+_DEVELOPER_SYSTEM = _maker(
+    SystemMessage,
+    "content",
+    "name",
+    content="",
+    name=None,
+    additional_kwargs={_DEVELOPER: "developer"},
 )
-_TOOL = _Maker(ToolMessage, content="", tool_call_id="")
-_AI = _Maker(AIMessage, content="", name=None, tool_calls=[], invalid_tool_calls=[])
+_TOOL = _maker(ToolMessage, "content", "tool_call_id", content="", tool_call_id="")
+_AI = _maker(AIMessage, "content", "name", content="", name=None, tool_calls=[], invalid_tool_calls=[])
+
+_PLAIN_MAKERS = {"user": _HUMAN, "system": _SYSTEM, "developer": _DEVELOPER_SYSTEM, "assistant": _AI}
+"""The maker of a message that holds only a role and a str content, by role."""
 
 
 def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMessage | None:
     """The message built by a `_Maker` when its shape is a plain one, else None."""
     if type(text) is not str or (name is not None and type(name) is not str):
         return None
-    if role == "user":
-        return _HUMAN({"content": text, "name": name})
-    if role == "system":
-        return _SYSTEM({"content": text, "name": name})
-    if role == "developer":
-        return _DEVELOPER_SYSTEM(
-            {"content": text, "name": name, "additional_kwargs": {_DEVELOPER: "developer"}}
-        )
     if role == "tool":
         call_id = message.get("tool_call_id")
-        return _TOOL({"content": text, "tool_call_id": call_id}) if type(call_id) is str else None
-    if role == "assistant" and not message.get("tool_calls"):
-        return _AI({"content": text, "name": name})
-    return None
+        return _TOOL(text, call_id) if type(call_id) is str else None
+    if role == "assistant" and message.get("tool_calls"):
+        return None
+    maker = _PLAIN_MAKERS.get(role)
+    return None if maker is None else maker(text, name)
+
+
+def _from_stored(stored: list[dict[str, Any]]) -> list[BaseMessage]:
+    """The LangChain messages of messages a store returned, in order (as `from_openai`).
+
+    A message holding only a role and a str content, most of any history, is built
+    here directly; every other goes through `from_openai`.
+    """
+    out: list[BaseMessage] = []
+    append = out.append
+    makers = _PLAIN_MAKERS
+    for message in stored:
+        if len(message) == 2:
+            text = message.get("content")
+            maker = makers.get(message.get("role"))  # type: ignore[arg-type]
+            if maker is not None and type(text) is str:
+                append(maker(text, None))
+                continue
+        append(from_openai(message))
+    return out
 
 
 def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
@@ -242,7 +301,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The whole history, oldest first (one store read)."""
-        return [from_openai(m) for m in self.store.get(self.conversation_id)]
+        return _from_stored(self.store.get(self.conversation_id))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` as one atomic store event (nothing for an empty list).
@@ -261,8 +320,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """`messages`, read in a worker thread."""
-        stored = await asyncio.to_thread(self.store.get, self.conversation_id)
-        return [from_openai(m) for m in stored]
+        return _from_stored(await asyncio.to_thread(self.store.get, self.conversation_id))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """`add_messages`, written in a worker thread."""
