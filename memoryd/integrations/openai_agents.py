@@ -257,15 +257,16 @@ def _items_of(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     append = items.append
     for message in stored:
-        item = message.get(ITEM_KEY)
-        if type(item) is dict:
-            append(item)
-        elif (
+        if (
             len(message) == 2
             and type(message.get("content")) is str
             and message.get("role") in _TEXT_ROLES
         ):
             append(message)
+            continue
+        item = message.get(ITEM_KEY)
+        if type(item) is dict:
+            append(item)
         else:
             items.extend(decode_items(message))
     return items
