@@ -116,6 +116,13 @@ def _is_flat(value: Any) -> bool:
     return type(value) in _FLAT and all(type(item) in _SCALARS for item in items)
 
 
+_new = object.__new__
+_set_dict = _slot_setter(BaseMessage, "__dict__")
+_set_fields_set = _slot_setter(BaseMessage, "__pydantic_fields_set__")
+_set_extra = _slot_setter(BaseMessage, "__pydantic_extra__")
+_set_private = _slot_setter(BaseMessage, "__pydantic_private__")
+
+
 def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> Maker:
     """A function building messages of ``cls`` the way its constructor would, unvalidated.
 
@@ -136,7 +143,7 @@ def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> M
             fixed field, such as the developer marker in ``additional_kwargs``).
     """
     made = cls(**example)
-    fields = {k: v for k, v in made.__dict__.items() if type(v) in _SCALARS}
+    fields = dict(made.__dict__)  # in the constructor's order; mutable ones replaced per call
     copied = tuple(
         (k, v, type(v).copy if _is_flat(v) else copy.deepcopy)
         for k, v in made.__dict__.items()
@@ -147,7 +154,7 @@ def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> M
     private = made.__pydantic_private__
     if (extra is not None and extra) or private is not None:  # pragma: no cover
         raise TypeError(f"{cls.__name__} keeps extra or private state: build it validated")
-    new = object.__new__
+    new = _new
     set_dict = _slot_setter(cls, "__dict__")
     set_fields_set = _slot_setter(cls, "__pydantic_fields_set__")
     set_extra = _slot_setter(cls, "__pydantic_extra__")
@@ -170,7 +177,74 @@ def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> M
     return make
 
 
-_HUMAN = _maker(HumanMessage, "content", "name", content="", name=None)
+def _human(content: Any, name: Any) -> BaseMessage:
+    """`_maker`'s human message, spelled out: a user turn is half of most histories."""
+    message = _new(HumanMessage)
+    _set_dict(
+        message,
+        {
+            "content": content,
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "type": "human",
+            "name": name,
+            "id": None,
+        },
+    )
+    _set_fields_set(message, {"content", "name"})
+    _set_extra(message, {})
+    _set_private(message, None)
+    return message
+
+
+def _ai(content: Any, name: Any) -> BaseMessage:
+    """`_maker`'s AI message without tool calls, spelled out: the other half."""
+    message = _new(AIMessage)
+    _set_dict(
+        message,
+        {
+            "content": content,
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "type": "ai",
+            "name": name,
+            "id": None,
+            "tool_calls": [],
+            "invalid_tool_calls": [],
+            "usage_metadata": None,
+        },
+    )
+    _set_fields_set(message, {"content", "name", "tool_calls", "invalid_tool_calls"})
+    _set_extra(message, {})
+    _set_private(message, None)
+    return message
+
+
+def _state(message: BaseMessage) -> tuple[Any, ...]:
+    """Everything a message holds, fields in order: what two equal builds share."""
+    return (
+        type(message),
+        list(message.__dict__.items()),
+        message.__pydantic_fields_set__,
+        message.__pydantic_extra__,
+        message.__pydantic_private__,
+    )
+
+
+def _checked(spelled: Maker, generic: Maker, construct: Maker) -> Maker:
+    """``spelled`` if it builds what the constructor (``construct``) builds, else
+    ``generic``: a LangChain release with other fields falls back, never builds wrong."""
+    for first, second in (("text", None), ("", "who")):
+        if _state(spelled(first, second)) != _state(construct(first, second)):
+            return generic  # pragma: no cover (another LangChain release)
+    return spelled
+
+
+_HUMAN = _checked(
+    _human,
+    _maker(HumanMessage, "content", "name", content="", name=None),
+    lambda content, name: HumanMessage(content=content, name=name),
+)
 _SYSTEM = _maker(SystemMessage, "content", "name", content="", name=None)
 _DEVELOPER_SYSTEM = _maker(
     SystemMessage,
@@ -181,14 +255,27 @@ _DEVELOPER_SYSTEM = _maker(
     additional_kwargs={_DEVELOPER: "developer"},
 )
 _TOOL = _maker(ToolMessage, "content", "tool_call_id", content="", tool_call_id="")
-_AI = _maker(AIMessage, "content", "name", content="", name=None, tool_calls=[], invalid_tool_calls=[])
+_AI = _checked(
+    _ai,
+    _maker(
+        AIMessage, "content", "name", content="", name=None, tool_calls=[], invalid_tool_calls=[]
+    ),
+    lambda content, name: AIMessage(
+        content=content, name=name, tool_calls=[], invalid_tool_calls=[]
+    ),
+)
 
-_PLAIN_MAKERS = {"user": _HUMAN, "system": _SYSTEM, "developer": _DEVELOPER_SYSTEM, "assistant": _AI}
+_PLAIN_MAKERS = {
+    "user": _HUMAN,
+    "system": _SYSTEM,
+    "developer": _DEVELOPER_SYSTEM,
+    "assistant": _AI,
+}
 """The maker of a message that holds only a role and a str content, by role."""
 
 
 def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMessage | None:
-    """The message built by a `_Maker` when its shape is a plain one, else None."""
+    """The message built by a maker (`_maker`) when its shape is a plain one, else None."""
     if type(text) is not str or (name is not None and type(name) is not str):
         return None
     if role == "tool":

@@ -434,7 +434,7 @@ def test_a_refused_write_raises_its_error_and_a_cancelled_one_raises_cancelled(
         refusing.gate.set_result(None)
         try:
             await task
-        except BaseException as exc:  # noqa: BLE001 (the outcome is what is checked)
+        except BaseException as exc:  # the outcome is what is checked
             return exc
         raise AssertionError("the write did not fail")
 
