@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -97,7 +96,7 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
 _SCALARS = (str, int, float, bool, type(None))
 _FLAT = (dict, list)
 
-Maker = Callable[[Any, Any], BaseMessage]
+_Maker = Callable[[Any, Any], BaseMessage]
 """Builds one message from its two given fields (see `_maker`)."""
 
 
@@ -107,7 +106,7 @@ def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
         descriptor = vars(klass).get(name)
         if descriptor is not None and hasattr(descriptor, "__set__"):
             return cast(Callable[[Any, Any], None], descriptor.__set__)
-    return functools.partial(object.__setattr__, name)  # pragma: no cover (not pydantic 2)
+    return lambda message, value: object.__setattr__(message, name, value)  # pragma: no cover
 
 
 def _is_flat(value: Any) -> bool:
@@ -123,12 +122,12 @@ _set_extra = _slot_setter(BaseMessage, "__pydantic_extra__")
 _set_private = _slot_setter(BaseMessage, "__pydantic_private__")
 
 
-def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> Maker:
+def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> _Maker:
     """A function building messages of ``cls`` the way its constructor would, unvalidated.
 
     Reading a history builds a LangChain message per stored message, and pydantic's
-    validation is most of that cost (``model_construct`` costs more still: it
-    resolves every field's default on each call). For the plain shapes only (str
+    validation is most of that cost (pydantic's ``model_construct`` is slower still:
+    a Python loop over every field). For the plain shapes only (str
     content, a str or no name, no tool calls) a maker sets the state the constructor
     leaves: the fields of an instance the constructor built here from ``example``
     (so the defaults and the set fields are LangChain's own), with a fresh copy of
@@ -153,7 +152,9 @@ def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> M
     extra = made.__pydantic_extra__
     private = made.__pydantic_private__
     if (extra is not None and extra) or private is not None:  # pragma: no cover
-        raise TypeError(f"{cls.__name__} keeps extra or private state: build it validated")
+        return lambda first_value, second_value: cls(
+            **{**example, first: first_value, second: second_value}
+        )  # state of its own beyond the fields: built validated
     new = _new
     set_dict = _slot_setter(cls, "__dict__")
     set_fields_set = _slot_setter(cls, "__pydantic_fields_set__")
@@ -231,7 +232,7 @@ def _state(message: BaseMessage) -> tuple[Any, ...]:
     )
 
 
-def _checked(spelled: Maker, generic: Maker, construct: Maker) -> Maker:
+def _checked(spelled: _Maker, generic: _Maker, construct: _Maker) -> _Maker:
     """``spelled`` if it builds what the constructor (``construct``) builds, else
     ``generic``: a LangChain release with other fields falls back, never builds wrong."""
     for first, second in (("text", None), ("", "who")):

@@ -106,10 +106,10 @@ class _Outlasting(Generic[_T]):
     like the SDK's own sessions, the caller learns of its cancellation only once the
     write has ended, so a cancelled ``add_items`` never leaves a write running behind
     the next call. The write's coroutine runs in the awaiting task itself (a task of
-    its own per call would cost more than the rest of the call on an event loop):
-    each future the write awaits is awaited through a proxy, so a cancellation
-    cancels the proxy, never the write's own future, and is raised once the write
-    returned or failed.
+    its own per call, and ``asyncio.wait`` on it, cost more than the rest of the
+    adapter's work): each future the write awaits is awaited through a proxy, so a
+    cancellation cancels the proxy, never the write's own future, and is raised once
+    the write returned or failed.
     """
 
     __slots__ = ("_write",)
