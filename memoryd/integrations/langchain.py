@@ -24,10 +24,9 @@ The ``a``-prefixed methods run their store call in a worker thread
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -42,6 +41,7 @@ from langchain_core.messages import (
 )
 
 from memoryd import messages as msgs
+from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["LANGCHAIN_KEY", "MemorydChatMessageHistory", "from_openai", "to_openai"]
@@ -50,7 +50,6 @@ LANGCHAIN_KEY = "langchain_message"
 """The message key holding LangChain's own serialisation when the plain dict loses data."""
 
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
-_DEVELOPER = "__openai_role__"
 
 
 def _content(value: Any) -> str | list[dict[str, Any]]:
@@ -70,7 +69,7 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
     """The OpenAI-format dict for ``message``, without the LangChain extras."""
     if isinstance(message, ChatMessage):
         role = message.role if message.role in msgs.ROLES else "user"
-    elif isinstance(message, SystemMessage) and message.additional_kwargs.get(_DEVELOPER) == (
+    elif isinstance(message, SystemMessage) and message.additional_kwargs.get(DEVELOPER) == (
         "developer"
     ):
         role = "developer"
@@ -93,198 +92,16 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
-_SCALARS = (str, int, float, bool, type(None))
-_FLAT = (dict, list)
-
-_Maker = Callable[[Any, Any], BaseMessage]
-"""Builds one message from its two given fields (see `_maker`)."""
-
-
-def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
-    """The setter of the model slot ``name`` (pydantic keeps its state in four slots)."""
-    for klass in cls.__mro__:
-        descriptor = vars(klass).get(name)
-        if descriptor is not None and hasattr(descriptor, "__set__"):
-            return cast(Callable[[Any, Any], None], descriptor.__set__)
-    return lambda message, value: object.__setattr__(message, name, value)  # pragma: no cover
-
-
-def _is_flat(value: Any) -> bool:
-    """A dict or list of scalars: its ``copy()`` shares nothing mutable."""
-    items = value.values() if type(value) is dict else value
-    return type(value) in _FLAT and all(type(item) in _SCALARS for item in items)
-
-
-_new = object.__new__
-_set_dict = _slot_setter(BaseMessage, "__dict__")
-_set_fields_set = _slot_setter(BaseMessage, "__pydantic_fields_set__")
-_set_extra = _slot_setter(BaseMessage, "__pydantic_extra__")
-_set_private = _slot_setter(BaseMessage, "__pydantic_private__")
-
-
-def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> _Maker:
-    """A function building messages of ``cls`` the way its constructor would, unvalidated.
-
-    Reading a history builds a LangChain message per stored message, and pydantic's
-    validation is most of that cost (pydantic's ``model_construct`` is slower still:
-    a Python loop over every field). For the plain shapes only (str
-    content, a str or no name, no tool calls) a maker sets the state the constructor
-    leaves: the fields of an instance the constructor built here from ``example``
-    (so the defaults and the set fields are LangChain's own), with a fresh copy of
-    every mutable default, and the two given fields. The result compares equal to
-    the constructor's, field for field. Every other shape takes the constructor.
-
-    Args:
-        cls: the message class.
-        first: the field a call's first argument sets (``content``).
-        second: the field its second argument sets (``name`` or ``tool_call_id``).
-        example: constructor arguments naming ``first`` and ``second`` (and any
-            fixed field, such as the developer marker in ``additional_kwargs``).
-    """
-    made = cls(**example)
-    fields = dict(made.__dict__)  # in the constructor's order; mutable ones replaced per call
-    copied = tuple(
-        (k, v, type(v).copy if _is_flat(v) else copy.deepcopy)
-        for k, v in made.__dict__.items()
-        if type(v) not in _SCALARS
-    )
-    fields_set = set(made.__pydantic_fields_set__)
-    extra = made.__pydantic_extra__
-    private = made.__pydantic_private__
-    if (extra is not None and extra) or private is not None:  # pragma: no cover
-        return lambda first_value, second_value: cls(
-            **{**example, first: first_value, second: second_value}
-        )  # state of its own beyond the fields: built validated
-    new = _new
-    set_dict = _slot_setter(cls, "__dict__")
-    set_fields_set = _slot_setter(cls, "__pydantic_fields_set__")
-    set_extra = _slot_setter(cls, "__pydantic_extra__")
-    set_private = _slot_setter(cls, "__pydantic_private__")
-    no_extra = extra is None
-
-    def make(first_value: Any, second_value: Any) -> BaseMessage:
-        state = fields.copy()
-        state[first] = first_value
-        state[second] = second_value
-        for key, value, copy_value in copied:
-            state[key] = copy_value(value)
-        message = new(cls)
-        set_dict(message, state)
-        set_fields_set(message, fields_set.copy())
-        set_extra(message, None if no_extra else {})
-        set_private(message, None)
-        return message
-
-    return make
-
-
-def _human(content: Any, name: Any) -> BaseMessage:
-    """`_maker`'s human message, spelled out: a user turn is half of most histories."""
-    message = _new(HumanMessage)
-    _set_dict(
-        message,
-        {
-            "content": content,
-            "additional_kwargs": {},
-            "response_metadata": {},
-            "type": "human",
-            "name": name,
-            "id": None,
-        },
-    )
-    _set_fields_set(message, {"content", "name"})
-    _set_extra(message, {})
-    _set_private(message, None)
-    return message
-
-
-def _ai(content: Any, name: Any) -> BaseMessage:
-    """`_maker`'s AI message without tool calls, spelled out: the other half."""
-    message = _new(AIMessage)
-    _set_dict(
-        message,
-        {
-            "content": content,
-            "additional_kwargs": {},
-            "response_metadata": {},
-            "type": "ai",
-            "name": name,
-            "id": None,
-            "tool_calls": [],
-            "invalid_tool_calls": [],
-            "usage_metadata": None,
-        },
-    )
-    _set_fields_set(message, {"content", "name", "tool_calls", "invalid_tool_calls"})
-    _set_extra(message, {})
-    _set_private(message, None)
-    return message
-
-
-def _state(message: BaseMessage) -> tuple[Any, ...]:
-    """Everything a message holds, fields in order: what two equal builds share."""
-    return (
-        type(message),
-        list(message.__dict__.items()),
-        message.__pydantic_fields_set__,
-        message.__pydantic_extra__,
-        message.__pydantic_private__,
-    )
-
-
-def _checked(spelled: _Maker, generic: _Maker, construct: _Maker) -> _Maker:
-    """``spelled`` if it builds what the constructor (``construct``) builds, else
-    ``generic``: a LangChain release with other fields falls back, never builds wrong."""
-    for first, second in (("text", None), ("", "who")):
-        if _state(spelled(first, second)) != _state(construct(first, second)):
-            return generic  # pragma: no cover (another LangChain release)
-    return spelled
-
-
-_HUMAN = _checked(
-    _human,
-    _maker(HumanMessage, "content", "name", content="", name=None),
-    lambda content, name: HumanMessage(content=content, name=name),
-)
-_SYSTEM = _maker(SystemMessage, "content", "name", content="", name=None)
-_DEVELOPER_SYSTEM = _maker(
-    SystemMessage,
-    "content",
-    "name",
-    content="",
-    name=None,
-    additional_kwargs={_DEVELOPER: "developer"},
-)
-_TOOL = _maker(ToolMessage, "content", "tool_call_id", content="", tool_call_id="")
-_AI = _checked(
-    _ai,
-    _maker(
-        AIMessage, "content", "name", content="", name=None, tool_calls=[], invalid_tool_calls=[]
-    ),
-    lambda content, name: AIMessage(
-        content=content, name=name, tool_calls=[], invalid_tool_calls=[]
-    ),
-)
-
-_PLAIN_MAKERS = {
-    "user": _HUMAN,
-    "system": _SYSTEM,
-    "developer": _DEVELOPER_SYSTEM,
-    "assistant": _AI,
-}
-"""The maker of a message that holds only a role and a str content, by role."""
-
-
 def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMessage | None:
-    """The message built by a maker (`_maker`) when its shape is a plain one, else None."""
+    """The message a maker builds when its shape is a plain one, else None."""
     if type(text) is not str or (name is not None and type(name) is not str):
         return None
     if role == "tool":
         call_id = message.get("tool_call_id")
-        return _TOOL(text, call_id) if type(call_id) is str else None
+        return TOOL(text, call_id) if type(call_id) is str else None
     if role == "assistant" and message.get("tool_calls"):
         return None
-    maker = _PLAIN_MAKERS.get(role)
+    maker = PLAIN_MAKERS.get(role)
     return None if maker is None else maker(text, name)
 
 
@@ -296,7 +113,7 @@ def _from_stored(stored: list[dict[str, Any]]) -> list[BaseMessage]:
     """
     out: list[BaseMessage] = []
     append = out.append
-    makers = _PLAIN_MAKERS
+    makers = PLAIN_MAKERS
     for message in stored:
         if len(message) == 2:
             text = message.get("content")
@@ -322,7 +139,7 @@ def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
     if role == "system":
         return SystemMessage(content=text, name=name)
     if role == "developer":
-        return SystemMessage(content=text, name=name, additional_kwargs={_DEVELOPER: "developer"})
+        return SystemMessage(content=text, name=name, additional_kwargs={DEVELOPER: "developer"})
     if role == "tool":
         return ToolMessage(content=text, tool_call_id=message["tool_call_id"])
     calls: list[dict[str, Any]] = []

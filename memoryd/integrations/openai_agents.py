@@ -34,11 +34,10 @@ raises ``CancelledError`` only after its write has ended.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-from collections.abc import Awaitable, Generator, Mapping
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
@@ -49,6 +48,7 @@ from agents.memory.session_settings import (
 
 from memoryd import messages as msgs
 from memoryd.errors import InvalidMessage, InvalidSessionItem
+from memoryd.integrations._outlasting import Outlasting
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
@@ -92,66 +92,6 @@ def _check_types(items: list[Any]) -> None:
             ) from None
         except ValueError:
             pass  # a circular reference: memoryd's own validation names it
-
-
-def _settle(proxy: asyncio.Future[None], _awaited: object) -> None:
-    if not proxy.done():
-        proxy.set_result(None)
-
-
-class _Outlasting(Generic[_T]):
-    """Await a store write to its outcome even if the awaiting task is cancelled meanwhile.
-
-    A write handed to its store commits whether or not its awaiter is still there;
-    like the SDK's own sessions, the caller learns of its cancellation only once the
-    write has ended, so a cancelled ``add_items`` never leaves a write running behind
-    the next call. The write's coroutine runs in the awaiting task itself (a task of
-    its own per call, and ``asyncio.wait`` on it, cost more than the rest of the
-    adapter's work): each future the write awaits is awaited through a proxy, so a
-    cancellation cancels the proxy, never the write's own future, and is raised once
-    the write returned or failed.
-    """
-
-    __slots__ = ("_write",)
-
-    def __init__(self, write: Awaitable[_T]) -> None:
-        self._write = write
-
-    def __await__(self) -> Generator[Any, Any, _T]:
-        steps = self._write.__await__()
-        cancelled: asyncio.CancelledError | None = None
-        sent: Any = None
-        thrown: BaseException | None = None
-        while True:
-            try:
-                awaited = steps.send(sent) if thrown is None else steps.throw(thrown)
-            except StopIteration as done:
-                if cancelled is not None:
-                    raise cancelled from None
-                result: _T = done.value
-                return result
-            except BaseException:
-                if cancelled is not None:
-                    raise cancelled from None
-                raise
-            sent = thrown = None
-            if getattr(awaited, "_asyncio_future_blocking", None) is not True:
-                try:  # a bare yield (sleep(0)), or anything the task itself must judge
-                    sent = yield awaited
-                except asyncio.CancelledError as exc:
-                    cancelled = cancelled or exc
-                except BaseException as exc:  # handed on to the write
-                    thrown = exc
-                continue
-            future = cast("asyncio.Future[Any]", awaited)
-            future._asyncio_future_blocking = False  # taken, as a task takes it
-            while not future.done():
-                proxy: asyncio.Future[None] = future.get_loop().create_future()
-                future.add_done_callback(functools.partial(_settle, proxy))
-                try:
-                    yield from proxy
-                except asyncio.CancelledError as exc:
-                    cancelled = cancelled or exc
 
 
 def _summary(item: Mapping[str, Any]) -> str:
@@ -429,7 +369,7 @@ class MemorydSession:
         except InvalidMessage:
             _check_types(cast(list[Any], items))  # a value of the wrong type: a TypeError
             raise
-        await _Outlasting(self.store.submit(request))
+        await Outlasting(self.store.submit(request))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the latest item, or None when the session is empty.
@@ -442,7 +382,7 @@ class MemorydSession:
             RuntimeError: the session is closed.
         """
         self._check_open()
-        message: dict[str, Any] | None = await _Outlasting(
+        message: dict[str, Any] | None = await Outlasting(
             self.store.submit(requests.pop(self.session_id))
         )
         if message is None:
@@ -457,7 +397,7 @@ class MemorydSession:
             RuntimeError: the session is closed.
         """
         self._check_open()
-        await _Outlasting(self.store.submit(requests.clear(self.session_id)))
+        await Outlasting(self.store.submit(requests.clear(self.session_id)))
 
     def __repr__(self) -> str:
         return f"<MemorydSession {self.session_id!r} on {self.store!r}>"
