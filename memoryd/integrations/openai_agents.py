@@ -37,7 +37,7 @@ import asyncio
 import json
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
@@ -67,8 +67,6 @@ ITEM_KEY = "openai_agents_item"
 _PLAIN_ROLES = frozenset({"developer", "system", "user"})
 _TEXT_ROLES = _PLAIN_ROLES | {"assistant"}
 """Roles of a ``{"role", "content": str}`` item that `decode_items` gives back as it is."""
-
-_T = TypeVar("_T")
 
 
 def _check_types(items: list[Any]) -> None:
