@@ -41,6 +41,7 @@ from langchain_core.messages import (
 )
 
 from memoryd import messages as msgs
+from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["LANGCHAIN_KEY", "MemorydChatMessageHistory", "from_openai", "to_openai"]
@@ -49,7 +50,6 @@ LANGCHAIN_KEY = "langchain_message"
 """The message key holding LangChain's own serialisation when the plain dict loses data."""
 
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
-_DEVELOPER = "__openai_role__"
 
 
 def _content(value: Any) -> str | list[dict[str, Any]]:
@@ -69,7 +69,7 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
     """The OpenAI-format dict for ``message``, without the LangChain extras."""
     if isinstance(message, ChatMessage):
         role = message.role if message.role in msgs.ROLES else "user"
-    elif isinstance(message, SystemMessage) and message.additional_kwargs.get(_DEVELOPER) == (
+    elif isinstance(message, SystemMessage) and message.additional_kwargs.get(DEVELOPER) == (
         "developer"
     ):
         role = "developer"
@@ -92,73 +92,37 @@ def _plain(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
-class _Maker:
-    """Builds messages of one class the way its constructor would, without validating.
-
-    Reading a history builds a LangChain message per stored message, and pydantic's
-    validation is most of that cost (model_construct is slower still). For the plain
-    shapes only (str content, a str or no name, no tool calls) a maker copies the
-    fields of an instance the constructor built at import (so the defaults are
-    LangChain's own), with fresh empty dicts and lists, and sets the given fields; the
-    result compares equal to the constructor's. Every other shape takes the constructor.
-    """
-
-    def __init__(self, cls: type[BaseMessage], **example: Any) -> None:
-        made = cls(**example)
-        self._cls = cls
-        self._fields = dict(made.__dict__)
-        self._fresh = tuple(
-            (key, type(value))
-            for key, value in self._fields.items()
-            if isinstance(value, dict | list) and not value
-        )
-        self._fields_set = set(made.__pydantic_fields_set__)
-        self._extra = made.__pydantic_extra__ is not None
-        self._private = made.__pydantic_private__
-
-    def __call__(self, values: dict[str, Any]) -> BaseMessage:
-        """A message with ``values`` for the fields the example set (the others default)."""
-        fields = {**self._fields, **values}
-        for key, kind in self._fresh:
-            if key not in values:
-                fields[key] = kind()
-        made = _new(self._cls)
-        _set(made, "__dict__", fields)
-        _set(made, "__pydantic_fields_set__", self._fields_set.copy())
-        _set(made, "__pydantic_extra__", {} if self._extra else None)
-        _set(made, "__pydantic_private__", self._private)
-        return made
-
-
-_new = object.__new__
-_set = object.__setattr__
-_HUMAN = _Maker(HumanMessage, content="", name=None)
-_SYSTEM = _Maker(SystemMessage, content="", name=None)
-_DEVELOPER_SYSTEM = _Maker(
-    SystemMessage, content="", name=None, additional_kwargs={_DEVELOPER: "developer"}
-)
-_TOOL = _Maker(ToolMessage, content="", tool_call_id="")
-_AI = _Maker(AIMessage, content="", name=None, tool_calls=[], invalid_tool_calls=[])
-
-
 def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMessage | None:
-    """The message built by a `_Maker` when its shape is a plain one, else None."""
+    """The message a maker builds when its shape is a plain one, else None."""
     if type(text) is not str or (name is not None and type(name) is not str):
         return None
-    if role == "user":
-        return _HUMAN({"content": text, "name": name})
-    if role == "system":
-        return _SYSTEM({"content": text, "name": name})
-    if role == "developer":
-        return _DEVELOPER_SYSTEM(
-            {"content": text, "name": name, "additional_kwargs": {_DEVELOPER: "developer"}}
-        )
     if role == "tool":
         call_id = message.get("tool_call_id")
-        return _TOOL({"content": text, "tool_call_id": call_id}) if type(call_id) is str else None
-    if role == "assistant" and not message.get("tool_calls"):
-        return _AI({"content": text, "name": name})
-    return None
+        return TOOL(text, call_id) if type(call_id) is str else None
+    if role == "assistant" and message.get("tool_calls"):
+        return None
+    maker = PLAIN_MAKERS.get(role)
+    return None if maker is None else maker(text, name)
+
+
+def _from_stored(stored: list[dict[str, Any]]) -> list[BaseMessage]:
+    """The LangChain messages of messages a store returned, in order (as `from_openai`).
+
+    A message holding only a role and a str content, most of any history, is built
+    here directly; every other goes through `from_openai`.
+    """
+    out: list[BaseMessage] = []
+    append = out.append
+    makers = PLAIN_MAKERS
+    for message in stored:
+        if len(message) == 2:
+            text = message.get("content")
+            maker = makers.get(message.get("role"))  # type: ignore[arg-type]
+            if maker is not None and type(text) is str:
+                append(maker(text, None))
+                continue
+        append(from_openai(message))
+    return out
 
 
 def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
@@ -175,7 +139,7 @@ def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
     if role == "system":
         return SystemMessage(content=text, name=name)
     if role == "developer":
-        return SystemMessage(content=text, name=name, additional_kwargs={_DEVELOPER: "developer"})
+        return SystemMessage(content=text, name=name, additional_kwargs={DEVELOPER: "developer"})
     if role == "tool":
         return ToolMessage(content=text, tool_call_id=message["tool_call_id"])
     calls: list[dict[str, Any]] = []
@@ -242,7 +206,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The whole history, oldest first (one store read)."""
-        return [from_openai(m) for m in self.store.get(self.conversation_id)]
+        return _from_stored(self.store.get(self.conversation_id))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` as one atomic store event (nothing for an empty list).
@@ -261,8 +225,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """`messages`, read in a worker thread."""
-        stored = await asyncio.to_thread(self.store.get, self.conversation_id)
-        return [from_openai(m) for m in stored]
+        return _from_stored(await asyncio.to_thread(self.store.get, self.conversation_id))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """`add_messages`, written in a worker thread."""

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
@@ -47,7 +47,8 @@ from agents.memory.session_settings import (
 )
 
 from memoryd import messages as msgs
-from memoryd.errors import InvalidSessionItem
+from memoryd.errors import InvalidMessage, InvalidSessionItem
+from memoryd.integrations._outlasting import Outlasting
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
@@ -67,11 +68,14 @@ _PLAIN_ROLES = frozenset({"developer", "system", "user"})
 _TEXT_ROLES = _PLAIN_ROLES | {"assistant"}
 """Roles of a ``{"role", "content": str}`` item that `decode_items` gives back as it is."""
 
-_T = TypeVar("_T")
-
 
 def _check_types(items: list[Any]) -> None:
-    """Raise `InvalidSessionItem` for the first item that is not a JSON-typed dict."""
+    """Raise `InvalidSessionItem` for the first item that is not a JSON-typed dict.
+
+    Run once memoryd's own check refused a batch: an item holding a value of a type
+    JSON cannot carry is then named as the SDK's sessions name it (a ``TypeError``);
+    any other problem (NaN, a huge integer, too large) stays memoryd's `InvalidMessage`.
+    """
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise InvalidSessionItem(
@@ -86,26 +90,6 @@ def _check_types(items: list[Any]) -> None:
             ) from None
         except ValueError:
             pass  # a circular reference: memoryd's own validation names it
-
-
-async def _outlast_cancellation(awaitable: Awaitable[_T]) -> _T:
-    """Await a store write to its outcome even if the caller is cancelled meanwhile.
-
-    A write handed to a worker thread commits whether or not its awaiter is still
-    there; like the SDK's own sessions, the caller learns of its cancellation only
-    once the write has ended, so a cancelled ``add_items`` never leaves a write
-    running behind the next call.
-    """
-    task = asyncio.ensure_future(awaitable)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        raise cancelled
-    return task.result()
 
 
 def _summary(item: Mapping[str, Any]) -> str:
@@ -201,6 +185,31 @@ def decode_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return _decode_foreign(message)
 
 
+def _items_of(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The SDK items of messages a store returned, oldest first (as `decode_items`).
+
+    A store returns fresh copies, so a message that is its own item (a plain text
+    message) is returned as it is instead of copied again: a read decodes every
+    message it returns, and this loop is most of a session read's own cost.
+    """
+    items: list[dict[str, Any]] = []
+    append = items.append
+    for message in stored:
+        if (
+            len(message) == 2
+            and type(message.get("content")) is str
+            and message.get("role") in _TEXT_ROLES
+        ):
+            append(message)
+            continue
+        item = message.get(ITEM_KEY)
+        if type(item) is dict:
+            append(item)
+        else:
+            items.extend(decode_items(message))
+    return items
+
+
 def _is_output(item: Mapping[str, Any]) -> bool:
     kind = item.get("type")
     return isinstance(kind, str) and kind.endswith("_output") and "call_id" in item
@@ -292,12 +301,12 @@ class MemorydSession:
     def _read(self, limit: int | None) -> list[dict[str, Any]]:
         """Items, oldest first: all of them, or the last ``limit`` (orphans dropped if set)."""
         if limit is None or limit < 0:  # the SDK's SQLiteSession reads all for a negative limit
-            stored = self.store.get(self.session_id)
-            return [item for message in stored for item in decode_items(message)]
+            return _items_of(self.store.get(self.session_id))
         if limit == 0:
             return []
-        stored = self.store.get(self.session_id, limit=limit)
-        items = [item for message in stored for item in decode_items(message)][-limit:]
+        items = _items_of(self.store.get(self.session_id, limit=limit))
+        if len(items) > limit:  # a foreign message may hold several items
+            items = items[-limit:]
         return without_orphan_outputs(items) if self.drop_orphan_outputs else items
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -340,16 +349,25 @@ class MemorydSession:
         self._check_open()
         if not items:
             return
-        _check_types(cast(list[Any], items))
-        encoded = [encode_item(cast(Mapping[str, Any], item)) for item in items]
-        request = requests.add(
-            self.session_id,
-            encoded,
-            idempotency_key=None,
-            expected_version=None,
-            max_bytes=self.store.max_message_bytes,
-        )
-        await _outlast_cancellation(self.store.submit(request))
+        encoded: list[dict[str, Any]] = []
+        for index, item in enumerate(cast(list[Any], items)):
+            if type(item) is not dict and not isinstance(item, Mapping):
+                raise InvalidSessionItem(
+                    f"session item {index} must be a dict, got {type(item).__name__}"
+                )
+            encoded.append(encode_item(item))
+        try:
+            request = requests.add(
+                self.session_id,
+                encoded,
+                idempotency_key=None,
+                expected_version=None,
+                max_bytes=self.store.max_message_bytes,
+            )
+        except InvalidMessage:
+            _check_types(cast(list[Any], items))  # a value of the wrong type: a TypeError
+            raise
+        await Outlasting(self.store.submit(request))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the latest item, or None when the session is empty.
@@ -362,7 +380,7 @@ class MemorydSession:
             RuntimeError: the session is closed.
         """
         self._check_open()
-        message: dict[str, Any] | None = await _outlast_cancellation(
+        message: dict[str, Any] | None = await Outlasting(
             self.store.submit(requests.pop(self.session_id))
         )
         if message is None:
@@ -377,7 +395,7 @@ class MemorydSession:
             RuntimeError: the session is closed.
         """
         self._check_open()
-        await _outlast_cancellation(self.store.submit(requests.clear(self.session_id)))
+        await Outlasting(self.store.submit(requests.clear(self.session_id)))
 
     def __repr__(self) -> str:
         return f"<MemorydSession {self.session_id!r} on {self.store!r}>"

@@ -278,11 +278,7 @@ def test_a_read_builds_the_message_its_constructor_builds(
     constructor builds from the same arguments field for field (set fields and defaults
     included), and serialise the same."""
     built = from_openai(stored)
-    assert type(built) is type(expected)
-    assert built == expected
-    assert built.__dict__ == expected.__dict__
-    assert built.model_fields_set == expected.model_fields_set
-    assert built.model_dump() == expected.model_dump()
+    _same_state(built, expected)
     assert to_openai(built) == to_openai(expected)
 
 
@@ -296,3 +292,41 @@ def test_messages_built_for_a_read_share_no_mutable_field() -> None:
     first.tool_calls.append({"name": "f", "args": {}, "id": "1", "type": "tool_call"})
     assert (second.additional_kwargs, second.response_metadata, second.tool_calls) == ({}, {}, [])
     assert from_openai({"role": "assistant", "content": "c"}).additional_kwargs == {}
+
+
+def _same_state(built: BaseMessage, expected: BaseMessage) -> None:
+    """``built`` holds the state the constructor left in ``expected``, field for field."""
+    assert type(built) is type(expected)
+    assert built == expected
+    assert list(built.__dict__.items()) == list(expected.__dict__.items())  # in order
+    assert repr(built) == repr(expected)
+    assert built.model_fields_set == expected.model_fields_set
+    assert built.__pydantic_extra__ == expected.__pydantic_extra__
+    assert built.__pydantic_private__ == expected.__pydantic_private__
+    assert built.model_dump() == expected.model_dump()
+    assert built.model_dump(exclude_unset=True) == expected.model_dump(exclude_unset=True)
+
+
+def test_a_history_read_builds_what_the_constructors_build(store: StoreHandle, cid: str) -> None:
+    """Every plain shape read back through ``messages`` (one store read, plain role-and-text
+    messages built straight by their maker) holds exactly the constructor's state."""
+    shapes = [(stored, expected) for stored, expected in _PLAIN_SHAPES if stored["content"]]
+    store.add(cid, [stored for stored, _ in shapes])
+    history = MemorydChatMessageHistory(store, cid)
+    built = history.messages
+    assert len(built) == len(shapes)
+    for message, (_, expected) in zip(built, shapes, strict=True):
+        _same_state(message, expected)
+    assert asyncio.run(history.aget_messages()) == [expected for _, expected in shapes]
+
+
+def test_changing_a_message_read_changes_no_other() -> None:
+    """Setting a field of one message read marks it set on that message only, and the
+    extra fields LangChain allows land on that message only."""
+    first, second = (from_openai({"role": "user", "content": text}) for text in ("a", "b"))
+    first.id = "m-1"
+    first.note = "extra"  # type: ignore[attr-defined]  # extra fields are allowed
+    assert first.model_fields_set == {"content", "name", "id", "note"}
+    assert second.model_fields_set == {"content", "name"}
+    assert second.__pydantic_extra__ == {} and second.id is None
+    _same_state(from_openai({"role": "user", "content": "b"}), HumanMessage(content="b", name=None))

@@ -6,6 +6,7 @@ Every test runs against LmdbStore, EphemeralStore and the daemon through RemoteS
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any, cast
 
@@ -335,6 +336,124 @@ def test_cancelled_add_items_returns_only_after_the_write(store: StoreHandle, ci
     assert not done_while_held
     assert cancelled
     assert [m.get(ITEM_KEY, m) for m in store.get(cid)] == ITEMS[:2]
+
+
+class _Stepped:
+    """A store whose write passes through a bare yield (``sleep(0)``) and two waits on
+    futures the test releases before reaching the real store: a cancellation can land
+    on any of them."""
+
+    def __init__(self, store: StoreHandle) -> None:
+        self._store = store
+        self.gates: list[asyncio.Future[None]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def submit(self, request: Any) -> Any:
+        await asyncio.sleep(0)
+        for _ in range(2):
+            self.gates.append(asyncio.get_running_loop().create_future())
+            await self.gates[-1]
+        return await self._store.submit(request)
+
+    async def release(self, index: int) -> None:
+        """Release gate ``index`` once the write waits on it."""
+        while len(self.gates) <= index:
+            await asyncio.sleep(0)
+        self.gates[index].set_result(None)
+
+
+@pytest.mark.parametrize("cancel_at", [-1, 0, 1], ids=["bare-yield", "gate-0", "gate-1"])
+def test_add_items_cancelled_twice_raises_once_its_write_has_ended(
+    store: StoreHandle, cid: str, cancel_at: int
+) -> None:
+    """Cancellations landing while the write waits on any of its steps are held back:
+    the write goes on to commit, then the caller gets CancelledError."""
+    stepped = _Stepped(store)
+    session = MemorydSession(cid, cast(StoreHandle, stepped))
+
+    async def main() -> tuple[bool, bool]:
+        task = asyncio.create_task(session.add_items(cast(Any, ITEMS[:2])))
+        await asyncio.sleep(0)  # the write is at its bare yield
+        for index in range(cancel_at):
+            await stepped.release(index)
+        while cancel_at >= 0 and len(stepped.gates) <= cancel_at:
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.sleep(0)
+        task.cancel()  # a second cancellation while the write is still running
+        for _ in range(3):
+            await asyncio.sleep(0)
+        still_running = not task.done()
+        for index in range(max(cancel_at, 0), 2):
+            await stepped.release(index)
+        try:
+            await task
+        except asyncio.CancelledError:
+            return still_running, True
+        return still_running, False
+
+    still_running, cancelled = run(main())
+    assert still_running
+    assert cancelled
+    assert [m.get(ITEM_KEY, m) for m in store.get(cid)] == ITEMS[:2]
+
+
+def test_a_refused_write_raises_its_error_and_a_cancelled_one_raises_cancelled(
+    store: StoreHandle, cid: str
+) -> None:
+    """A write the store refuses raises the store's error; if the caller was cancelled
+    meanwhile, CancelledError is raised once the refusal came, and nothing is written."""
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, ITEMS[:1])))
+
+    class Refusing:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def __init__(self) -> None:
+            self.gate: asyncio.Future[None] | None = None
+
+        async def submit(self, request: Any) -> Any:
+            self.gate = asyncio.get_running_loop().create_future()
+            await self.gate  # then the real store refuses it: a version it is not at
+            return await store.submit(dataclasses.replace(request, expected_version=99))
+
+    refusing = Refusing()
+    held = MemorydSession(cid, cast(StoreHandle, refusing))
+
+    async def main(cancel: bool) -> BaseException:
+        task = asyncio.create_task(held.add_items(cast(Any, ITEMS[1:2])))
+        while refusing.gate is None:
+            await asyncio.sleep(0)
+        if cancel:
+            task.cancel()
+            await asyncio.sleep(0)
+            assert not task.done()
+        refusing.gate.set_result(None)
+        try:
+            await task
+        except BaseException as exc:  # the outcome is what is checked
+            return exc
+        raise AssertionError("the write did not fail")
+
+    assert isinstance(run(main(cancel=False)), memoryd.ConflictError)
+    refusing.gate = None
+    assert isinstance(run(main(cancel=True)), asyncio.CancelledError)
+    assert [m.get(ITEM_KEY, m) for m in store.get(cid)] == ITEMS[:1]
+
+
+def test_items_read_are_fresh_copies(store: StoreHandle, cid: str) -> None:
+    """Changing an item get_items returned (a plain message or an SDK item) changes
+    nothing stored: the next read gives back what was added."""
+    session = MemorydSession(cid, store)
+    run(session.add_items(cast(Any, ITEMS)))
+    first = run(session.get_items(limit=len(ITEMS)))
+    for item in first:
+        item["role"] = "changed"
+    assert run(session.get_items()) == ITEMS
+    assert run(session.get_items(limit=3)) == ITEMS[-3:]
 
 
 @function_tool

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 OURS = "ours"
+#: memoryd's framework adapters: their store's group-commit figures are printed too.
+ADAPTERS = ("memoryd-session", "memoryd-langchain")
 #: Slack allowed on "no slower" targets, for timer and cache noise.
 NOISE_ALLOWANCE = 1.25
 
@@ -112,13 +114,14 @@ def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
             order,
             [("appends/s", "per_second"), ("p50 µs", "p50_us"), ("p99 µs", "p99_us")],
         )
-        ours = section.get(OURS)
-        if isinstance(ours, Mapping) and "error" not in ours:
-            note = f"  ({ours['stats_note']})" if ours.get("stats_note") else ""
-            lines.append(
-                f"ours stats(): fsyncs per append {fmt(ours.get('fsyncs_per_append'))}, "
-                f"mean group-commit batch {fmt(ours.get('batch'))} appends/fsync{note}"
-            )
+        for name in (OURS, *ADAPTERS):
+            row = section.get(name)
+            if isinstance(row, Mapping) and "error" not in row and row.get("batch") is not None:
+                note = f"  ({row['stats_note']})" if row.get("stats_note") else ""
+                lines.append(
+                    f"{name} stats(): fsyncs per append {fmt(row.get('fsyncs_per_append'))}, "
+                    f"mean group-commit batch {fmt(row.get('batch'))} appends/fsync{note}"
+                )
         trip = results["environment"].get("thread_round_trip_us")
         if writers == "1" and trip is not None:
             lines.append(

@@ -9,7 +9,7 @@ calls: the difference is the storage under the framework's interface.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -77,6 +77,10 @@ class MemorydSessionPeer(AgentsSessionPeer):
                 self._run(session.add_items(list(messages[start : start + _POPULATE_BATCH])))
             progress(done)
 
+    def stats(self) -> Mapping[str, Any] | None:
+        """Return the store's ``stats()`` (fsyncs and appends, for the batch size)."""
+        return dict(self._store.stats())
+
     def close(self) -> None:
         """Drop the sessions and loops, then stop the store."""
         with self._sessions_lock:
@@ -120,6 +124,10 @@ class MemorydLangchainPeer(LangchainSqlPeer):
             store, session_id
         )
         self._engine = None
+
+    def stats(self) -> Mapping[str, Any] | None:
+        """Return the store's ``stats()`` (fsyncs and appends, for the batch size)."""
+        return dict(self._store.stats())
 
     def close(self) -> None:
         """Drop the histories, then stop the store."""

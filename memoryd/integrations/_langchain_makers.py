@@ -1,0 +1,216 @@
+"""Plain LangChain messages built as their constructors leave them, without validating.
+
+`memoryd.integrations.langchain` reads a history into LangChain message objects, and
+pydantic's validation is most of that cost. For the plain shapes (str content, a str or
+no name, no tool calls) the makers here set the state a constructor leaves: the same
+fields in the same order, the same set fields, fresh copies of every mutable default.
+Imported only by `memoryd.integrations.langchain`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, cast
+
+__all__ = [
+    "AI",
+    "DEVELOPER",
+    "DEVELOPER_SYSTEM",
+    "HUMAN",
+    "PLAIN_MAKERS",
+    "SYSTEM",
+    "TOOL",
+    "Maker",
+]
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+DEVELOPER = "__openai_role__"
+"""The ``additional_kwargs`` key marking a system message that was a developer message."""
+
+_SCALARS = (str, int, float, bool, type(None))
+_FLAT = (dict, list)
+
+Maker = Callable[[Any, Any], BaseMessage]
+"""Builds one message from its two given fields (see `_maker`)."""
+
+
+def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """The setter of the model slot ``name`` (pydantic keeps its state in four slots)."""
+    for klass in cls.__mro__:
+        descriptor = vars(klass).get(name)
+        if descriptor is not None and hasattr(descriptor, "__set__"):
+            return cast(Callable[[Any, Any], None], descriptor.__set__)
+    return lambda message, value: object.__setattr__(message, name, value)  # pragma: no cover
+
+
+def _is_flat(value: Any) -> bool:
+    """A dict or list of scalars: its ``copy()`` shares nothing mutable."""
+    items = value.values() if type(value) is dict else value
+    return type(value) in _FLAT and all(type(item) in _SCALARS for item in items)
+
+
+_new = object.__new__
+_set_dict = _slot_setter(BaseMessage, "__dict__")
+_set_fields_set = _slot_setter(BaseMessage, "__pydantic_fields_set__")
+_set_extra = _slot_setter(BaseMessage, "__pydantic_extra__")
+_set_private = _slot_setter(BaseMessage, "__pydantic_private__")
+
+
+def _maker(cls: type[BaseMessage], first: str, second: str, **example: Any) -> Maker:
+    """A function building messages of ``cls`` the way its constructor would, unvalidated.
+
+    Reading a history builds a LangChain message per stored message, and pydantic's
+    validation is most of that cost (pydantic's ``model_construct`` is slower still:
+    a Python loop over every field). For the plain shapes only (str
+    content, a str or no name, no tool calls) a maker sets the state the constructor
+    leaves: the fields of an instance the constructor built here from ``example``
+    (so the defaults and the set fields are LangChain's own), with a fresh copy of
+    every mutable default, and the two given fields. The result compares equal to
+    the constructor's, field for field. Every other shape takes the constructor.
+
+    Args:
+        cls: the message class.
+        first: the field a call's first argument sets (``content``).
+        second: the field its second argument sets (``name`` or ``tool_call_id``).
+        example: constructor arguments naming ``first`` and ``second`` (and any
+            fixed field, such as the developer marker in ``additional_kwargs``).
+    """
+    made = cls(**example)
+    fields = dict(made.__dict__)  # in the constructor's order; mutable ones replaced per call
+    copied = tuple(
+        (k, v, type(v).copy if _is_flat(v) else copy.deepcopy)
+        for k, v in made.__dict__.items()
+        if type(v) not in _SCALARS
+    )
+    fields_set = set(made.__pydantic_fields_set__)
+    extra = made.__pydantic_extra__
+    private = made.__pydantic_private__
+    if (extra is not None and extra) or private is not None:  # pragma: no cover
+        return lambda first_value, second_value: cls(
+            **{**example, first: first_value, second: second_value}
+        )  # state of its own beyond the fields: built validated
+    new = _new
+    set_dict = _slot_setter(cls, "__dict__")
+    set_fields_set = _slot_setter(cls, "__pydantic_fields_set__")
+    set_extra = _slot_setter(cls, "__pydantic_extra__")
+    set_private = _slot_setter(cls, "__pydantic_private__")
+    no_extra = extra is None
+
+    def make(first_value: Any, second_value: Any) -> BaseMessage:
+        state = fields.copy()
+        state[first] = first_value
+        state[second] = second_value
+        for key, value, copy_value in copied:
+            state[key] = copy_value(value)
+        message = new(cls)
+        set_dict(message, state)
+        set_fields_set(message, fields_set.copy())
+        set_extra(message, None if no_extra else {})
+        set_private(message, None)
+        return message
+
+    return make
+
+
+def _human(content: Any, name: Any) -> BaseMessage:
+    """`_maker`'s human message, spelled out: a user turn is half of most histories."""
+    message = _new(HumanMessage)
+    _set_dict(
+        message,
+        {
+            "content": content,
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "type": "human",
+            "name": name,
+            "id": None,
+        },
+    )
+    _set_fields_set(message, {"content", "name"})
+    _set_extra(message, {})
+    _set_private(message, None)
+    return message
+
+
+def _ai(content: Any, name: Any) -> BaseMessage:
+    """`_maker`'s AI message without tool calls, spelled out: the other half."""
+    message = _new(AIMessage)
+    _set_dict(
+        message,
+        {
+            "content": content,
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "type": "ai",
+            "name": name,
+            "id": None,
+            "tool_calls": [],
+            "invalid_tool_calls": [],
+            "usage_metadata": None,
+        },
+    )
+    _set_fields_set(message, {"content", "name", "tool_calls", "invalid_tool_calls"})
+    _set_extra(message, {})
+    _set_private(message, None)
+    return message
+
+
+def _state(message: BaseMessage) -> tuple[Any, ...]:
+    """Everything a message holds, fields in order: what two equal builds share."""
+    return (
+        type(message),
+        list(message.__dict__.items()),
+        message.__pydantic_fields_set__,
+        message.__pydantic_extra__,
+        message.__pydantic_private__,
+    )
+
+
+def _checked(spelled: Maker, generic: Maker, construct: Maker) -> Maker:
+    """``spelled`` if it builds what the constructor (``construct``) builds, else
+    ``generic``: a LangChain release with other fields falls back, never builds wrong."""
+    for first, second in (("text", None), ("", "who")):
+        if _state(spelled(first, second)) != _state(construct(first, second)):
+            return generic  # pragma: no cover (another LangChain release)
+    return spelled
+
+
+HUMAN = _checked(
+    _human,
+    _maker(HumanMessage, "content", "name", content="", name=None),
+    lambda content, name: HumanMessage(content=content, name=name),
+)
+"""Builds a ``HumanMessage(content=..., name=...)``."""
+SYSTEM = _maker(SystemMessage, "content", "name", content="", name=None)
+"""Builds a ``SystemMessage(content=..., name=...)``."""
+DEVELOPER_SYSTEM = _maker(
+    SystemMessage,
+    "content",
+    "name",
+    content="",
+    name=None,
+    additional_kwargs={DEVELOPER: "developer"},
+)
+"""Builds the ``SystemMessage`` a developer message reads as (marked in ``additional_kwargs``)."""
+TOOL = _maker(ToolMessage, "content", "tool_call_id", content="", tool_call_id="")
+"""Builds a ``ToolMessage(content=..., tool_call_id=...)``."""
+AI = _checked(
+    _ai,
+    _maker(
+        AIMessage, "content", "name", content="", name=None, tool_calls=[], invalid_tool_calls=[]
+    ),
+    lambda content, name: AIMessage(
+        content=content, name=name, tool_calls=[], invalid_tool_calls=[]
+    ),
+)
+"""Builds an ``AIMessage(content=..., name=...)`` without tool calls."""
+
+PLAIN_MAKERS = {
+    "user": HUMAN,
+    "system": SYSTEM,
+    "developer": DEVELOPER_SYSTEM,
+    "assistant": AI,
+}
+"""The maker of a message that holds only a role and a str content, by role."""
