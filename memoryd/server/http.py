@@ -157,6 +157,28 @@ def _headers(scope: Scope) -> dict[bytes, str]:
     return found
 
 
+def _utf8_url(part: bytes) -> bool:
+    """True when a URL's path or query is UTF-8 once percent-decoded."""
+    try:
+        # without a percent sign, unquoting leaves the bytes as they are
+        (unquote_to_bytes(part) if b"%" in part else part).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _bearer_bytes(token: str | None) -> bytes | None:
+    """The exact ``Authorization`` header bytes `Guard._problem` admits for ``token``
+    (``Bearer <token>``, the header read as latin-1), or None when it has no such one
+    spelling (no token, or one with surrounding whitespace, which the check strips)."""
+    if token is None or token != token.strip():
+        return None
+    try:
+        return b"Bearer " + token.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
 def _host_name(host: str) -> str:
     if host.startswith("["):
         return host[1 : host.find("]")] if "]" in host else host
@@ -181,6 +203,8 @@ class Guard:
         self._check_host = listen_host is not None and is_loopback(listen_host)
         self._token = config.token.encode() if config.token is not None else None
         self._seen_hosts: dict[str, bool] = {}
+        self._seen_raw_hosts: dict[bytes, bool] = {}
+        self._bearer = _bearer_bytes(config.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse the request early, or pass it on."""
@@ -206,6 +230,50 @@ class Guard:
                 self._seen_hosts[host] = allowed
         return allowed
 
+    def admits(
+        self,
+        origin: bytes | None,
+        host: bytes | None,
+        authorization: bytes | None,
+        on_tcp: bool,
+        raw_path: bytes,
+    ) -> bool:
+        """True when a request whose first ``Origin``, ``Host`` and ``Authorization``
+        headers are these passes every check of `_problem` but the body's size.
+
+        The connection's fast lane asks this for requests that carry no body, from the
+        raw header bytes. It is stricter than `_problem`, never looser: an
+        ``Authorization`` header admitted is exactly ``Bearer <token>``; False means
+        only that `_problem` must decide (and answer the refusal, if any).
+
+        Args:
+            origin: the first ``Origin`` header, or None.
+            host: the first ``Host`` header, or None.
+            authorization: the first ``Authorization`` header, or None.
+            on_tcp: the request came over TCP (not the Unix socket).
+            raw_path: the request's path as sent (its query is the caller's to check).
+        """
+        if origin is not None and origin.decode("latin-1") not in self.config.allowed_origins:
+            return False
+        if on_tcp:
+            if self._check_host:
+                if host is None:
+                    return False
+                allowed = self._seen_raw_hosts.get(host)
+                if allowed is None:
+                    allowed = self._host_allowed(host.decode("latin-1"))
+                    if len(self._seen_raw_hosts) < 64:
+                        self._seen_raw_hosts[host] = allowed
+                if not allowed:
+                    return False
+            if self._token is not None and (
+                authorization is None
+                or self._bearer is None
+                or not hmac.compare_digest(authorization, self._bearer)
+            ):
+                return False
+        return _utf8_url(raw_path)
+
     def _problem(self, scope: Scope) -> tuple[int, str, str] | None:
         headers = _headers(scope)
         origin = headers.get(b"origin")
@@ -227,14 +295,12 @@ class Guard:
                     )
                 if not hmac.compare_digest(given[7:].strip().encode(), self._token):
                     return 401, "Unauthorized", "wrong token"
-        for part in (scope.get("raw_path") or b"", scope.get("query_string") or b""):
-            try:
-                # without a percent sign, unquoting leaves the bytes as they are
-                (unquote_to_bytes(part) if b"%" in part else part).decode("utf-8")
-            except UnicodeDecodeError:
-                # the server would decode it with replacement characters: two different
-                # ids would reach the same conversation
-                return 400, "ValueError", "the request URL is not UTF-8 once percent-decoded"
+        if not (
+            _utf8_url(scope.get("raw_path") or b"") and _utf8_url(scope.get("query_string") or b"")
+        ):
+            # the server would decode it with replacement characters: two different
+            # ids would reach the same conversation
+            return 400, "ValueError", "the request URL is not UTF-8 once percent-decoded"
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
             return (
