@@ -275,6 +275,40 @@ class Guard:
         return _utf8_url(raw_path)
 
     def _problem(self, scope: Scope) -> tuple[int, str, str] | None:
+        """Why the request is refused (status, error type, message), or None.
+
+        The common request passes `admits` on its raw header bytes, found in one pass;
+        any other is checked again header by header (`_refusal`), which names the
+        problem or, for an unusual spelling of valid headers, admits it too.
+        """
+        origin = host = authorization = length = None
+        for key, value in scope.get("headers", ()):
+            if key in _GUARDED:  # the first of each counts
+                if key == b"content-length":
+                    if length is None:
+                        length = value
+                elif key == b"authorization":
+                    if authorization is None:
+                        authorization = value
+                elif key == b"host":
+                    if host is None:
+                        host = value
+                elif origin is None:
+                    origin = value
+        server = scope.get("server")
+        on_tcp = server is not None and server[1] is not None
+        if (
+            self.admits(origin, host, authorization, on_tcp, scope.get("raw_path") or b"")
+            and _utf8_url(scope.get("query_string") or b"")
+            and (
+                length is None or not length.isdigit() or int(length) <= self.config.max_body_bytes
+            )
+        ):
+            return None
+        return self._refusal(scope)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        """`_problem`, header by header: the problem named, or None."""
         headers = _headers(scope)
         origin = headers.get(b"origin")
         if origin is not None and origin not in self.config.allowed_origins:
