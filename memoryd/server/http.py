@@ -40,6 +40,7 @@ JSON = "application/json"
 MSGPACK = "application/msgpack"
 _OPEN_PATHS = frozenset({"/healthz"})
 _MEDIA_BYTES = {JSON: JSON.encode(), MSGPACK: MSGPACK.encode()}
+_MSGPACK_BYTES = MSGPACK.encode()
 
 
 def _dumps(payload: Any) -> bytes:
@@ -71,9 +72,19 @@ def error_response(status: int, body: Mapping[str, Any]) -> Response:
     return Answer(_dumps(body), JSON, status)
 
 
+def _first_header(request: Request, name: bytes) -> bytes | None:
+    """The request's first header ``name`` (lower case), read from the scope as it came:
+    no header mapping is built for one look."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
 def wants_msgpack(request: Request) -> bool:
     """True when the client asked for ``application/msgpack`` answers."""
-    return MSGPACK in request.headers.get("accept", "")
+    accept = _first_header(request, b"accept")
+    return accept is not None and _MSGPACK_BYTES in accept
 
 
 def encode(payload: Any, msgpack: bool) -> tuple[bytes, str]:
@@ -127,7 +138,8 @@ async def read_body(
     raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if not raw:
         return {}
-    kind = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
+    given = _first_header(request, b"content-type")
+    kind = JSON if given is None else given.decode("latin-1").split(";")[0].strip().lower()
     if kind == MSGPACK:
         form = "msgpack"
     elif kind in (JSON, "text/json", "", "application/x-www-form-urlencoded"):
