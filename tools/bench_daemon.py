@@ -7,7 +7,8 @@
 * reads: ``get(limit=50)`` p50 over HTTP vs ``LRANGE key -50 -1``;
 * the floor of the HTTP stack: the same 8 processes POSTing an add's body (and
   GETting a 50-message answer) to an ASGI app that answers at once, on uvicorn as
-  the daemon runs it; the daemon's rates are also shown as a share of this floor;
+  the daemon runs it, each rate right after the daemon's matching one; the daemon's
+  rates are also shown as a share of this floor;
 * the daemon's group commit: mean batch and fsyncs per append, from its stats;
 * where the CPU goes: one client process profiled (cProfile) and, when py-spy is
   installed, the daemon sampled, both broken down by layer per append.
@@ -628,7 +629,12 @@ def _redis_reads(port: int, samples: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--adds", type=int, default=400, help="appends per client process")
-    parser.add_argument("--reads", type=int, default=2000, help="get(limit=50) samples")
+    parser.add_argument(
+        "--reads",
+        type=int,
+        default=2000,
+        help="get(limit=50) samples of the one-client p50, and reads per process of the rates",
+    )
     parser.add_argument(
         "--only", choices=["cli-start"], help="run one row alone (cli-start: 3 rounds)"
     )
@@ -639,41 +645,45 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="md-bench-", dir="/tmp"))
     daemon, unix, http = _start_daemon(root)
     redis_proc = None
+    empty: subprocess.Popen[bytes] | None = None
     try:
+        # the floor runs beside the daemon, each of its rates measured right after the
+        # daemon's matching one: a share compares rates of the same moment
+        empty, empty_url = _start_empty_app(root)
         jobs_tcp = [(http, TOKEN, w, args.adds) for w in range(CLIENTS)]
         jobs_unix = [(unix, None, w + CLIENTS, args.adds) for w in range(CLIENTS)]
         before = _commits(http)
         over_tcp = _rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid)
         after = _commits(http)
+        floor = _rate(
+            _floor_writer,
+            [(empty_url, w, args.adds) for w in range(CLIENTS)],
+            args.adds,
+            empty.pid,
+        )
         over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
         appended, fsyncs = after[0] - before[0], after[1] - before[1]
         get_p50, get_client_us = _memoryd_reads(http, args.reads)
-        reads_per = max(args.reads // CLIENTS, 50)
+        # every process reads --reads times: a rate (and the CPU read from /proc in
+        # clock ticks) over a fraction of a second would be mostly noise
+        reads_per = max(args.reads, 50)
         gets = _rate(
             _memoryd_reader,
             [(http, TOKEN, w, reads_per) for w in range(CLIENTS)],
             reads_per,
             daemon.pid,
         )
+        floor_gets = _rate(
+            _floor_reader,
+            [(empty_url, w, reads_per) for w in range(CLIENTS)],
+            reads_per,
+            empty.pid,
+        )
+        empty.terminate()
+        empty.wait(30)
+        empty = None
         breakdown = _profiled_round(root, http, args.adds, daemon.pid)
         cli_get, bare = _cli_start(http)
-        empty, empty_url = _start_empty_app(root)
-        try:
-            floor = _rate(
-                _floor_writer,
-                [(empty_url, w, args.adds) for w in range(CLIENTS)],
-                args.adds,
-                empty.pid,
-            )
-            floor_gets = _rate(
-                _floor_reader,
-                [(empty_url, w, reads_per) for w in range(CLIENTS)],
-                reads_per,
-                empty.pid,
-            )
-        finally:
-            empty.terminate()
-            empty.wait(30)
         store_us = _store_path_cpu(args.adds)
         ceiling, commit_ms, ceiling_batch = _durable_ceiling(args.adds)
         started = _start_redis(root)
@@ -691,6 +701,9 @@ def main() -> None:
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(60)
+        if empty is not None:
+            empty.terminate()
+            empty.wait(30)
         if redis_proc is not None:
             redis_proc.terminate()
             redis_proc.wait(30)

@@ -311,10 +311,14 @@ class RemoteStore(StoreHandle):
         raise TypeError(f"unknown write request {request!r}")
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
-        params = {"limit": limit, "at_version": at_version}
-        messages: list[dict[str, Any]] = self._read(
-            self._conv(cid, "messages"), "messages", [], params=params
-        )
+        path = self._conv(cid, "messages")
+        if at_version is None:  # the busiest read: its target spelled out, no parameters
+            if limit is not None:
+                path = f"{path}?limit={limit}"
+            messages: list[dict[str, Any]] = self._read(path, "messages", [])
+        else:
+            params = {"limit": limit, "at_version": at_version}
+            messages = self._read(path, "messages", [], params=params)
         return messages
 
     def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:

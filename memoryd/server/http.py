@@ -40,6 +40,7 @@ JSON = "application/json"
 MSGPACK = "application/msgpack"
 _OPEN_PATHS = frozenset({"/healthz"})
 _MEDIA_BYTES = {JSON: JSON.encode(), MSGPACK: MSGPACK.encode()}
+_MSGPACK_BYTES = MSGPACK.encode()
 
 
 def _dumps(payload: Any) -> bytes:
@@ -71,9 +72,19 @@ def error_response(status: int, body: Mapping[str, Any]) -> Response:
     return Answer(_dumps(body), JSON, status)
 
 
+def _first_header(request: Request, name: bytes) -> bytes | None:
+    """The request's first header ``name`` (lower case), read from the scope as it came:
+    no header mapping is built for one look."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
 def wants_msgpack(request: Request) -> bool:
     """True when the client asked for ``application/msgpack`` answers."""
-    return MSGPACK in request.headers.get("accept", "")
+    accept = _first_header(request, b"accept")
+    return accept is not None and _MSGPACK_BYTES in accept
 
 
 def encode(payload: Any, msgpack: bool) -> tuple[bytes, str]:
@@ -127,7 +138,8 @@ async def read_body(
     raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if not raw:
         return {}
-    kind = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
+    given = _first_header(request, b"content-type")
+    kind = JSON if given is None else given.decode("latin-1").split(";")[0].strip().lower()
     if kind == MSGPACK:
         form = "msgpack"
     elif kind in (JSON, "text/json", "", "application/x-www-form-urlencoded"):
@@ -157,6 +169,28 @@ def _headers(scope: Scope) -> dict[bytes, str]:
     return found
 
 
+def _utf8_url(part: bytes) -> bool:
+    """True when a URL's path or query is UTF-8 once percent-decoded."""
+    try:
+        # without a percent sign, unquoting leaves the bytes as they are
+        (unquote_to_bytes(part) if b"%" in part else part).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _bearer_bytes(token: str | None) -> bytes | None:
+    """The exact ``Authorization`` header bytes `Guard._problem` admits for ``token``
+    (``Bearer <token>``, the header read as latin-1), or None when it has no such one
+    spelling (no token, or one with surrounding whitespace, which the check strips)."""
+    if token is None or token != token.strip():
+        return None
+    try:
+        return b"Bearer " + token.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
 def _host_name(host: str) -> str:
     if host.startswith("["):
         return host[1 : host.find("]")] if "]" in host else host
@@ -181,6 +215,8 @@ class Guard:
         self._check_host = listen_host is not None and is_loopback(listen_host)
         self._token = config.token.encode() if config.token is not None else None
         self._seen_hosts: dict[str, bool] = {}
+        self._seen_raw_hosts: dict[bytes, bool] = {}
+        self._bearer = _bearer_bytes(config.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse the request early, or pass it on."""
@@ -206,7 +242,85 @@ class Guard:
                 self._seen_hosts[host] = allowed
         return allowed
 
+    def admits(
+        self,
+        origin: bytes | None,
+        host: bytes | None,
+        authorization: bytes | None,
+        on_tcp: bool,
+        raw_path: bytes,
+    ) -> bool:
+        """True when a request whose first ``Origin``, ``Host`` and ``Authorization``
+        headers are these passes every check of `_problem` but the body's size.
+
+        The connection's fast lane asks this for requests that carry no body, from the
+        raw header bytes. It is stricter than `_problem`, never looser: an
+        ``Authorization`` header admitted is exactly ``Bearer <token>``; False means
+        only that `_problem` must decide (and answer the refusal, if any).
+
+        Args:
+            origin: the first ``Origin`` header, or None.
+            host: the first ``Host`` header, or None.
+            authorization: the first ``Authorization`` header, or None.
+            on_tcp: the request came over TCP (not the Unix socket).
+            raw_path: the request's path as sent (its query is the caller's to check).
+        """
+        if origin is not None and origin.decode("latin-1") not in self.config.allowed_origins:
+            return False
+        if on_tcp:
+            if self._check_host:
+                if host is None:
+                    return False
+                allowed = self._seen_raw_hosts.get(host)
+                if allowed is None:
+                    allowed = self._host_allowed(host.decode("latin-1"))
+                    if len(self._seen_raw_hosts) < 64:
+                        self._seen_raw_hosts[host] = allowed
+                if not allowed:
+                    return False
+            if self._token is not None and (
+                authorization is None
+                or self._bearer is None
+                or not hmac.compare_digest(authorization, self._bearer)
+            ):
+                return False
+        return _utf8_url(raw_path)
+
     def _problem(self, scope: Scope) -> tuple[int, str, str] | None:
+        """Why the request is refused (status, error type, message), or None.
+
+        The common request passes `admits` on its raw header bytes, found in one pass;
+        any other is checked again header by header (`_refusal`), which names the
+        problem or, for an unusual spelling of valid headers, admits it too.
+        """
+        origin = host = authorization = length = None
+        for key, value in scope.get("headers", ()):
+            if key in _GUARDED:  # the first of each counts
+                if key == b"content-length":
+                    if length is None:
+                        length = value
+                elif key == b"authorization":
+                    if authorization is None:
+                        authorization = value
+                elif key == b"host":
+                    if host is None:
+                        host = value
+                elif origin is None:
+                    origin = value
+        server = scope.get("server")
+        on_tcp = server is not None and server[1] is not None
+        if (
+            self.admits(origin, host, authorization, on_tcp, scope.get("raw_path") or b"")
+            and _utf8_url(scope.get("query_string") or b"")
+            and (
+                length is None or not length.isdigit() or int(length) <= self.config.max_body_bytes
+            )
+        ):
+            return None
+        return self._refusal(scope)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        """`_problem`, header by header: the problem named, or None."""
         headers = _headers(scope)
         origin = headers.get(b"origin")
         if origin is not None and origin not in self.config.allowed_origins:
@@ -227,14 +341,12 @@ class Guard:
                     )
                 if not hmac.compare_digest(given[7:].strip().encode(), self._token):
                     return 401, "Unauthorized", "wrong token"
-        for part in (scope.get("raw_path") or b"", scope.get("query_string") or b""):
-            try:
-                # without a percent sign, unquoting leaves the bytes as they are
-                (unquote_to_bytes(part) if b"%" in part else part).decode("utf-8")
-            except UnicodeDecodeError:
-                # the server would decode it with replacement characters: two different
-                # ids would reach the same conversation
-                return 400, "ValueError", "the request URL is not UTF-8 once percent-decoded"
+        if not (
+            _utf8_url(scope.get("raw_path") or b"") and _utf8_url(scope.get("query_string") or b"")
+        ):
+            # the server would decode it with replacement characters: two different
+            # ids would reach the same conversation
+            return 400, "ValueError", "the request URL is not UTF-8 once percent-decoded"
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
             return (

@@ -6,7 +6,9 @@ stored messages, already msgpack-encoded in their event records: `packed_message
 reads them from the store's memory map in one read-only LMDB transaction on the
 loop (`memoryd.store.lmdb.reads.history_packed`: every record's checksum and
 version checked, pops, clears and forks applied) and copies them into the body
-without decoding them or encoding them again. Readers skip the store actor, as
+without decoding them or encoding them again (`packed_parts` leaves the body in
+parts, so the connection's fast lane copies them once, into the response).
+Readers skip the store actor, as
 DESIGN §4 allows; an environment that is closing or growing, a store that is not
 running locally, a JSON client and any other parameter go the general way
 (`memoryd.server.routes.get_messages`), which answers the same.
@@ -15,7 +17,6 @@ running locally, a JSON client and any other parameter go the general way
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from memoryd import codec
 from memoryd.errors import EngineBusy, EngineClosed
@@ -25,9 +26,8 @@ from memoryd.store import lookup
 from memoryd.store.handle import INLINE_READ_LIMIT
 from memoryd.store.lmdb import reads
 from memoryd.store.lmdb.engine import LmdbEngine
-from memoryd.store.lmdb.layout import Dbs, meta_of
 
-__all__ = ["last_n_limit", "packed_messages", "wants_msgpack_only"]
+__all__ = ["last_n_limit", "packed_messages", "packed_parts", "wants_msgpack_only"]
 
 _MSGPACK = b"application/msgpack"
 
@@ -52,10 +52,11 @@ def last_n_limit(query: bytes) -> int | None:
     return limit if limit <= INLINE_READ_LIMIT else None
 
 
-def packed_messages(store: str | None, cid: str, limit: int) -> bytes | None:
+def packed_parts(store: str | None, cid: str, limit: int) -> list[bytes] | None:
     """The msgpack body ``{"messages": [...]}`` of the last ``limit`` messages of ``cid``
-    in the running local store ``store`` (None: the default store), or None when the
-    read must go the general way (not a local LMDB store, not running, closing, growing).
+    in the running local store ``store`` (None: the default store), as parts to join
+    (the map's head, then the messages as stored), or None when the read must go the
+    general way (not a local LMDB store, not running, closing, growing).
 
     Raises:
         InvalidConversationId: ``cid`` is not a valid conversation id.
@@ -66,12 +67,23 @@ def packed_messages(store: str | None, cid: str, limit: int) -> bytes | None:
     if type(engine) is not LmdbEngine or engine.closed:
         return None
     cid = validate_conversation_id(cid)
-
-    def read(txn: Any, dbs: Dbs) -> tuple[int, list[bytes]]:
-        return reads.history_packed(txn, dbs, meta_of(txn, dbs, cid), limit)
-
     try:
-        count, chunks = engine.read(read, wait=False)
+        count, chunks = engine.read(
+            lambda txn, dbs: reads.last_packed(txn, dbs, cid, limit), wait=False
+        )
     except (EngineClosed, EngineBusy):
         return None
-    return codec.pack_packed_array_map("messages", count, chunks)
+    chunks.insert(0, codec.pack_packed_array_map("messages", count, []))
+    return chunks
+
+
+def packed_messages(store: str | None, cid: str, limit: int) -> bytes | None:
+    """`packed_parts` joined: the whole body, or None (go the general way).
+
+    Raises:
+        InvalidConversationId: ``cid`` is not a valid conversation id.
+        CorruptRecord: a record the read needs is damaged or missing.
+        StorageError: LMDB failed.
+    """
+    parts = packed_parts(store, cid, limit)
+    return None if parts is None else b"".join(parts)

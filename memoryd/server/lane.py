@@ -4,15 +4,18 @@ Every request uvicorn hands to the app costs a scope, a response cycle, an event
 an asyncio task before any endpoint runs, and the middlewares after that. The read
 clients make most, ``GET .../messages?limit=N`` asked as msgpack, needs none of it:
 `FastLane.answer` takes the request's head as the HTTP parser left it, applies the
-same checks as the app (the `memoryd.server.http.Guard`'s Origin, Host, token and URL
-checks), reads the messages as `memoryd.server.inline` does (copied as stored, on the
-loop) and returns the whole response; `memoryd.server.limits` writes it and counts
-the request in the metrics as `memoryd.server.metrics.Observe` would.
+same checks as the app (`memoryd.server.http.Guard.admits`: Origin, Host, token and
+URL, from the raw header bytes, in the one pass over the headers that also finds
+``Accept``), reads the messages as `memoryd.server.inline` does (copied as stored,
+on the loop) and returns the whole response, its parts joined once;
+`memoryd.server.limits` writes it and counts the request in the metrics as
+`memoryd.server.metrics.Observe` would.
 
 Anything it does not answer, the app answers as before: another route, method or
-parameter, a JSON client, a body, a refused request (the app writes the refusal), a
-store that is not running here, an error of any kind (the app meets it again and
-answers it), and every request on a connection that already has one in flight.
+parameter, a JSON client, a body, a request the guard does not admit at a glance (the
+app checks it again and writes the refusal, if any), a store that is not running
+here, an error of any kind (the app meets it again and answers it), and every
+request on a connection that already has one in flight.
 """
 
 from __future__ import annotations
@@ -21,12 +24,10 @@ import time
 from collections.abc import Sequence
 from urllib.parse import unquote
 
-import httptools
-
 from memoryd.protocol import check_store_name
 from memoryd.server.hot import split_conversation_path
 from memoryd.server.http import Guard
-from memoryd.server.inline import last_n_limit, packed_messages
+from memoryd.server.inline import last_n_limit, packed_parts
 from memoryd.server.metrics import Observe
 
 __all__ = ["FastLane"]
@@ -35,6 +36,10 @@ _MSGPACK = b"application/msgpack"
 _HEAD = b"HTTP/1.1 200 OK\r\n"
 _TYPE = b"content-type: application/msgpack\r\ncontent-length: "
 _BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+_SEEN = frozenset({b"accept", b"origin", b"host", b"authorization"})
+_PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
+"""The bytes of a path the lane reads: what clients send (`memoryd.connect` quotes every
+other byte of an id); a path with any other byte goes to the app, which parses it whole."""
 
 
 class FastLane:
@@ -43,11 +48,14 @@ class FastLane:
     Args:
         observe: the app as `memoryd.server.application.create_app` built it: the
             metrics middleware around the guard.
+        guard: the guard inside it.
     """
 
     def __init__(self, observe: Observe, guard: Guard) -> None:
         self._observe = observe
         self._guard = guard
+        self._defaults: Sequence[tuple[bytes, bytes]] | None = None
+        self._default_lines = b""
 
     @classmethod
     def over(cls, app: object) -> FastLane | None:
@@ -55,6 +63,16 @@ class FastLane:
         if isinstance(app, Observe) and isinstance(app.app, Guard):
             return cls(app, app.app)
         return None
+
+    def _lines(self, default_headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+        """``default_headers`` as header lines; built again only when the server replaces
+        them (once a second, for the ``date``)."""
+        if default_headers is not self._defaults:
+            self._default_lines = b"".join(
+                b"%s: %s\r\n" % (name, value) for name, value in default_headers
+            )
+            self._defaults = default_headers
+        return self._default_lines
 
     def answer(
         self,
@@ -75,48 +93,48 @@ class FastLane:
             The response bytes, or None: the app answers this request.
         """
         started = time.perf_counter()
-        accepts = False
+        accept = origin = host = authorization = None
         for name, value in headers:
-            if name == b"accept":
-                accepts = _MSGPACK in value
+            if name in _SEEN:
+                # the first of each counts, as for the app
+                if name == b"accept":
+                    if accept is None:
+                        accept = value
+                elif name == b"authorization":
+                    if authorization is None:
+                        authorization = value
+                elif name == b"host":
+                    if host is None:
+                        host = value
+                elif origin is None:
+                    origin = value
             elif name in _BODY_HEADERS and value != b"0":
                 return None
-        if not accepts:
+        if accept is None or _MSGPACK not in accept or url[:1] != b"/":
             return None
-        try:
-            parsed = httptools.parse_url(url)
-            raw_path = parsed.path
-            path = raw_path.decode("ascii")
-        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+        raw_path, _, query = url.partition(b"?")
+        limit = last_n_limit(query)
+        if limit is None or raw_path.translate(None, _PATH_BYTES):
             return None
+        path = raw_path.decode("ascii")
         if "%" in path:
             path = unquote(path)
         parts = split_conversation_path(path)
         if parts is None or parts[2] != "messages":
             return None
-        query = parsed.query or b""
-        limit = last_n_limit(query)
-        if limit is None:
-            return None
-        scope = {
-            "headers": headers,
-            "server": server,
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": query,
-        }
-        if self._guard._problem(scope) is not None:
+        on_tcp = server is not None and server[1] is not None
+        if not self._guard.admits(origin, host, authorization, on_tcp, raw_path):
             return None
         store, cid, _ = parts
         try:
-            body = packed_messages(None if store is None else check_store_name(store), cid, limit)
+            body = packed_parts(None if store is None else check_store_name(store), cid, limit)
         except Exception:  # the app reads it again and answers the error
             return None
         if body is None:
             return None
-        head = [_HEAD]
-        for name, value in default_headers:
-            head += (name, b": ", value, b"\r\n")
-        head += (_TYPE, b"%d\r\n\r\n" % len(body), body)
+        length = sum(map(len, body))
+        response = b"".join(
+            (_HEAD, self._lines(default_headers), _TYPE, b"%d\r\n\r\n" % length, *body)
+        )
         self._observe.record("GET", path, "get", 200, time.perf_counter() - started)
-        return b"".join(head)
+        return response

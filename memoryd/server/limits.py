@@ -12,7 +12,12 @@ subclass of uvicorn's httptools protocol that
 * writes a response's head and its body in one system call (`_OneWrite`): uvicorn
   writes them apart, and each write to a socket wakes the client once more;
 * answers a last-N msgpack read as soon as its head is in, through the app's
-  `memoryd.server.lane.FastLane`, when the connection has no other request in flight.
+  `memoryd.server.lane.FastLane`, when the connection has no other request in flight
+  (such a request builds no ASGI scope: the scope is made once the app is to run);
+* keeps one timer per connection, the head timer, moved lazily: an idle keep-alive
+  connection is closed by it (with a 408) `HEAD_TIMEOUT_S` after its last response,
+  before uvicorn's own keep-alive timeout could end it, so uvicorn's keep-alive timer,
+  a timer made and cancelled per request, is not armed.
 
 Each listener (the Unix socket, TCP) runs its own uvicorn server with its own
 budget, so a flood on TCP can never take the Unix socket's connections. The
@@ -258,6 +263,19 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 self.transport.write(_TIMED_OUT)
                 self.transport.close()
 
+        def on_message_begin(self) -> None:
+            # the scope waits for `_scope`: a request the lane answers needs none
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers = []
+
+        def _scope(self) -> None:
+            """Build the request's ASGI scope as uvicorn does at the message's begin."""
+            url, headers, expect = self.url, self.headers, self.expect_100_continue
+            super().on_message_begin()
+            self.url, self.headers, self.expect_100_continue = url, headers, expect
+            self.scope["headers"] = headers
+
         def data_received(self, data: bytes) -> None:
             if self._dropped:
                 return
@@ -282,9 +300,10 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
         def on_headers_complete(self) -> None:
             self._reading_head = False
             self._heads += 1
-            self._disarm()
+            self._head_due = None  # `_disarm`, spelled out
             if lane is not None and self._by_lane():
                 return
+            self._scope()
             super().on_headers_complete()
 
         def _by_lane(self) -> bool:
@@ -308,7 +327,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             )
             if response is None:
                 return False
-            self.transport.write(response)
+            self._out._transport.write(response)  # type: ignore[union-attr]  # nothing held
             self._lane_served = True
             return True
 
@@ -317,17 +336,26 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 self._lane_served = False
                 self._reading_head = True
                 self._head_bytes = 0
-                self.on_response_complete()
+                self.server_state.total_requests += 1
+                if not self.transport.is_closing():
+                    self._arm()
                 return
             super().on_message_complete()
             self._reading_head = True
             self._head_bytes = 0
 
         def on_response_complete(self) -> None:
+            # uvicorn's, without its keep-alive timer: the head timer, armed here, closes
+            # an idle connection sooner
             if self._out is not None:
                 self._out.flush()
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()  # the next request's head is due within the timeout
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            self._arm()  # the next request's head is due within the timeout
 
     return Bounded

@@ -182,7 +182,9 @@ class LmdbEngine:
         """Writes refused because the disk was full (this incarnation)."""
         self._disk_full = False
         self._commits_since_reader_check = 0
-        self._gate = threading.Condition()
+        self._gate_lock = threading.Lock()
+        self._gate = threading.Condition(self._gate_lock)
+        """Readers, a map growth and a close meet here; `read` takes its lock directly."""
         self._readers = 0
         self._closing = False
         self._pausing = False
@@ -357,13 +359,16 @@ class LmdbEngine:
             CorruptRecord: a record read is damaged (the message names it and the store).
         """
         # `reading` spelled out: a read is often a few microseconds of LMDB, and a
-        # generator-based context manager and an always-evaluated wait cost as much
-        gate = self._gate
-        with gate:
+        # generator-based context manager and an always-evaluated wait cost as much;
+        # the gate's lock is taken directly (the Condition's own enter and exit are
+        # Python calls), and waited on through the Condition only when a grow or a
+        # close is under way
+        lock = self._gate_lock
+        with lock:
             if self._pausing or self._closing:
                 if not wait and self._pausing and not self._closing:
                     raise EngineBusy
-                gate.wait_for(lambda: not self._pausing or self._closing)
+                self._gate.wait_for(lambda: not self._pausing or self._closing)
                 if self._closing:
                     raise EngineClosed
             self._readers += 1
@@ -378,10 +383,10 @@ class LmdbEngine:
             finally:
                 txn.abort()
         finally:
-            with gate:
+            with lock:
                 self._readers -= 1
                 if self._readers == 0 and (self._pausing or self._closing):
-                    gate.notify_all()  # only a grow or a close waits for the readers
+                    self._gate.notify_all()  # only a grow or a close waits for the readers
 
     @property
     def closed(self) -> bool:

@@ -92,7 +92,7 @@ class _LmdbHandle(ActorStoreHandle):
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         def read(txn: Any, dbs: Dbs) -> list[dict[str, Any]]:
-            meta = meta_of(txn, dbs, cid)
+            meta = meta_of(txn, dbs, cid, index=False)
             return reads.history(txn, dbs, meta, limit=limit, at_version=at_version)
 
         return self._read(read)
@@ -105,7 +105,7 @@ class _LmdbHandle(ActorStoreHandle):
 
     def _version(self, cid: str) -> int:
         def read(txn: Any, dbs: Dbs) -> int:
-            meta = meta_of(txn, dbs, cid)
+            meta = meta_of(txn, dbs, cid, index=False)
             return 0 if meta is None else meta.version
 
         return self._read(read)

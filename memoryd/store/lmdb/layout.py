@@ -122,8 +122,12 @@ def system_key(conv: int, ordinal: int | None = None) -> bytes:
     return head if ordinal is None else head + ordinal.to_bytes(keys.U64_SIZE, "big")
 
 
-def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
+def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, index: bool = True) -> Meta | None:
     """The conversation's metadata, or None if it was never written.
+
+    With ``index=False`` the system-message index marker is not looked up (a read
+    that does not use the index, such as a last-N read, needs only the name and the
+    metadata records) and ``indexed`` is False.
 
     Raises:
         CorruptRecord: its name entry, metadata or index marker is damaged, its
@@ -138,7 +142,7 @@ def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
         if packed is None:
             raise CorruptRecord("it has a number but no metadata")
         version, first, count, stored = codec.unpack_meta(packed)
-        indexed = get(txn, dbs.system, system_key(conv)) is not None
+        indexed = index and get(txn, dbs.system, system_key(conv)) is not None
     except CorruptRecord as exc:
         raise CorruptRecord(f"conversation {cid!r}: {exc}; {DAMAGED}") from None
     if stored != cid:

@@ -16,7 +16,7 @@ from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, EventKind, walk_back
 from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get, system_key
+from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get, meta_of, system_key
 from memoryd.store.systems import with_system
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "history_packed",
     "history_with_system",
     "iter_event_records",
+    "last_packed",
     "live_conversations",
     "tail",
 ]
@@ -139,6 +140,18 @@ def history_packed(
             break
     chunks.reverse()
     return count, chunks
+
+
+def last_packed(
+    txn: lmdb.Transaction, dbs: Dbs, cid: str, limit: int | None
+) -> tuple[int, list[bytes]]:
+    """`history_packed` of conversation ``cid`` (a validated id), its metadata read here
+    without the system-message index marker, which a last-N read does not use.
+
+    Raises:
+        CorruptRecord: its metadata or a record the read needs is damaged or missing.
+    """
+    return history_packed(txn, dbs, meta_of(txn, dbs, cid, index=False), limit)
 
 
 _APPENDED, _CLEARED, _POPPED, _FORKED = (
