@@ -17,7 +17,7 @@ A handle is built from its store's `StoreSpec` (``spec.handle()``); a backend's
 from __future__ import annotations
 
 import asyncio
-import functools
+import collections
 import threading
 import time
 import weakref
@@ -40,28 +40,105 @@ __all__ = ["ActorStoreHandle"]
 _POLL_S = 0.05
 
 
-class _LoopLink:
-    """An event loop's link to the store actors: batched hand-offs, batched wake-ups.
+class _LoopReply(Reply):
+    """A write of an event loop: its answer completes ``future`` on the loop.
 
-    Writes submitted while the loop runs one iteration are queued per actor and put
-    into its inbox as one `Submission` by a callback the first of them scheduled with
-    ``call_soon``: a lone write waits for nothing but the end of the current
-    iteration. Answers are collected by the answering thread and delivered by one
+    It carries what the loop's watchdog needs to judge it unanswered (`_LoopLink`).
+    No thread waits on it: the answering thread hands it to its link, which wakes the
+    loop once per burst of answers.
+    """
+
+    __slots__ = ("deadline", "future", "handle", "link", "ref")
+
+    def __init__(
+        self,
+        link: _LoopLink,
+        handle: ActorStoreHandle,
+        ref: pykka.ActorRef[Any],
+        future: asyncio.Future[None],
+        deadline: float,
+    ) -> None:
+        # No lock: the answer is handed over by `_wake`, never waited for by a thread.
+        self._answered = False
+        self._value = None
+        self._error = None
+        self._notify = None
+        self._in_turn = False
+        self._abandoned = False
+        self.link, self.handle, self.ref = link, handle, ref
+        self.future, self.deadline = future, deadline
+
+    def _wake(self) -> None:
+        """Runs in the answering thread; never raises into it."""
+        self.link.answered(self)
+
+    def wait(self, timeout: float) -> bool:
+        """An event loop's reply is awaited through ``future``, never waited for."""
+        raise TypeError("an event loop's write is awaited through its future")
+
+
+class _LoopLink:
+    """An event loop's link to the store actors: hand-offs, wake-ups and one watchdog.
+
+    A write goes into its actor's inbox at once when nothing else is ready to run
+    in this loop iteration (no other callback could submit a write to share the
+    hand-off). Otherwise writes submitted during the iteration are queued per actor
+    and put into its inbox as one `Submission` by a callback the first of them
+    scheduled with ``call_soon``, at the end of the iteration.
+
+    Answers are collected by the answering thread and delivered by one
     ``call_soon_threadsafe`` per burst of answers, not one per write.
+
+    One timer per loop, armed while any write is in flight, watches their deadlines
+    and their actors (`ActorStoreHandle._after_slice`): a write answered within a
+    slice costs the watchdog nothing but a set entry.
+
+    The link holds its loop weakly, so a dropped loop leaves the link registry.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)
+        # The callbacks still to run in this iteration (asyncio's own loops keep
+        # them in ``_ready``); a loop without it always batches through ``call_soon``.
+        ready = getattr(loop, "_ready", None)
+        self._ready: collections.deque[Any] | None = (
+            ready if isinstance(ready, collections.deque) else None
+        )
         self._outbox: dict[pykka.ActorRef[Any], list[tuple[WriteRequest, Reply]]] = {}
-        self._answered: list[asyncio.Future[None]] = []
-        self._lock = threading.Lock()
+        self._answered: collections.deque[_LoopReply] = collections.deque()
         self._waking = False
+        self._in_flight: set[_LoopReply] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
-    def send(self, ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply) -> None:
-        """Queue ``request`` for ``ref``; it is told at the end of this loop iteration."""
-        if not self._outbox:
-            self._loop.call_soon(self._drain)
-        self._outbox.setdefault(ref, []).append((request, reply))
+    def send(
+        self, loop: asyncio.AbstractEventLoop, request: WriteRequest, reply: _LoopReply
+    ) -> bool:
+        """Hand ``request`` to its actor now, or at the end of this iteration.
+
+        Returns:
+            False if it was to go now and the actor is dead: nothing was sent.
+        """
+        ref = reply.ref
+        if not self._outbox and self._ready is not None and not self._ready:
+            if not submit(ref, Submission(((request, reply),))):
+                return False
+        else:
+            if not self._outbox:
+                loop.call_soon(self._drain)
+            batch = self._outbox.get(ref)
+            if batch is None:
+                self._outbox[ref] = [(request, reply)]
+            else:
+                batch.append((request, reply))
+        self._in_flight.add(reply)
+        if self._timer is None or reply.deadline < self._timer_at:
+            self._arm(loop, reply.deadline)
+        return True
+
+    def done(self, reply: _LoopReply) -> None:
+        """The awaiting task is done with ``reply`` (answered, failed, or cancelled)."""
+        self._in_flight.discard(reply)
 
     def _drain(self) -> None:
         outbox, self._outbox = self._outbox, {}
@@ -71,32 +148,62 @@ class _LoopLink:
                 for _, reply in batch:
                     reply.set_exception(gone)  # sent again by the thread path
 
-    def answered(self, woken: asyncio.Future[None]) -> None:
-        """Note that ``woken``'s write was answered. Runs in the answering thread.
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        now = time.monotonic()
+        self._timer_at = min(deadline, now + _POLL_S)
+        self._timer = loop.call_later(max(self._timer_at - now, 0.0), self._look)
+
+    def _look(self) -> None:
+        """The watchdog: fail each write whose answer can no longer come in time."""
+        self._timer = None
+        waiting = [r for r in self._in_flight if not (r._answered or r.future.done())]
+        if not waiting:
+            return
+        for reply in waiting:
+            try:
+                reply.handle._after_slice(reply.ref, reply.deadline)
+            except (NotWritten, WriteTimeout) as exc:
+                reply.future.set_exception(exc)
+        soonest = min((r.deadline for r in waiting if not r.future.done()), default=None)
+        loop = self._loop()
+        if soonest is not None and loop is not None:
+            self._arm(loop, soonest)
+
+    def answered(self, reply: _LoopReply) -> None:
+        """Note that ``reply`` was answered. Runs in the answering thread.
 
         Inside the actor's `answering` block the wake-up waits for the block's end, so a
         batch's answers cost one ``call_soon_threadsafe`` however they interleave with
         the loop.
         """
-        with self._lock:
-            self._answered.append(woken)
-        if not at_end_of_answers(self, self._wake_soon):
+        self._answered.append(reply)
+        if not self._waking and not at_end_of_answers(self, self._wake_soon):
             self._wake_soon()
 
     def _wake_soon(self) -> None:
-        with self._lock:
-            if self._waking or not self._answered:
-                return
-            self._waking = True
-        self._loop.call_soon_threadsafe(self._wake)
+        # The answer is queued before ``_waking`` is read, and the loop clears
+        # ``_waking`` before it takes the queue: an answer that finds a wake-up on its
+        # way is taken by it.
+        if self._waking or not self._answered:
+            return
+        loop = self._loop()
+        if loop is None:
+            return
+        self._waking = True
+        try:
+            loop.call_soon_threadsafe(self._wake)
+        except Exception:  # a closed loop: nobody waits (never raised into the actor)
+            self._waking = False
 
     def _wake(self) -> None:
-        with self._lock:
-            answered, self._answered = self._answered, []
-            self._waking = False
-        for woken in answered:
-            if not woken.done():
-                woken.set_result(None)
+        self._waking = False
+        answered = self._answered
+        while answered:
+            future = answered.popleft().future
+            if not future.done():
+                future.set_result(None)
 
 
 _LINKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopLink] = (
@@ -109,43 +216,6 @@ def _link(loop: asyncio.AbstractEventLoop) -> _LoopLink:
     if link is None:
         link = _LINKS[loop] = _LoopLink(loop)
     return link
-
-
-class _Watch:
-    """The event loop's `ActorStoreHandle._await`: a timer that looks every slice.
-
-    The awaiting task just awaits ``woken``; only a write still unanswered after a
-    slice costs a look, which fails ``woken`` when no answer can come in time.
-    """
-
-    def __init__(
-        self,
-        handle: ActorStoreHandle,
-        ref: pykka.ActorRef[Any],
-        reply: Reply,
-        woken: asyncio.Future[None],
-        deadline: float,
-    ) -> None:
-        self._handle, self._ref, self._reply = handle, ref, reply
-        self._woken, self._deadline = woken, deadline
-        self._loop = woken.get_loop()  # get_running_loop() costs a getpid() system call
-        self._timer = self._loop.call_later(self._slice(), self._look)
-
-    def _slice(self) -> float:
-        return max(0.0, min(self._deadline - time.monotonic(), _POLL_S))
-
-    def _look(self) -> None:
-        if self._woken.done() or self._reply.answered:
-            return
-        try:
-            self._handle._after_slice(self._ref, self._deadline)
-        except (NotWritten, WriteTimeout) as exc:
-            self._woken.set_exception(exc)
-            return
-        self._timer = self._loop.call_later(self._slice(), self._look)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
 
 
 class ActorStoreHandle(StoreHandle):
@@ -269,30 +339,28 @@ class ActorStoreHandle(StoreHandle):
     async def _write_async(self, request: WriteRequest) -> Any:
         """The write path of an event loop: the actor's answer wakes the loop itself.
 
-        The common case costs no thread: the request joins the loop's batch for the
-        actor (`_LoopLink`) with a `Reply` that completes a future on the loop when
-        answered. Anything unusual (the store restarting, or its actor dying before
-        the write was attempted) goes to the thread path, which waits for the
-        restart and sends again, within the same deadline. Each request is its own
-        writer for the group-commit policy (one loop thread serves many clients).
+        The common case costs no thread: the request goes to the actor with a reply
+        that completes a future on the loop when answered (`_LoopLink`). Anything
+        unusual (the store restarting, or its actor dying before the write was
+        attempted) goes to the thread path, which waits for the restart and sends
+        again, within the same deadline. Each request is its own writer for the
+        group-commit policy (one loop thread serves many clients).
         """
         self._refuse(request)
         deadline = time.monotonic() + self.call_timeout_s
         ref = whereis(self.name)
         if ref is not None:
             loop = asyncio.get_running_loop()
-            link = _link(loop)
-            woken: asyncio.Future[None] = loop.create_future()
-            reply = Reply(functools.partial(link.answered, woken))
-            link.send(ref, request, reply)
-            watch = _Watch(self, ref, reply, woken, deadline)
-            try:
-                await woken
-                return reply.result()
-            except (pykka.ActorDeadError, NotWritten):
-                pass  # never attempted: safe to send again
-            finally:
-                watch.cancel()
+            link = _LINKS.get(loop) or _link(loop)
+            reply = _LoopReply(link, self, ref, loop.create_future(), deadline)
+            if link.send(loop, request, reply):
+                try:
+                    await reply.future
+                    return reply.result()
+                except (pykka.ActorDeadError, NotWritten):
+                    pass  # never attempted: safe to send again
+                finally:
+                    link.done(reply)
         return await asyncio.to_thread(self._write_until, request, deadline)
 
     def stop(self) -> None:

@@ -75,7 +75,16 @@ class Reply:
             is swallowed (the waiter is gone), so the actor is never disturbed.
     """
 
-    __slots__ = ("_abandoned", "_answered", "_error", "_notify", "_ready", "_turn", "_value")
+    __slots__ = (
+        "_abandoned",
+        "_answered",
+        "_error",
+        "_in_turn",
+        "_notify",
+        "_ready",
+        "_turn",
+        "_value",
+    )
 
     def __init__(self, notify: Callable[[], object] | None = None) -> None:
         self._ready = threading.Lock()
@@ -84,6 +93,8 @@ class Reply:
         self._value: Any = None
         self._error: BaseException | None = None
         self._notify = notify
+        self._in_turn = notify is None
+        """True when `answer_in_turn` leaves the wake-up to the previous waiter."""
         self._turn: list[Reply] = []
         """The reply whose waiter this one's waiter wakes (`answer_in_turn`); popped once."""
         self._abandoned = False
@@ -93,7 +104,6 @@ class Reply:
         if not self._answered:
             self._answered = True
             self._value = value
-            self._ready.release()
             self._wake()
 
     def set_exception(self, exc_info: ExcInfo | BaseException) -> None:
@@ -101,10 +111,14 @@ class Reply:
         if not self._answered:
             self._answered = True
             self._error = exc_info[1] if isinstance(exc_info, tuple) else exc_info
-            self._ready.release()
             self._wake()
 
     def _wake(self) -> None:
+        """Hand the answer over: release the waiting thread, then call ``notify``.
+
+        A subclass whose waiter is not a thread (an event loop's) replaces this.
+        """
+        self._ready.release()
         if self._notify is not None:
             with contextlib.suppress(Exception):  # e.g. a closed event loop: nobody waits
                 self._notify()
@@ -164,7 +178,8 @@ class Reply:
 def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
     """Answer a batch's replies; their waiting threads are woken one after another.
 
-    Replies with a ``notify`` (an event loop's) are answered and notified at once.
+    Replies with a ``notify``, and those of an event loop, are answered and notified at
+    once.
     The others all hold their answer on return, but only the first one's waiter is
     woken here: each waiter wakes the next when it wakes (`Reply.wait`), or when it
     gives up waiting (`Reply.abandon`), so every waiter is woken, each once.
@@ -178,7 +193,7 @@ def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
     for reply, ok, value in answers:
         if reply._answered:
             continue
-        if reply._notify is not None:
+        if not reply._in_turn:
             if ok:
                 reply.set(value)
             else:
