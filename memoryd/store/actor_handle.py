@@ -30,7 +30,7 @@ from memoryd.store import lookup
 from memoryd.store.actor import Submission, submit
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import StoreHandle
-from memoryd.store.reply import Reply, at_end_of_answers
+from memoryd.store.reply import Reply, Turn, at_end_of_answers
 from memoryd.store.requests import WriteRequest
 from memoryd.store.spec import StoreSpec
 from supervisors import whereis
@@ -107,6 +107,7 @@ class _LoopLink:
         self._outbox: dict[pykka.ActorRef[Any], list[tuple[WriteRequest, Reply]]] = {}
         self._answered: collections.deque[_LoopReply] = collections.deque()
         self._waking = False
+        self._turn: Turn | None = None
         self._in_flight: set[_LoopReply] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -156,8 +157,14 @@ class _LoopLink:
         self._timer = loop.call_later(max(self._timer_at - now, 0.0), self._look)
 
     def _look(self) -> None:
-        """The watchdog: fail each write whose answer can no longer come in time."""
+        """The watchdog: fail each write whose answer can no longer come in time.
+
+        An answer still undelivered here (its wake-up waits for a turn that another
+        loop holds and does not pass on, e.g. a loop that stopped) is delivered now.
+        """
         self._timer = None
+        if any(r._answered and not r.future.done() for r in self._in_flight):
+            self._wake()
         waiting = [r for r in self._in_flight if not (r._answered or r.future.done())]
         if not waiting:
             return
@@ -176,34 +183,52 @@ class _LoopLink:
 
         Inside the actor's `answering` block the wake-up waits for the block's end, so a
         batch's answers cost one ``call_soon_threadsafe`` however they interleave with
-        the loop.
+        the loop, and the loops a batch answered are woken in turn.
         """
         self._answered.append(reply)
-        if not self._waking and not at_end_of_answers(self, self._wake_soon):
-            self._wake_soon()
+        if not self._waking and not at_end_of_answers(self, self._wake_in_turn):
+            self._wake_soon(None)
 
-    def _wake_soon(self) -> None:
+    def _wake_in_turn(self, turn: Turn) -> bool:
+        """Wake the loop with ``turn``; True if it will pass the turn on as it wakes."""
+        return self._wake_soon(turn)
+
+    def _wake_soon(self, turn: Turn | None) -> bool:
+        """Schedule `_wake` on the loop; True if it was, holding ``turn`` (if any).
+
+        A loop that is not running takes no turn (it may not run again soon): it is
+        woken, and the next loop too.
+        """
         # The answer is queued before ``_waking`` is read, and the loop clears
         # ``_waking`` before it takes the queue: an answer that finds a wake-up on its
         # way is taken by it.
         if self._waking or not self._answered:
-            return
+            return False
         loop = self._loop()
         if loop is None:
-            return
+            return False
+        running = loop.is_running()
+        self._turn = turn if running else None
         self._waking = True
         try:
             loop.call_soon_threadsafe(self._wake)
         except Exception:  # a closed loop: nobody waits (never raised into the actor)
             self._waking = False
+            self._turn = None
+            return False
+        return running and turn is not None
 
     def _wake(self) -> None:
-        self._waking = False
+        """Deliver the answers to their tasks, then pass the turn to the next loop."""
+        turn, self._turn = self._turn, None  # taken before ``_waking`` is cleared: no
+        self._waking = False  # answer can hand this loop a second turn meanwhile
         answered = self._answered
         while answered:
             future = answered.popleft().future
             if not future.done():
                 future.set_result(None)
+        if turn is not None:
+            turn.pass_on()
 
 
 _LINKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopLink] = (

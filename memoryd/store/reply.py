@@ -16,49 +16,89 @@ turn, each finds it free.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Reply", "answer_in_turn", "answering", "at_end_of_answers"]
+__all__ = ["Reply", "Turn", "Wake", "answer_in_turn", "answering", "at_end_of_answers"]
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
 _answers = threading.local()
 
+Wake = Callable[["Turn"], bool]
+"""A waiter's wake-up at the end of an `answering` block: given the turn, it wakes its
+waiter and returns True if that waiter will pass the turn on (`Turn.pass_on`), or
+returns False (it woke nobody who will): the next waiter is woken at once."""
+
+
+class Turn:
+    """The right to wake the next waiter of a batch; passed on once.
+
+    The waiters an `answering` block woke are woken one after another: the block
+    wakes the first, and each woken waiter passes the turn on as it wakes. A turn
+    passed twice passes nothing the second time.
+
+    Args:
+        rest: the wake-ups still to run, in order; shared by the turns of one block.
+    """
+
+    __slots__ = ("_passed", "_rest")
+
+    def __init__(self, rest: collections.deque[Wake]) -> None:
+        self._rest = rest
+        self._passed = False
+
+    def pass_on(self) -> None:
+        """Wake the next waiter that will take the turn (once; later calls do nothing)."""
+        if self._passed:
+            return
+        self._passed = True
+        rest = self._rest
+        while rest:
+            wake = rest.popleft()  # only the turn's one holder pops
+            try:
+                if wake(Turn(rest)):
+                    return
+            except Exception:  # the waiter's side failed (never raised into the actor)
+                continue
+
 
 @contextlib.contextmanager
 def answering() -> Iterator[None]:
     """Answer a batch's writers inside this block: the wake-ups their answers ask for
-    with `at_end_of_answers` run once each, when the block ends (the actor's thread).
+    with `at_end_of_answers` run once each, one after another, from the block's end.
 
     An event loop waiting for twenty answers of one batch is then woken once for all
-    of them, not once for each of the answers that happened to land before it ran.
+    of them, not once for each of the answers that happened to land before it ran;
+    and eight event loops, each waiting for one answer, are woken in turn like the
+    threads of `answer_in_turn` (the first by the actor, each woken loop waking the
+    next), not all at once to fight for the interpreter lock.
     """
     if getattr(_answers, "pending", None) is not None:
         yield  # nested: the outer block runs them
         return
-    pending: dict[int, Callable[[], object]] = {}
+    pending: dict[int, Wake] = {}
     _answers.pending = pending
     try:
         yield
     finally:
         _answers.pending = None
-        for wake in pending.values():
-            with contextlib.suppress(Exception):  # the waiter's side; never the actor's
-                wake()
+        if pending:
+            Turn(collections.deque(pending.values())).pass_on()
 
 
-def at_end_of_answers(key: object, wake: Callable[[], object]) -> bool:
-    """Inside `answering`, run ``wake`` once (per ``key``) at the block's end.
+def at_end_of_answers(key: object, wake: Wake) -> bool:
+    """Inside `answering`, run ``wake`` once (per ``key``) in its turn after the block.
 
     Returns:
         True if it was put off; False outside `answering` (the caller wakes now).
     """
-    pending: dict[int, Callable[[], object]] | None = getattr(_answers, "pending", None)
+    pending: dict[int, Wake] | None = getattr(_answers, "pending", None)
     if pending is None:
         return False
     pending.setdefault(id(key), wake)
