@@ -50,6 +50,8 @@ class _LoopReply(Reply):
 
     __slots__ = ("deadline", "future", "handle", "link", "ref")
 
+    _in_turn = False  # answered at once: its link wakes the loop (in turn with others)
+
     def __init__(
         self,
         link: _LoopLink,
@@ -58,15 +60,13 @@ class _LoopReply(Reply):
         future: asyncio.Future[None],
         deadline: float,
     ) -> None:
-        # No lock: the answer is handed over by `_wake`, never waited for by a thread.
+        # No lock and no turn: the answer is handed over by `_wake`, never waited for.
         self._answered = False
         self._value = None
         self._error = None
-        self._notify = None
-        self._in_turn = False
-        self._abandoned = False
         self.link, self.handle, self.ref = link, handle, ref
-        self.future, self.deadline = future, deadline
+        self.future: asyncio.Future[None] | None = future
+        self.deadline = deadline
 
     def _wake(self) -> None:
         """Runs in the answering thread; never raises into it."""
@@ -75,6 +75,9 @@ class _LoopReply(Reply):
     def wait(self, timeout: float) -> bool:
         """An event loop's reply is awaited through ``future``, never waited for."""
         raise TypeError("an event loop's write is awaited through its future")
+
+    def abandon(self) -> None:
+        """Nothing to pass on: no thread waits for an event loop's reply."""
 
 
 class _LoopLink:
@@ -87,13 +90,15 @@ class _LoopLink:
     scheduled with ``call_soon``, at the end of the iteration.
 
     Answers are collected by the answering thread and delivered by one
-    ``call_soon_threadsafe`` per burst of answers, not one per write.
+    ``call_soon_threadsafe`` per burst of answers, not one per write; the loops
+    that one batch answered are woken in turn (`memoryd.store.reply.answering`).
 
     One timer per loop, armed while any write is in flight, watches their deadlines
     and their actors (`ActorStoreHandle._after_slice`): a write answered within a
     slice costs the watchdog nothing but a set entry.
 
-    The link holds its loop weakly, so a dropped loop leaves the link registry.
+    The link holds its loop weakly (its timer is not kept either), so a dropped loop
+    leaves the link registry.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -109,8 +114,8 @@ class _LoopLink:
         self._waking = False
         self._turn: Turn | None = None
         self._in_flight: set[_LoopReply] = set()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        self._timer_at: float | None = None
+        """When the watchdog's timer fires; None while none is armed."""
 
     def send(
         self, loop: asyncio.AbstractEventLoop, request: WriteRequest, reply: _LoopReply
@@ -133,13 +138,14 @@ class _LoopLink:
             else:
                 batch.append((request, reply))
         self._in_flight.add(reply)
-        if self._timer is None or reply.deadline < self._timer_at:
+        if self._timer_at is None or reply.deadline < self._timer_at:
             self._arm(loop, reply.deadline)
         return True
 
     def done(self, reply: _LoopReply) -> None:
         """The awaiting task is done with ``reply`` (answered, failed, or cancelled)."""
         self._in_flight.discard(reply)
+        reply.future = None  # a reply the actor still remembers keeps no loop alive
 
     def _drain(self) -> None:
         outbox, self._outbox = self._outbox, {}
@@ -150,30 +156,37 @@ class _LoopLink:
                     reply.set_exception(gone)  # sent again by the thread path
 
     def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        """Look at ``deadline``, or after a slice if sooner. An earlier timer still armed
+        fires too, and finds it is not the current one."""
         now = time.monotonic()
-        self._timer_at = min(deadline, now + _POLL_S)
-        self._timer = loop.call_later(max(self._timer_at - now, 0.0), self._look)
+        at = self._timer_at = min(deadline, now + _POLL_S)
+        loop.call_later(max(at - now, 0.0), self._look, at)
 
-    def _look(self) -> None:
+    def _look(self, at: float) -> None:
         """The watchdog: fail each write whose answer can no longer come in time.
 
         An answer still undelivered here (its wake-up waits for a turn that another
-        loop holds and does not pass on, e.g. a loop that stopped) is delivered now.
+        loop holds and does not pass on, e.g. a loop busy in a long callback) is
+        delivered now.
         """
-        self._timer = None
-        if any(r._answered and not r.future.done() for r in self._in_flight):
+        if at != self._timer_at:
+            return  # superseded by a timer armed for an earlier deadline
+        self._timer_at = None
+        in_flight = self._in_flight
+        if any(r._answered and r.future is not None and not r.future.done() for r in in_flight):
             self._wake()
-        waiting = [r for r in self._in_flight if not (r._answered or r.future.done())]
+        waiting = [r for r in in_flight if not r._answered and r.future and not r.future.done()]
         if not waiting:
             return
+        soonest: float | None = None
         for reply in waiting:
             try:
                 reply.handle._after_slice(reply.ref, reply.deadline)
             except (NotWritten, WriteTimeout) as exc:
-                reply.future.set_exception(exc)
-        soonest = min((r.deadline for r in waiting if not r.future.done()), default=None)
+                reply.future.set_exception(exc)  # type: ignore[union-attr]
+                continue
+            if soonest is None or reply.deadline < soonest:
+                soonest = reply.deadline
         loop = self._loop()
         if soonest is not None and loop is not None:
             self._arm(loop, soonest)
@@ -225,7 +238,7 @@ class _LoopLink:
         answered = self._answered
         while answered:
             future = answered.popleft().future
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_result(None)
         if turn is not None:
             turn.pass_on()
@@ -377,10 +390,11 @@ class ActorStoreHandle(StoreHandle):
         if ref is not None:
             loop = asyncio.get_running_loop()
             link = _LINKS.get(loop) or _link(loop)
-            reply = _LoopReply(link, self, ref, loop.create_future(), deadline)
+            future = loop.create_future()
+            reply = _LoopReply(link, self, ref, future, deadline)
             if link.send(loop, request, reply):
                 try:
-                    await reply.future
+                    await future
                     return reply.result()
                 except (pykka.ActorDeadError, NotWritten):
                     pass  # never attempted: safe to send again
