@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pykka
@@ -119,6 +121,8 @@ class LoopLink:
         self._in_flight: set[LoopReply] = set()
         self._timer_at: float | None = None
         """When the watchdog's timer fires; None while none is armed."""
+        self._wake_fd = _watched_eventfd(loop, self._on_wake_fd)
+        """Written to wake the loop, which then runs `_wake`; -1: ``call_soon_threadsafe``."""
 
     def send(
         self, loop: asyncio.AbstractEventLoop, request: WriteRequest, reply: LoopReply
@@ -227,12 +231,23 @@ class LoopLink:
         self._turn = turn if running else None
         self._waking = True
         try:
-            loop.call_soon_threadsafe(self._wake)
+            if self._wake_fd >= 0:
+                os.eventfd_write(self._wake_fd, 1)
+            else:
+                loop.call_soon_threadsafe(self._wake)
         except Exception:  # a closed loop: nobody waits (never raised into the actor)
             self._waking = False
             self._turn = None
             return False
         return running and turn is not None
+
+    def _on_wake_fd(self) -> None:
+        """The loop saw its eventfd written: reset it, deliver the answers."""
+        try:  # noqa: SIM105 (suppress() would cost a context manager per wake-up)
+            os.eventfd_read(self._wake_fd)
+        except BlockingIOError:  # already reset
+            pass
+        self._wake()
 
     def _wake(self) -> None:
         """Deliver the answers to their tasks, then pass the turn to the next loop."""
@@ -245,6 +260,27 @@ class LoopLink:
                 future.set_result(None)
         if turn is not None:
             turn.pass_on()
+
+
+def _watched_eventfd(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> int:
+    """An eventfd that ``loop`` watches, calling ``callback`` when it is written.
+
+    A wake-up through it costs the waking thread one write and the loop one read,
+    where ``call_soon_threadsafe`` costs a handle, a socket write, and two reads.
+    The descriptor is closed when the loop is freed. Returns -1 where the platform
+    has no eventfd or the loop cannot watch one (``call_soon_threadsafe`` then).
+    """
+    make = getattr(os, "eventfd", None)
+    if make is None:
+        return -1
+    fd: int = make(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    try:
+        loop.add_reader(fd, callback)
+    except Exception:  # e.g. NotImplementedError: a loop that watches no descriptors
+        os.close(fd)
+        return -1
+    weakref.finalize(loop, os.close, fd)
+    return fd
 
 
 _LINKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLink] = weakref.WeakKeyDictionary()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import sys
 import threading
 import time
@@ -213,15 +214,37 @@ def test_only_small_reads_of_an_open_local_store_run_inline(store: StoreHandle) 
 
 
 class _CountingLoop(asyncio.SelectorEventLoop):
-    """A real event loop that counts the wake-ups other threads ask of it."""
+    """A real event loop that counts the wake-ups other threads ask of it: calls of
+    ``call_soon_threadsafe``, and runs of the callbacks of descriptors it watches.
 
-    def __init__(self) -> None:
+    Args:
+        watches_fds: False: it refuses to watch descriptors, as a loop without
+            ``add_reader`` does.
+    """
+
+    def __init__(self, *, watches_fds: bool = True) -> None:
         super().__init__()
+        self.watches_fds = watches_fds
         self.threadsafe_calls = 0
+        self.fd_wakes = 0
 
     def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
         self.threadsafe_calls += 1
         return super().call_soon_threadsafe(callback, *args, context=context)
+
+    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:
+        if not self.watches_fds:
+            raise NotImplementedError("this loop watches no descriptors")
+
+        def counted(*args: Any) -> None:
+            self.fd_wakes += 1
+            callback(*args)
+
+        super().add_reader(fd, counted, *args)
+
+    @property
+    def wakes(self) -> int:
+        return self.threadsafe_calls + self.fd_wakes
 
 
 def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
@@ -250,17 +273,20 @@ def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
     assert stats["appends"] == 20
 
 
-def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle) -> None:
+@pytest.mark.parametrize("watches_fds", [True, False], ids=["eventfd", "threadsafe"])
+def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, watches_fds: bool) -> None:
     """Each committed batch wakes the loop once, however many of its writes it answers:
-    twenty writes cost as many cross-thread wake-ups as commits, not twenty."""
-    loop = _CountingLoop()
+    twenty writes cost as many cross-thread wake-ups as commits, not twenty. A loop
+    that watches descriptors is woken through one (no ``call_soon_threadsafe``); one
+    that cannot, with ``call_soon_threadsafe``."""
+    loop = _CountingLoop(watches_fds=watches_fds)
     try:
         before = []
 
         async def main() -> list[int]:
             await store.submit(_add(store, "warm", "x"))
             before.append(store.stats()["commits"])
-            loop.threadsafe_calls = 0
+            loop.threadsafe_calls = loop.fd_wakes = 0
             return await asyncio.gather(
                 *(store.submit(_add(store, f"c{i}", "x")) for i in range(20))
             )
@@ -269,7 +295,8 @@ def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle) -> None
         commits = store.stats()["commits"] - before[0]
         # the actor may split the hand-off over a commit or two, never one per write
         assert commits < 20
-        assert loop.threadsafe_calls == commits
+        assert loop.wakes == commits
+        assert (loop.fd_wakes if watches_fds else loop.threadsafe_calls) == commits
     finally:
         loop.close()
 
@@ -485,3 +512,21 @@ def _queued(store: StoreHandle) -> int:
     inbox = ref.actor_inbox
     assert isinstance(inbox, store_actor._Inbox)
     return inbox.writes()
+
+
+def test_dropped_loops_leave_no_descriptor_open(store: StoreHandle) -> None:
+    """Whatever a loop's writes use to wake it is released with the loop."""
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def write(i: int) -> int:
+        return await store.submit(_add(store, f"c{i}", "x"))
+
+    asyncio.run(write(-1))  # the first loop may load what stays loaded
+    gc.collect()
+    before = open_fds()
+    for i in range(20):
+        assert asyncio.run(write(i)) == 1
+    gc.collect()
+    assert open_fds() == before
