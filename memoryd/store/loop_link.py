@@ -94,9 +94,9 @@ class LoopLink:
     and put into its inbox as one `Submission` by a callback the first of them
     scheduled with ``call_soon``, at the end of the iteration.
 
-    Answers are collected by the answering thread and delivered by one
-    ``call_soon_threadsafe`` per burst of answers, not one per write; the loops
-    that one batch answered are woken in turn (`memoryd.store.reply.answering`).
+    Answers are collected by the answering thread and delivered by one wake-up of
+    the loop per burst of answers, not one per write; the loops that one batch
+    answered are woken in turn (`memoryd.store.reply.answering`).
 
     One timer per loop, armed while any write is in flight, watches their deadlines
     and their actors (the handle's ``_after_slice``): a write answered within a
@@ -202,8 +202,8 @@ class LoopLink:
         """Note that ``reply`` was answered. Runs in the answering thread.
 
         Inside the actor's `answering` block the wake-up waits for the block's end, so a
-        batch's answers cost one ``call_soon_threadsafe`` however they interleave with
-        the loop, and the loops a batch answered are woken in turn.
+        batch's answers cost one wake-up however they interleave with the loop, and the
+        loops a batch answered are woken in turn.
         """
         self._answered.append(reply)
         if not self._waking and not at_end_of_answers(self, self._wake_in_turn):
