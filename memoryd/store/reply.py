@@ -219,8 +219,7 @@ def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
     """Answer a batch's replies; their waiting threads are woken one after another.
 
     Replies with a ``notify``, and those of an event loop, are answered and notified at
-    once.
-    The others all hold their answer on return, but only the first one's waiter is
+    once. The others all hold their answer on return, but only the first one's waiter is
     woken here: each waiter wakes the next when it wakes (`Reply.wait`), or when it
     gives up waiting (`Reply.abandon`), so every waiter is woken, each once.
 
