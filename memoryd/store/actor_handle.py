@@ -5,9 +5,8 @@ concurrent writers share one commit; the handle waits for the answer with a
 deadline, finds a restarted actor by its registered name, and sends again only a
 write that was surely never attempted. Reads are each backend's own.
 
-An event loop writes in batches: the writes its tasks submit during one loop
-iteration reach the actor as one submission at the start of the next, and the
-answers to a committed batch wake the loop once (`_LoopLink`).
+An event loop's writes go through its `memoryd.store.loop_link.LoopLink`: no
+thread in between, the answers to a committed batch wake the loop once.
 
 A handle is built from its store's `StoreSpec` (``spec.handle()``); a backend's
 ``start`` builds the config and calls `memoryd.store.lookup.start` with its
@@ -17,10 +16,8 @@ A handle is built from its store's `StoreSpec` (``spec.handle()``); a backend's
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 import time
-import weakref
 from typing import Any, ClassVar
 
 import pykka
@@ -30,122 +27,13 @@ from memoryd.store import lookup
 from memoryd.store.actor import Submission, submit
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import StoreHandle
-from memoryd.store.reply import Reply, at_end_of_answers
+from memoryd.store.loop_link import POLL_S, LoopReply, link_of
+from memoryd.store.reply import Reply
 from memoryd.store.requests import WriteRequest
 from memoryd.store.spec import StoreSpec
 from supervisors import whereis
 
 __all__ = ["ActorStoreHandle"]
-
-_POLL_S = 0.05
-
-
-class _LoopLink:
-    """An event loop's link to the store actors: batched hand-offs, batched wake-ups.
-
-    Writes submitted while the loop runs one iteration are queued per actor and put
-    into its inbox as one `Submission` by a callback the first of them scheduled with
-    ``call_soon``: a lone write waits for nothing but the end of the current
-    iteration. Answers are collected by the answering thread and delivered by one
-    ``call_soon_threadsafe`` per burst of answers, not one per write.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._outbox: dict[pykka.ActorRef[Any], list[tuple[WriteRequest, Reply]]] = {}
-        self._answered: list[asyncio.Future[None]] = []
-        self._lock = threading.Lock()
-        self._waking = False
-
-    def send(self, ref: pykka.ActorRef[Any], request: WriteRequest, reply: Reply) -> None:
-        """Queue ``request`` for ``ref``; it is told at the end of this loop iteration."""
-        if not self._outbox:
-            self._loop.call_soon(self._drain)
-        self._outbox.setdefault(ref, []).append((request, reply))
-
-    def _drain(self) -> None:
-        outbox, self._outbox = self._outbox, {}
-        for ref, batch in outbox.items():
-            if not submit(ref, Submission(batch)):
-                gone = NotWritten("the store actor stopped before the write")
-                for _, reply in batch:
-                    reply.set_exception(gone)  # sent again by the thread path
-
-    def answered(self, woken: asyncio.Future[None]) -> None:
-        """Note that ``woken``'s write was answered. Runs in the answering thread.
-
-        Inside the actor's `answering` block the wake-up waits for the block's end, so a
-        batch's answers cost one ``call_soon_threadsafe`` however they interleave with
-        the loop.
-        """
-        with self._lock:
-            self._answered.append(woken)
-        if not at_end_of_answers(self, self._wake_soon):
-            self._wake_soon()
-
-    def _wake_soon(self) -> None:
-        with self._lock:
-            if self._waking or not self._answered:
-                return
-            self._waking = True
-        self._loop.call_soon_threadsafe(self._wake)
-
-    def _wake(self) -> None:
-        with self._lock:
-            answered, self._answered = self._answered, []
-            self._waking = False
-        for woken in answered:
-            if not woken.done():
-                woken.set_result(None)
-
-
-_LINKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopLink] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _link(loop: asyncio.AbstractEventLoop) -> _LoopLink:
-    link = _LINKS.get(loop)
-    if link is None:
-        link = _LINKS[loop] = _LoopLink(loop)
-    return link
-
-
-class _Watch:
-    """The event loop's `ActorStoreHandle._await`: a timer that looks every slice.
-
-    The awaiting task just awaits ``woken``; only a write still unanswered after a
-    slice costs a look, which fails ``woken`` when no answer can come in time.
-    """
-
-    def __init__(
-        self,
-        handle: ActorStoreHandle,
-        ref: pykka.ActorRef[Any],
-        reply: Reply,
-        woken: asyncio.Future[None],
-        deadline: float,
-    ) -> None:
-        self._handle, self._ref, self._reply = handle, ref, reply
-        self._woken, self._deadline = woken, deadline
-        self._loop = woken.get_loop()  # get_running_loop() costs a getpid() system call
-        self._timer = self._loop.call_later(self._slice(), self._look)
-
-    def _slice(self) -> float:
-        return max(0.0, min(self._deadline - time.monotonic(), _POLL_S))
-
-    def _look(self) -> None:
-        if self._woken.done() or self._reply.answered:
-            return
-        try:
-            self._handle._after_slice(self._ref, self._deadline)
-        except (NotWritten, WriteTimeout) as exc:
-            self._woken.set_exception(exc)
-            return
-        self._timer = self._loop.call_later(self._slice(), self._look)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
 
 
 class ActorStoreHandle(StoreHandle):
@@ -209,7 +97,7 @@ class ActorStoreHandle(StoreHandle):
                 raise self._unavailable(
                     f"did not come back within {self.call_timeout_s:g} s (restarting?)"
                 )
-            lookup.wait_for_engine(self.name, min(remaining, _POLL_S))
+            lookup.wait_for_engine(self.name, min(remaining, POLL_S))
 
     def _refuse(self, request: WriteRequest) -> None:
         """Raise if this backend cannot perform ``request`` (nothing is sent then)."""
@@ -243,7 +131,7 @@ class ActorStoreHandle(StoreHandle):
         before the actor stops), and the caller may send it again.
         """
         try:
-            while not reply.wait(min(deadline - time.monotonic(), _POLL_S)):
+            while not reply.wait(min(deadline - time.monotonic(), POLL_S)):
                 try:
                     self._after_slice(ref, deadline)
                 except (NotWritten, WriteTimeout):
@@ -269,30 +157,29 @@ class ActorStoreHandle(StoreHandle):
     async def _write_async(self, request: WriteRequest) -> Any:
         """The write path of an event loop: the actor's answer wakes the loop itself.
 
-        The common case costs no thread: the request joins the loop's batch for the
-        actor (`_LoopLink`) with a `Reply` that completes a future on the loop when
-        answered. Anything unusual (the store restarting, or its actor dying before
-        the write was attempted) goes to the thread path, which waits for the
-        restart and sends again, within the same deadline. Each request is its own
-        writer for the group-commit policy (one loop thread serves many clients).
+        The common case costs no thread: the request goes to the actor with a reply
+        that completes a future on the loop when answered (`LoopLink`). Anything
+        unusual (the store restarting, or its actor dying before the write was
+        attempted) goes to the thread path, which waits for the restart and sends
+        again, within the same deadline. Each request is its own writer for the
+        group-commit policy (one loop thread serves many clients).
         """
         self._refuse(request)
         deadline = time.monotonic() + self.call_timeout_s
         ref = whereis(self.name)
         if ref is not None:
             loop = asyncio.get_running_loop()
-            link = _link(loop)
-            woken: asyncio.Future[None] = loop.create_future()
-            reply = Reply(functools.partial(link.answered, woken))
-            link.send(ref, request, reply)
-            watch = _Watch(self, ref, reply, woken, deadline)
-            try:
-                await woken
-                return reply.result()
-            except (pykka.ActorDeadError, NotWritten):
-                pass  # never attempted: safe to send again
-            finally:
-                watch.cancel()
+            link = link_of(loop)
+            future = loop.create_future()
+            reply = LoopReply(link, self, ref, future, deadline)
+            if link.send(loop, request, reply):
+                try:
+                    await future
+                    return reply.result()
+                except (pykka.ActorDeadError, NotWritten):
+                    pass  # never attempted: safe to send again
+                finally:
+                    link.done(reply)
         return await asyncio.to_thread(self._write_until, request, deadline)
 
     def stop(self) -> None:

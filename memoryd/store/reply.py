@@ -16,49 +16,89 @@ turn, each finds it free.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Reply", "answer_in_turn", "answering", "at_end_of_answers"]
+__all__ = ["Reply", "Turn", "Wake", "answer_in_turn", "answering", "at_end_of_answers"]
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
 _answers = threading.local()
 
+Wake = Callable[["Turn"], bool]
+"""A waiter's wake-up at the end of an `answering` block: given the turn, it wakes its
+waiter and returns True if that waiter will pass the turn on (`Turn.pass_on`), or
+returns False (it woke nobody who will): the next waiter is woken at once."""
+
+
+class Turn:
+    """The right to wake the next waiter of a batch; passed on once.
+
+    The waiters an `answering` block woke are woken one after another: the block
+    wakes the first, and each woken waiter passes the turn on as it wakes. A turn
+    passed twice passes nothing the second time.
+
+    Args:
+        rest: the wake-ups still to run, in order; shared by the turns of one block.
+    """
+
+    __slots__ = ("_passed", "_rest")
+
+    def __init__(self, rest: collections.deque[Wake]) -> None:
+        self._rest = rest
+        self._passed = False
+
+    def pass_on(self) -> None:
+        """Wake the next waiter that will take the turn (once; later calls do nothing)."""
+        if self._passed:
+            return
+        self._passed = True
+        rest = self._rest
+        while rest:
+            wake = rest.popleft()  # only the turn's one holder pops
+            try:
+                if wake(Turn(rest)):
+                    return
+            except Exception:  # the waiter's side failed (never raised into the actor)
+                continue
+
 
 @contextlib.contextmanager
 def answering() -> Iterator[None]:
     """Answer a batch's writers inside this block: the wake-ups their answers ask for
-    with `at_end_of_answers` run once each, when the block ends (the actor's thread).
+    with `at_end_of_answers` run once each, one after another, from the block's end.
 
     An event loop waiting for twenty answers of one batch is then woken once for all
-    of them, not once for each of the answers that happened to land before it ran.
+    of them, not once for each of the answers that happened to land before it ran;
+    and eight event loops, each waiting for one answer, are woken in turn like the
+    threads of `answer_in_turn` (the first by the actor, each woken loop waking the
+    next), not all at once to fight for the interpreter lock.
     """
     if getattr(_answers, "pending", None) is not None:
         yield  # nested: the outer block runs them
         return
-    pending: dict[int, Callable[[], object]] = {}
+    pending: dict[int, Wake] = {}
     _answers.pending = pending
     try:
         yield
     finally:
         _answers.pending = None
-        for wake in pending.values():
-            with contextlib.suppress(Exception):  # the waiter's side; never the actor's
-                wake()
+        if pending:
+            Turn(collections.deque(pending.values())).pass_on()
 
 
-def at_end_of_answers(key: object, wake: Callable[[], object]) -> bool:
-    """Inside `answering`, run ``wake`` once (per ``key``) at the block's end.
+def at_end_of_answers(key: object, wake: Wake) -> bool:
+    """Inside `answering`, run ``wake`` once (per ``key``) in its turn after the block.
 
     Returns:
         True if it was put off; False outside `answering` (the caller wakes now).
     """
-    pending: dict[int, Callable[[], object]] | None = getattr(_answers, "pending", None)
+    pending: dict[int, Wake] | None = getattr(_answers, "pending", None)
     if pending is None:
         return False
     pending.setdefault(id(key), wake)
@@ -75,7 +115,16 @@ class Reply:
             is swallowed (the waiter is gone), so the actor is never disturbed.
     """
 
-    __slots__ = ("_abandoned", "_answered", "_error", "_notify", "_ready", "_turn", "_value")
+    __slots__ = (
+        "_abandoned",
+        "_answered",
+        "_error",
+        "_in_turn",
+        "_notify",
+        "_ready",
+        "_turn",
+        "_value",
+    )
 
     def __init__(self, notify: Callable[[], object] | None = None) -> None:
         self._ready = threading.Lock()
@@ -84,6 +133,8 @@ class Reply:
         self._value: Any = None
         self._error: BaseException | None = None
         self._notify = notify
+        self._in_turn = notify is None
+        """True when `answer_in_turn` leaves the wake-up to the previous waiter."""
         self._turn: list[Reply] = []
         """The reply whose waiter this one's waiter wakes (`answer_in_turn`); popped once."""
         self._abandoned = False
@@ -93,7 +144,6 @@ class Reply:
         if not self._answered:
             self._answered = True
             self._value = value
-            self._ready.release()
             self._wake()
 
     def set_exception(self, exc_info: ExcInfo | BaseException) -> None:
@@ -101,10 +151,14 @@ class Reply:
         if not self._answered:
             self._answered = True
             self._error = exc_info[1] if isinstance(exc_info, tuple) else exc_info
-            self._ready.release()
             self._wake()
 
     def _wake(self) -> None:
+        """Hand the answer over: release the waiting thread, then call ``notify``.
+
+        A subclass whose waiter is not a thread (an event loop's) replaces this.
+        """
+        self._ready.release()
         if self._notify is not None:
             with contextlib.suppress(Exception):  # e.g. a closed event loop: nobody waits
                 self._notify()
@@ -164,8 +218,8 @@ class Reply:
 def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
     """Answer a batch's replies; their waiting threads are woken one after another.
 
-    Replies with a ``notify`` (an event loop's) are answered and notified at once.
-    The others all hold their answer on return, but only the first one's waiter is
+    Replies with a ``notify``, and those of an event loop, are answered and notified at
+    once. The others all hold their answer on return, but only the first one's waiter is
     woken here: each waiter wakes the next when it wakes (`Reply.wait`), or when it
     gives up waiting (`Reply.abandon`), so every waiter is woken, each once.
 
@@ -178,7 +232,7 @@ def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
     for reply, ok, value in answers:
         if reply._answered:
             continue
-        if reply._notify is not None:
+        if not reply._in_turn:
             if ok:
                 reply.set(value)
             else:

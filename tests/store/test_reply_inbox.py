@@ -11,7 +11,7 @@ import pytest
 from memoryd.errors import ConflictError
 from memoryd.store import requests
 from memoryd.store.actor import Submission, _Inbox
-from memoryd.store.reply import Reply, answer_in_turn
+from memoryd.store.reply import Reply, Turn, answer_in_turn, answering, at_end_of_answers
 
 
 def test_a_reply_hands_over_its_value_across_threads() -> None:
@@ -248,3 +248,66 @@ def test_a_submission_is_its_own_pykka_envelope() -> None:
     submission = Submission(((requests.pop("a"), Reply()),), writer=None)
     assert submission.message is submission
     assert submission.reply_to is None
+
+
+# -- wake-ups at the end of an answering block ------------------------------------------
+
+
+class _Waiter:
+    """A wake-up that records its call and keeps the turn it is given (or declines it)."""
+
+    def __init__(self, name: str, woke: list[str], *, takes_turn: bool = True) -> None:
+        self.name, self.woke, self.takes_turn = name, woke, takes_turn
+        self.turn: Turn | None = None
+
+    def __call__(self, turn: Turn) -> bool:
+        self.woke.append(self.name)
+        self.turn = turn
+        return self.takes_turn
+
+
+def test_the_wake_ups_of_a_block_run_in_turn_once_each() -> None:
+    """The block's end wakes the first waiter; each woken one wakes the next by passing
+    its turn on; a key asking twice is woken once; a turn passed twice passes once."""
+    woke: list[str] = []
+    a, b, c = (_Waiter(name, woke) for name in "abc")
+    with answering():
+        assert at_end_of_answers("a", a)
+        assert at_end_of_answers("b", b)
+        assert at_end_of_answers("a", _Waiter("a again", woke))
+        assert at_end_of_answers("c", c)
+        assert woke == []  # nothing before the block ends
+    assert woke == ["a"]
+    assert a.turn is not None
+    a.turn.pass_on()
+    a.turn.pass_on()
+    assert woke == ["a", "b"]
+    assert b.turn is not None
+    b.turn.pass_on()
+    assert woke == ["a", "b", "c"]
+    assert c.turn is not None
+    c.turn.pass_on()  # the last one: nobody left
+    assert woke == ["a", "b", "c"]
+
+
+def test_a_wake_up_that_declines_or_fails_passes_the_turn_at_once() -> None:
+    """A waiter that will not pass the turn on (it woke nobody, or raised) does not
+    hold up the ones after it; nothing is raised into the answering thread."""
+    woke: list[str] = []
+
+    def broken(turn: Turn) -> bool:
+        woke.append("broken")
+        raise RuntimeError("a closed loop")
+
+    with answering():
+        at_end_of_answers("declines", _Waiter("declines", woke, takes_turn=False))
+        at_end_of_answers("broken", broken)
+        at_end_of_answers("last", _Waiter("last", woke))
+    assert woke == ["declines", "broken", "last"]
+
+
+def test_outside_a_block_the_caller_wakes_at_once() -> None:
+    """at_end_of_answers outside `answering` puts nothing off."""
+    woke: list[str] = []
+    assert not at_end_of_answers("a", _Waiter("a", woke))
+    assert woke == []

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 from memoryd.store.requests import Add
 from supervisors import kill, whereis
+from tests.helpers import wait_until
 
 
 @pytest.fixture(params=["lmdb", "ephemeral"])
@@ -209,15 +214,37 @@ def test_only_small_reads_of_an_open_local_store_run_inline(store: StoreHandle) 
 
 
 class _CountingLoop(asyncio.SelectorEventLoop):
-    """A real event loop that counts the wake-ups other threads ask of it."""
+    """A real event loop that counts the wake-ups other threads ask of it: calls of
+    ``call_soon_threadsafe``, and runs of the callbacks of descriptors it watches.
 
-    def __init__(self) -> None:
+    Args:
+        watches_fds: False: it refuses to watch descriptors, as a loop without
+            ``add_reader`` does.
+    """
+
+    def __init__(self, *, watches_fds: bool = True) -> None:
         super().__init__()
+        self.watches_fds = watches_fds
         self.threadsafe_calls = 0
+        self.fd_wakes = 0
 
     def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
         self.threadsafe_calls += 1
         return super().call_soon_threadsafe(callback, *args, context=context)
+
+    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:
+        if not self.watches_fds:
+            raise NotImplementedError("this loop watches no descriptors")
+
+        def counted(*args: Any) -> None:
+            self.fd_wakes += 1
+            callback(*args)
+
+        super().add_reader(fd, counted, *args)
+
+    @property
+    def wakes(self) -> int:
+        return self.threadsafe_calls + self.fd_wakes
 
 
 def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
@@ -246,18 +273,20 @@ def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
     assert stats["appends"] == 20
 
 
-def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle) -> None:
+@pytest.mark.parametrize("watches_fds", [True, False], ids=["eventfd", "threadsafe"])
+def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, watches_fds: bool) -> None:
     """Each committed batch wakes the loop once, however many of its writes it answers:
-    twenty writes cost as many cross-thread wake-ups as commits, not twenty."""
-    loop = _CountingLoop()
+    twenty writes cost as many cross-thread wake-ups as commits, not twenty. A loop
+    that watches descriptors is woken through one (no ``call_soon_threadsafe``); one
+    that cannot, with ``call_soon_threadsafe``."""
+    loop = _CountingLoop(watches_fds=watches_fds)
     try:
-
         before = []
 
         async def main() -> list[int]:
             await store.submit(_add(store, "warm", "x"))
             before.append(store.stats()["commits"])
-            loop.threadsafe_calls = 0
+            loop.threadsafe_calls = loop.fd_wakes = 0
             return await asyncio.gather(
                 *(store.submit(_add(store, f"c{i}", "x")) for i in range(20))
             )
@@ -266,7 +295,8 @@ def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle) -> None
         commits = store.stats()["commits"] - before[0]
         # the actor may split the hand-off over a commit or two, never one per write
         assert commits < 20
-        assert loop.threadsafe_calls == commits
+        assert loop.wakes == commits
+        assert (loop.fd_wakes if watches_fds else loop.threadsafe_calls) == commits
     finally:
         loop.close()
 
@@ -279,3 +309,224 @@ def test_a_lone_write_from_a_loop_is_committed_without_company(store: StoreHandl
 
     assert asyncio.run(main()) == 1
     assert store.stats()["commits"] == 1
+
+
+def test_a_lone_write_reaches_the_store_before_the_loop_turns_again(store: StoreHandle) -> None:
+    """A write made when nothing else is ready in its loop is handed over at once: it
+    commits while its loop is still busy in the step that made it."""
+
+    async def main() -> int:
+        steps = store.submit(_add(store, "c", "alone")).__await__()
+        pending = steps.send(None)  # runs the write path up to its wait for the answer
+        wait_until(lambda: store.version("c") == 1)  # the loop does not turn meanwhile
+        pending._asyncio_future_blocking = False  # taken, as a task takes it
+        await pending
+        try:
+            steps.send(None)
+        except StopIteration as done:
+            return int(done.value)
+        raise AssertionError("the write waited twice")
+
+    assert asyncio.run(main()) == 1
+
+
+class _TimerCountingLoop(asyncio.SelectorEventLoop):
+    """A real event loop that counts the timers armed on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timers = 0
+
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        self.timers += 1
+        return super().call_at(when, callback, *args, context=context)
+
+
+def test_a_loop_watches_its_writes_with_one_timer_not_one_per_write(store: StoreHandle) -> None:
+    """Two hundred writes awaited one by one arm the deadline watchdog about once per
+    slice of time they took (it looks every 50 ms), not once per write."""
+    loop = _TimerCountingLoop()
+    try:
+
+        async def main() -> None:
+            for i in range(200):
+                await store.submit(_add(store, "c", f"m{i}"))
+
+        started = time.monotonic()
+        loop.run_until_complete(main())
+        elapsed = time.monotonic() - started
+    finally:
+        loop.close()
+    assert store.version("c") == 200
+    assert loop.timers <= 2 + 2 * elapsed / 0.05
+
+
+def test_a_dropped_loop_is_not_kept_alive_by_its_writes(store: StoreHandle) -> None:
+    """The link a loop's writes use does not outlive the loop."""
+    loop = asyncio.new_event_loop()
+    assert loop.run_until_complete(store.submit(_add(store, "c", "x"))) == 1
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
+
+
+def test_loop_writes_of_a_batch_never_attempted_are_sent_again_after_the_restart(
+    store: StoreHandle,
+) -> None:
+    """The actor crashes before committing a loop's batch: nobody answers, and the loop's
+    watchdog, finding the actor dead, sends each write again to the restarted store,
+    where each lands once."""
+    crashed: list[str] = []
+
+    def crash_once(point: str, name: str) -> None:
+        if point == "before_commit" and name == store.name and not crashed:
+            crashed.append(name)
+            raise RuntimeError("injected: crash before the commit")
+
+    store_actor.fault_hook = crash_once
+    try:
+
+        async def main() -> list[int]:
+            return await asyncio.gather(
+                *(store.submit(_add(store, f"c{i}", "once")) for i in range(5))
+            )
+
+        assert asyncio.run(main()) == [1] * 5
+    finally:
+        store_actor.fault_hook = None
+    assert crashed
+    assert [store.get(f"c{i}") for i in range(5)] == [[msgs.user("once")]] * 5
+
+
+def test_every_held_loop_write_times_out(store: StoreHandle) -> None:
+    """Several writes in flight on one loop, one watchdog: each gets WriteTimeout."""
+    release = threading.Event()
+
+    def hold(point: str, name: str) -> None:
+        if point == "before_commit" and name == store.name:
+            release.wait(10)
+
+    store_actor.fault_hook = hold
+    try:
+
+        async def main() -> list[BaseException | int]:
+            return await asyncio.gather(
+                *(store.submit(_add(store, f"c{i}", "held")) for i in range(3)),
+                return_exceptions=True,
+            )
+
+        outcomes = asyncio.run(main())
+    finally:
+        release.set()
+        store_actor.fault_hook = None
+    assert [type(o) for o in outcomes] == [WriteTimeout] * 3
+
+
+def _write_in_own_loop(store: StoreHandle, cid: str, count: int, out: list[int]) -> None:
+    async def main() -> None:
+        for n in range(count):
+            out.append(await store.submit(_add(store, cid, f"m{n}")))
+
+    asyncio.run(main())
+
+
+def test_loops_in_many_threads_all_get_their_answers(store: StoreHandle) -> None:
+    """Eight threads, each awaiting writes on a loop of its own: the loops a batch
+    answered are woken one by another, and every write is answered, in order."""
+    outs: list[list[int]] = [[] for _ in range(8)]
+    threads = [
+        threading.Thread(target=_write_in_own_loop, args=(store, f"w{i}", 50, outs[i]))
+        for i in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert outs == [list(range(1, 51))] * 8
+
+
+def test_a_loop_that_never_passes_its_turn_delays_no_other_loop(store: StoreHandle) -> None:
+    """Three loops answered by one batch: the first is busy in a long callback when its
+    turn to wake comes, and does not pass the turn on; the other two still get their
+    answers (their own watchdogs deliver them) before the first loop is free again."""
+    go, hold_a, a_sent = threading.Event(), threading.Event(), threading.Event()
+    held: list[str] = []
+
+    def hold_first_commit(point: str, name: str) -> None:
+        if point == "before_commit" and name == store.name and not held:
+            held.append(name)
+            go.wait(10)
+
+    results: dict[str, object] = {}
+
+    def loop_a() -> None:
+        async def main() -> None:
+            write = asyncio.ensure_future(store.submit(_add(store, "a", "x")))
+            while _queued(store) < 1:  # a's write is first in the inbox
+                await asyncio.sleep(0)
+            a_sent.set()
+            hold_a.wait(60)  # the loop is running, but busy: it cannot pass its turn on
+            results["a"] = await write
+
+        asyncio.run(main())
+
+    def loop_other(cid: str) -> None:
+        results[cid] = asyncio.run(store.submit(_add(store, cid, "x")))
+
+    store_actor.fault_hook = hold_first_commit
+    try:
+        first = threading.Thread(target=store.add, args=("first", [msgs.user("x")]))
+        first.start()
+        wait_until(lambda: held)
+        commits_before = store.stats()["commits"]
+        a = threading.Thread(target=loop_a)
+        a.start()
+        assert a_sent.wait(10)
+        others = [threading.Thread(target=loop_other, args=(cid,)) for cid in ("b", "c")]
+        for thread in others:
+            thread.start()
+        wait_until(lambda: _queued(store) == 3)
+        go.set()
+        for thread in others:
+            thread.join(5)
+        delivered_while_a_was_busy = not any(thread.is_alive() for thread in others)
+        hold_a.set()
+        a.join(10)
+        first.join(10)
+    finally:
+        go.set()
+        hold_a.set()
+        store_actor.fault_hook = None
+    assert delivered_while_a_was_busy
+    assert results == {"a": 1, "b": 1, "c": 1}
+    assert store.stats()["commits"] - commits_before == 2  # the held one, then a, b, c
+
+
+def _queued(store: StoreHandle) -> int:
+    """Writes waiting in the store actor's inbox."""
+    ref = whereis(store.name)
+    assert ref is not None
+    inbox = ref.actor_inbox
+    assert isinstance(inbox, store_actor._Inbox)
+    return inbox.writes()
+
+
+def test_dropped_loops_leave_no_descriptor_open(store: StoreHandle) -> None:
+    """Whatever a loop's writes use to wake it is released with the loop."""
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def write(i: int) -> int:
+        return await store.submit(_add(store, f"c{i}", "x"))
+
+    asyncio.run(write(-1))  # the first loop may load what stays loaded
+    gc.collect()
+    before = open_fds()
+    for i in range(20):
+        assert asyncio.run(write(i)) == 1
+    gc.collect()
+    assert open_fds() == before
