@@ -404,9 +404,20 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
                 future.set_exception(error)
             self.crash(error)
             return
-        if fault_hook is not None:
-            fault_hook("after_commit", self.config.name)
-        self._answer(batch, results)
+        try:
+            if fault_hook is not None:
+                fault_hook("after_commit", self.config.name)
+            self._answer(batch, results)
+        except BaseException:
+            # Committed: whatever fails now, the writers get what was committed for
+            # them, never a silence their handles would take for "not attempted" and
+            # send again (a write without an idempotency key would be stored twice).
+            for (_, reply), (ok, value) in zip(batch, results, strict=True):
+                if ok:
+                    reply.set(value)
+                else:
+                    reply.set_exception(value)
+            raise
 
     def _answer(self, batch: list[Pending], results: list[tuple[bool, Any]]) -> None:
         """Answer a committed batch's writers, each with its result or its refusal."""

@@ -11,6 +11,7 @@ backoff and never escalates; when the tree does give up, calls fail at once.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 import memoryd
 import supervisors
 from memoryd import app, messages
-from memoryd.store import actor, lookup
+from memoryd.store import actor, lookup, requests
 from tests.helpers import Worker, wait_until
 from tools.reliability.workload import injecting, percentile, write_through_crashes
 
@@ -115,3 +116,37 @@ def test_when_the_tree_gives_up_a_call_in_flight_fails_at_once(tmp_path: Path) -
     memoryd.shutdown()
     again = memoryd.LmdbStore.start(tmp_path / "db", name="waiting")
     assert [m["content"] for m in again.get("c")] == ["kept"]
+
+
+@pytest.mark.parametrize("path", ["thread", "loop"])
+def test_a_crash_after_the_commit_answers_the_write_and_never_writes_it_twice(
+    tmp_path: Path, path: str
+) -> None:
+    """The actor crashes after a batch committed, before it answered: the write is
+    stored, so its writer gets its result, and the handle never sends it again as if
+    it had not been attempted (a write without an idempotency key would be stored twice)."""
+    store = memoryd.LmdbStore.start(tmp_path / "db", name="late-crash")
+    crashes: list[str] = []
+
+    def once(point: str, name: str) -> None:
+        if point == "after_commit" and name == "late-crash" and not crashes:
+            crashes.append(point)
+            raise RuntimeError("injected: crash after the commit")
+
+    with injecting(once):
+        if path == "thread":
+            version = store.add("c", [messages.user("once")])
+        else:
+            request = requests.add(
+                "c",
+                [messages.user("once")],
+                idempotency_key=None,
+                expected_version=None,
+                max_bytes=store.max_message_bytes,
+            )
+            version = asyncio.run(store.submit(request))
+    assert crashes == ["after_commit"]
+    assert version == 1
+    wait_until(lambda: lookup.engine("late-crash"), timeout=10, message="never came back")
+    assert [m["content"] for m in store.get("c")] == ["once"]
+    store.stop()
