@@ -31,7 +31,7 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import pykka
 import structlog
@@ -39,6 +39,7 @@ from pykka import messages as pykka_messages
 
 from supervisors._errors import StartError
 from supervisors._exit import Exit, ExitKind
+from supervisors._flag import StopFlag
 from supervisors._inbox import Inbox
 from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient
 from supervisors._registry import register, unregister
@@ -90,6 +91,9 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__()
+        # pykka's Event, swapped for a flag before anything looks at it (the ref shares it)
+        flag = cast(threading.Event, StopFlag())
+        self.actor_stopped = self.actor_ref.actor_stopped = flag
         if self.lazy_thread and not isinstance(self.actor_inbox, Inbox):
             raise TypeError(
                 f"{type(self).__name__} has lazy_thread = True, so its inbox must be a "

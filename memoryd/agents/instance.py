@@ -119,7 +119,8 @@ class Slot:
         inline: True while ``current`` runs in its caller's thread.
         last_used: When a call last arrived or finished (the system's clock).
         lease: The instance lease, while held.
-        results: Results of recent calls made with a request id, by run id.
+        results: Results of recent calls made with a request id, by run id (None until
+            the first: most instances are never called with one).
         incarnations: How many incarnations were started.
     """
 
@@ -136,7 +137,7 @@ class Slot:
     inline: bool = False
     last_used: float = 0.0
     lease: InstanceLease | None = None
-    results: OrderedDict[str, RunResult] = field(default_factory=OrderedDict)
+    results: OrderedDict[str, RunResult] | None = None
     incarnations: int = 0
 
     @property
@@ -146,9 +147,12 @@ class Slot:
 
     def remember(self, result: RunResult) -> None:
         """Keep a request's result for a repeated request id (a bounded few)."""
-        self.results[result.run_id] = result
-        while len(self.results) > _RESULTS_KEPT:
-            self.results.popitem(last=False)
+        results = self.results
+        if results is None:
+            results = self.results = OrderedDict()
+        results[result.run_id] = result
+        while len(results) > _RESULTS_KEPT:
+            results.popitem(last=False)
 
 
 class Host(Protocol):
@@ -370,7 +374,7 @@ class Instance(SupervisedActor):
             log.info("instance_run_resumed", instance=slot.name, run_id=call.run_id)
             return agent.resume(call.run_id)
         if call.request_id is not None:
-            done = slot.results.get(call.run_id)
+            done = slot.results.get(call.run_id) if slot.results is not None else None
             if done is None and store is not None and not call.started:
                 done = _committed(store, slot.cid, call.run_id)
             if done is not None:
