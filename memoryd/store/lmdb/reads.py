@@ -7,8 +7,8 @@ raises `CorruptRecord` naming the conversation and version, never a wrong answer
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -32,6 +32,8 @@ __all__ = [
     "live_conversations",
     "tail",
 ]
+
+_T = TypeVar("_T")
 
 
 def check_version(meta: Meta | None, at_version: int, cid: str) -> None:
@@ -165,21 +167,7 @@ _WITH_MESSAGES = frozenset({_APPENDED, _FORKED})
 
 def _packed_records(cursor: lmdb.Cursor, meta: Meta, upto: int) -> Iterator[tuple[str, int, bytes]]:
     """`_kinds_and_messages` with each event's messages still encoded."""
-    prefix = keys.conv_num_bytes(meta.conv)
-    version = upto
-    for raw_key, value in cursor.iterprev():
-        if version < meta.first:
-            return
-        key = prefix + version.to_bytes(keys.U64_SIZE, "big")
-        if raw_key != key:
-            raise _damaged(meta, version, "it is missing")
-        try:
-            yield codec.unpack_kind_and_packed_messages(codec.unseal(key, value))
-        except CorruptRecord as exc:
-            raise _damaged(meta, version, exc) from None
-        version -= 1
-    if version >= meta.first:
-        raise _damaged(meta, version, "it is missing")
+    return _records_back(cursor, meta, upto, codec.unpack_kind_and_packed_messages)
 
 
 def history_with_system(
@@ -231,6 +219,14 @@ def _kinds_and_messages(
 ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Each event's kind and messages, from version ``upto`` (where the cursor is) back
     to the first live version, each checked."""
+    return _records_back(cursor, meta, upto, codec.unpack_kind_and_messages)
+
+
+def _records_back(
+    cursor: lmdb.Cursor, meta: Meta, upto: int, unpack: Callable[[codec.Buffer], _T]
+) -> Iterator[_T]:
+    """``unpack`` of each event record, from version ``upto`` (where the cursor is) back
+    to the first live version: every key where it belongs, every seal checked."""
     prefix = keys.conv_num_bytes(meta.conv)
     version = upto
     for raw_key, value in cursor.iterprev():
@@ -240,7 +236,7 @@ def _kinds_and_messages(
         if raw_key != key:
             raise _damaged(meta, version, "it is missing")
         try:
-            yield codec.unpack_kind_and_messages(codec.unseal(key, value))
+            yield unpack(codec.unseal(key, value))
         except CorruptRecord as exc:
             raise _damaged(meta, version, exc) from None
         version -= 1
