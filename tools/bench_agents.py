@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import shutil
 import signal
@@ -432,6 +433,23 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def objects_per_instance(count: int) -> float:
+    """Objects the garbage collector tracks per live instance (activated and idle): what
+    a whole-heap collection walks for each."""
+    system = AgentSystem.start(
+        {"echo": echo}, name="bench-objects", recover="keep", max_active=count + 1
+    )
+    system.call("echo", "warm", "hi")
+    gc.collect()
+    before = len(gc.get_objects())
+    for n in range(count):
+        system.call("echo", f"k{n}", "hi")
+    gc.collect()
+    per = (len(gc.get_objects()) - before) / count
+    system.stop()
+    return per
+
+
 def many_instances(count: int, max_active: int) -> tuple[int, int, float, float, float]:
     """Threads before and at most during; RSS at start, peak and after passivation."""
     now = [0.0]
@@ -510,6 +528,7 @@ def main() -> None:
     row("1,000 activations, one call each (vs AutoGen)", ours_act, theirs_act, "1/s")
     many = 2000 if args.quick else 10_000
     before, peak, rss0, rss_peak, rss_end = many_instances(many, 256)
+    kept = objects_per_instance(1000)
 
     print("\n| measure | memoryd | anchor | ratio |\n|---|---|---|---|")
     for what, ours_s, theirs_s, ratio in rows:
@@ -518,6 +537,7 @@ def main() -> None:
     for note in fsync_notes:
         print(f"- fsyncs: {note} (k + 1 = {STEPS + 1} expected)")
     print(f"- recovery side effects written twice: memoryd {md_twice}, DBOS {db_twice}")
+    print(f"- objects the garbage collector tracks per live instance: {kept:.1f}")
     print(
         f"- {many:,} instances, max_active=256: threads {before} before, at most {peak} "
         f"(limit 256 + {before}); RSS {rss0:.1f} MB at start, {rss_peak:.1f} MB peak, "
