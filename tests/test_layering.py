@@ -254,6 +254,26 @@ def test_the_app_imports_no_backend() -> None:
     assert offenders == [], "\n".join(offenders)
 
 
+_BACKENDS = ("memoryd.store.lmdb", "memoryd.store.redis")
+_PICKS_A_BACKEND = {"memoryd.store.default"}
+"""The one engine-agnostic store module that names a backend: the shared default store
+is an LMDB store (durable, or ephemeral without a data directory)."""
+
+
+def test_the_store_core_imports_no_backend() -> None:
+    """The engine-agnostic modules of memoryd.store (requests, handle, actor, ...) import
+    no backend, so a limit every backend applies lives in the core, not in one backend."""
+    offenders = [
+        f"{source}:{line} imports {target}"
+        for source, target, line in _edges()
+        if source.startswith("memoryd.store.")
+        and not source.startswith(_BACKENDS)
+        and source not in _PICKS_A_BACKEND
+        and target.startswith(_BACKENDS)
+    ]
+    assert offenders == [], "\n".join(offenders)
+
+
 def test_imports_point_down_the_layers() -> None:
     """Each import stays in its layer or goes to a layer below (DESIGN §1), but the few
     listed with their reason."""

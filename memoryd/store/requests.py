@@ -24,10 +24,10 @@ from memoryd import messages as msgs
 from memoryd._json_values import compact_json_bytes, copy_json_or_raise
 from memoryd.errors import InvalidMessage
 from memoryd.events import Event
-from memoryd.store.lmdb.keys import MAX_IDEMPOTENCY_KEY_BYTES
 
 __all__ = [
     "HIDDEN_PREFIX",
+    "MAX_IDEMPOTENCY_KEY_BYTES",
     "MAX_IMPORT_VERSION",
     "RECORD_KINDS",
     "Add",
@@ -54,6 +54,10 @@ __all__ = [
 ]
 
 RECORD_KINDS = frozenset({"compacted", "memo"})
+
+MAX_IDEMPOTENCY_KEY_BYTES = 256
+"""The longest idempotency key, in UTF-8 bytes, on every backend (an LMDB key stops at 511
+bytes, and a key of its index holds one)."""
 
 MAX_IMPORT_VERSION = 1 << 53
 """The highest version an import may write: far above any real log, and low enough

@@ -27,7 +27,7 @@ import memoryd
 from memoryd.client import remote as client
 from memoryd.client._http import ConnectFailed, HttpTransport, TransportFailed
 from memoryd.protocol import AUTO_KEY_PREFIX
-from memoryd.store.lmdb.keys import MAX_IDEMPOTENCY_KEY_BYTES
+from memoryd.store.requests import MAX_IDEMPOTENCY_KEY_BYTES
 from tests.client._scripted import Answer, ScriptedServer
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon

@@ -28,12 +28,12 @@ import struct
 from typing import Any
 
 from memoryd.messages import validate_conversation_id
+from memoryd.store.requests import MAX_IDEMPOTENCY_KEY_BYTES
 
 __all__ = [
     "EVENTS_DB",
     "EVENT_KEY_SIZE",
     "IDEMPOTENCY_DB",
-    "MAX_IDEMPOTENCY_KEY_BYTES",
     "MAX_U64",
     "META_DB",
     "NAMES_DB",
@@ -82,9 +82,6 @@ EVENT_KEY_SIZE = 2 * U64_SIZE
 
 _U64 = struct.Struct(">Q")
 _U64_PAIR = struct.Struct(">QQ")
-
-MAX_IDEMPOTENCY_KEY_BYTES = 256
-"""The longest idempotency key, in UTF-8 bytes (LMDB keys stop at 511 bytes)."""
 
 
 def _check_u64(value: Any, name: str) -> int:
