@@ -267,16 +267,22 @@ def _watched_eventfd(loop: asyncio.AbstractEventLoop, callback: Callable[[], Non
 
     A wake-up through it costs the waking thread one write and the loop one read,
     where ``call_soon_threadsafe`` costs a handle, a socket write, and two reads.
-    The descriptor is closed when the loop is freed. Returns -1 where the platform
-    has no eventfd or the loop cannot watch one (``call_soon_threadsafe`` then).
+    The descriptor is closed when the loop is freed. Returns -1, and the loop is woken
+    with ``call_soon_threadsafe``, where no eventfd can be had: the platform has none
+    (only Linux does), the process is out of descriptors (``EMFILE``), or the loop
+    watches no descriptors (``add_reader`` raises ``NotImplementedError`` on Windows'
+    proactor loop).
     """
     make = getattr(os, "eventfd", None)
     if make is None:
         return -1
-    fd: int = make(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    try:
+        fd: int = make(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    except OSError:
+        return -1
     try:
         loop.add_reader(fd, callback)
-    except Exception:  # e.g. NotImplementedError: a loop that watches no descriptors
+    except (NotImplementedError, OSError):
         os.close(fd)
         return -1
     weakref.finalize(loop, os.close, fd)

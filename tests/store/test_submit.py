@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
+import resource
 import sys
 import threading
 import time
@@ -216,15 +218,10 @@ def test_only_small_reads_of_an_open_local_store_run_inline(store: StoreHandle) 
 class _CountingLoop(asyncio.SelectorEventLoop):
     """A real event loop that counts the wake-ups other threads ask of it: calls of
     ``call_soon_threadsafe``, and runs of the callbacks of descriptors it watches.
-
-    Args:
-        watches_fds: False: it refuses to watch descriptors, as a loop without
-            ``add_reader`` does.
     """
 
-    def __init__(self, *, watches_fds: bool = True) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.watches_fds = watches_fds
         self.threadsafe_calls = 0
         self.fd_wakes = 0
 
@@ -233,9 +230,6 @@ class _CountingLoop(asyncio.SelectorEventLoop):
         return super().call_soon_threadsafe(callback, *args, context=context)
 
     def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:
-        if not self.watches_fds:
-            raise NotImplementedError("this loop watches no descriptors")
-
         def counted(*args: Any) -> None:
             self.fd_wakes += 1
             callback(*args)
@@ -273,13 +267,30 @@ def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
     assert stats["appends"] == 20
 
 
-@pytest.mark.parametrize("watches_fds", [True, False], ids=["eventfd", "threadsafe"])
-def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, watches_fds: bool) -> None:
+@contextlib.contextmanager
+def _no_descriptor_left() -> Iterator[None]:
+    """Lower this process's descriptor limit to its lowest free descriptor number, so the
+    kernel refuses every new descriptor (``EMFILE``) until the block ends."""
+    probe = os.dup(0)
+    os.close(probe)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (probe, hard))
+    try:
+        with pytest.raises(OSError, match="Too many open files"):
+            os.close(os.dup(0))
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("descriptors", [True, False], ids=["eventfd", "none-left"])
+def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, descriptors: bool) -> None:
     """Each committed batch wakes the loop once, however many of its writes it answers:
-    twenty writes cost as many cross-thread wake-ups as commits, not twenty. A loop
-    that watches descriptors is woken through one (no ``call_soon_threadsafe``); one
-    that cannot, with ``call_soon_threadsafe``."""
-    loop = _CountingLoop(watches_fds=watches_fds)
+    twenty writes cost as many cross-thread wake-ups as commits, not twenty. The loop is
+    woken through an eventfd it watches (no ``call_soon_threadsafe``); when the process
+    has no descriptor left for one, its writes still succeed, woken with
+    ``call_soon_threadsafe``."""
+    loop = _CountingLoop()
     try:
         before = []
 
@@ -291,12 +302,13 @@ def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, watches
                 *(store.submit(_add(store, f"c{i}", "x")) for i in range(20))
             )
 
-        assert loop.run_until_complete(main()) == [1] * 20
+        with contextlib.nullcontext() if descriptors else _no_descriptor_left():
+            assert loop.run_until_complete(main()) == [1] * 20
         commits = store.stats()["commits"] - before[0]
         # the actor may split the hand-off over a commit or two, never one per write
         assert commits < 20
         assert loop.wakes == commits
-        assert (loop.fd_wakes if watches_fds else loop.threadsafe_calls) == commits
+        assert (loop.fd_wakes if descriptors else loop.threadsafe_calls) == commits
     finally:
         loop.close()
 
