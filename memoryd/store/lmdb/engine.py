@@ -333,21 +333,39 @@ class LmdbEngine:
         Args:
             wait: wait while the map grows; False raises `EngineBusy` instead.
         """
-        with self._gate:
-            if not wait and self._pausing and not self._closing:
-                raise EngineBusy
-            self._gate.wait_for(lambda: not self._pausing or self._closing)
-            if self._closing:
-                raise EngineClosed
-            self._readers += 1
+        self._admit_reader(wait)
         try:
             with self.env.begin(buffers=False) as txn:
                 yield txn
         finally:
-            with self._gate:
-                self._readers -= 1
-                if self._readers == 0:
-                    self._gate.notify_all()
+            self._release_reader()
+
+    def _admit_reader(self, wait: bool) -> None:
+        """Count a reader in, waiting while the map grows (`EngineBusy` if not ``wait``).
+
+        The gate's lock is taken directly (the Condition's own enter and exit are Python
+        calls) and waited on through the Condition only when a grow or a close is under
+        way: a read is often a few microseconds of LMDB.
+
+        Raises:
+            EngineClosed: the engine is closing.
+            EngineBusy: the map is growing and ``wait`` is False.
+        """
+        with self._gate_lock:
+            if self._pausing or self._closing:
+                if not wait and self._pausing and not self._closing:
+                    raise EngineBusy
+                self._gate.wait_for(lambda: not self._pausing or self._closing)
+                if self._closing:
+                    raise EngineClosed
+            self._readers += 1
+
+    def _release_reader(self) -> None:
+        """Count a reader out; the last one wakes a grow or a close waiting for them."""
+        with self._gate_lock:
+            self._readers -= 1
+            if self._readers == 0 and (self._pausing or self._closing):
+                self._gate.notify_all()
 
     def read(self, fn: Callable[[Any, Dbs], T], *, wait: bool = True) -> T:
         """Run ``fn(txn, dbs)`` in a read-only transaction (any thread).
@@ -358,20 +376,7 @@ class LmdbEngine:
             StorageError: LMDB failed.
             CorruptRecord: a record read is damaged (the message names it and the store).
         """
-        # `reading` spelled out: a read is often a few microseconds of LMDB, and a
-        # generator-based context manager and an always-evaluated wait cost as much;
-        # the gate's lock is taken directly (the Condition's own enter and exit are
-        # Python calls), and waited on through the Condition only when a grow or a
-        # close is under way
-        lock = self._gate_lock
-        with lock:
-            if self._pausing or self._closing:
-                if not wait and self._pausing and not self._closing:
-                    raise EngineBusy
-                self._gate.wait_for(lambda: not self._pausing or self._closing)
-                if self._closing:
-                    raise EngineClosed
-            self._readers += 1
+        self._admit_reader(wait)  # not `reading`: a generator costs as much as the read
         try:
             txn = self.env.begin(buffers=False)
             try:
@@ -383,10 +388,7 @@ class LmdbEngine:
             finally:
                 txn.abort()
         finally:
-            with lock:
-                self._readers -= 1
-                if self._readers == 0 and (self._pausing or self._closing):
-                    self._gate.notify_all()  # only a grow or a close waits for the readers
+            self._release_reader()
 
     @property
     def closed(self) -> bool:
