@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import memoryd
 from memoryd.store.lmdb.handle import LmdbStore
+from tests.cli._run import run
 from tests.server.daemon import Daemon
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI with stdout a pipe and no MEMORYD_* variables."""
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
-        check=False,
-    )
 
 
 def test_backup_of_a_served_data_directory_opens_as_a_store_with_the_data(tmp_path: Path) -> None:

@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import memoryd
 from memoryd import messages
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI with stdout a pipe and no MEMORYD_* variables."""
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
-        check=False,
-    )
+from tests.cli._run import run
 
 
 def _data(root: Path) -> Path:

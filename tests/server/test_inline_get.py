@@ -14,15 +14,13 @@ import socket
 import time
 from typing import Any
 
-import lmdb
 import pytest
 
 import memoryd
 from memoryd.messages import assistant, user
 from memoryd.server.limits import HEAD_TIMEOUT_S
-from memoryd.store.lmdb import keys
-from memoryd.store.lmdb.layout import get
 from tests.server.daemon import Daemon
+from tests.store.lmdb._damage import flip_event_bit
 
 
 def _both(daemon: Daemon, store: str | None = None) -> tuple[Any, Any]:
@@ -94,18 +92,7 @@ def test_a_damaged_record_fails_both_ways_with_the_same_error(tmp_path: Any) -> 
         store.add("a", [user("two")])
         store.close()
         assert running.terminate() == 0
-        env = lmdb.open(str(running.data), max_dbs=8, subdir=True)
-        try:
-            names = env.open_db(keys.NAMES_DB, create=False)
-            events = env.open_db(keys.EVENTS_DB, create=False)
-            with env.begin(write=True) as txn:
-                conv = keys.decode_conv_num(bytes(get(txn, names, b"a")))
-                key = keys.event_key(conv, 2)
-                raw = bytearray(txn.get(key, db=events))
-                raw[len(raw) // 2] ^= 0x10
-                txn.put(key, bytes(raw), db=events)
-        finally:
-            env.close()
+        flip_event_bit(running.data, "a", 2)
         running.start()
         fast, general = _both(running)
         try:

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,8 +20,9 @@ import memoryd
 from memoryd import codec
 from memoryd.messages import user
 from memoryd.store import lookup
-from memoryd.store.lmdb import keys, reads
-from memoryd.store.lmdb.layout import get, meta_of
+from memoryd.store.lmdb import reads
+from memoryd.store.lmdb.layout import meta_of
+from tests.store.lmdb._damage import flip_event_bit
 
 
 def _packed(store: Any, cid: str, limit: int | None) -> list[dict[str, Any]]:
@@ -99,18 +99,7 @@ def test_a_damaged_record_is_refused_naming_its_version(tmp_path: Path) -> None:
     handle.add("a", [user("one")])
     handle.add("a", [user("two")])
     handle.stop()
-    env = lmdb.open(str(path), max_dbs=8, subdir=True)
-    try:
-        names = env.open_db(keys.NAMES_DB, create=False)
-        events = env.open_db(keys.EVENTS_DB, create=False)
-        with env.begin(write=True) as txn:
-            conv = keys.decode_conv_num(bytes(get(txn, names, b"a")))
-            key = keys.event_key(conv, 2)
-            raw = bytearray(txn.get(key, db=events))
-            raw[len(raw) // 2] ^= 0x10
-            txn.put(key, bytes(raw), db=events)
-    finally:
-        env.close()
+    flip_event_bit(path, "a", 2)
     handle = memoryd.LmdbStore.start(str(path), name="packed-damaged")
     try:
         with pytest.raises(memoryd.CorruptRecord, match="event 2 of conversation 'a'"):
