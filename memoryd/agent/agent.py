@@ -511,9 +511,15 @@ class Agent(SessionMethods):
                 agent=self.agent_type,
             )
 
-    def _boundary(self, run: _Run) -> None:
-        """A step boundary: renew the run's lease, then let the owner stop the run here."""
-        if self._journal is not None:
+    def _boundary(self, run: _Run, *, tool: bool) -> None:
+        """A step boundary: before a tool call, renew the run's lease; then let the
+        owner stop the run here.
+
+        The boundary before an LLM call renews nothing: it follows the run's start
+        (no journal yet), a tool step's write or a resume's claim, and each of those
+        writes the lease's heartbeat itself.
+        """
+        if tool and self._journal is not None:
             self._journal.renew(run.run_id)
         if self.step_hook is not None:
             self.step_hook(run.run_id)
@@ -559,7 +565,7 @@ class Agent(SessionMethods):
                 answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
-                        self._boundary(run)
+                        self._boundary(run, tool=True)
                         token = current_tool_call.set((run_id, call["id"]))
                         try:
                             result = kernel.call_tool(call, context=context)
@@ -581,7 +587,7 @@ class Agent(SessionMethods):
                     f"run {run_id} made {max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
-            self._boundary(run)
+            self._boundary(run, tool=False)
             shown = self._shown(turn)
             sent = [*history, *shown]
             if session is not None:

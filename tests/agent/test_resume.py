@@ -225,3 +225,68 @@ def test_run_killed_with_sigkill_in_a_tool_loop_is_resumed(tmp_path: Path) -> No
     assert store.get("job")[4] == messages.tool("c1", "value-of-k1")
     assert store.get("job")[2:] == list(result.messages)
     assert agent.pending_runs("job") == []
+
+
+def test_a_long_llm_call_renews_the_lease_before_the_next_tool(
+    store: memoryd.StoreHandle,
+) -> None:
+    """Half a lease after its last journal write (here: a slow LLM call), a run writes a
+    renewal (a ``memo`` naming its owner) at the next tool boundary, and its next step
+    still writes on top of it (the renewal moved the compare-and-set base)."""
+    from memoryd.agent.journal import OWNER, RunJournal
+
+    now = [1000.0]
+    seen: list[list[tuple[str, Any]]] = []
+    scripted = ScriptedModel(
+        [
+            messages.assistant(tool_calls=[messages.tool_call(f"c{n}", "peek", {})])
+            for n in range(3)
+        ]
+        + ["done"]
+    )
+
+    class SlowSecondCall:
+        """Takes 6 s of a 10 s lease on its second call."""
+
+        calls = 0
+
+        def complete(self, sent: list[dict[str, Any]], *, tools: Any = None) -> dict[str, Any]:
+            self.calls += 1
+            if self.calls == 2:
+                now[0] += 6.0
+            return scripted.complete(sent, tools=tools)
+
+    @memoryd.tool
+    def peek() -> str:
+        """Look at the run's journal."""
+        events = store.events(journal_id("long"))
+        seen.append([(e.kind, (e.data or {}).get("owner")) for e in events])
+        return "ok"
+
+    agent = memoryd.Agent(llm=SlowSecondCall(), memory=store, tools=[peek])
+    agent._journal = RunJournal(store, lease_s=10.0, clock=lambda: now[0])
+    result = agent.run("go", conversation_id="job", run_id="long")
+    step, renewal = ("appended", None), ("memo", OWNER)
+    assert seen == [[], [step, renewal], [step, renewal, step]]
+    assert result.text == "done"
+    assert agent.pending_runs() == []
+
+
+def test_short_steps_write_no_renewal(store: memoryd.StoreHandle) -> None:
+    """Steps closer together than half a lease renew nothing: each step's write is the
+    run's heartbeat, so a run's journal holds only its steps."""
+    seen: list[list[str]] = []
+
+    @memoryd.tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        seen.append([e.kind for e in store.events(journal_id("short"))])
+        return key
+
+    script = [
+        messages.assistant(tool_calls=[messages.tool_call(f"c{n}", "lookup", {"key": "k"})])
+        for n in range(3)
+    ]
+    agent = memoryd.Agent(llm=ScriptedModel([*script, "done"]), memory=store, tools=[lookup])
+    agent.run("go", conversation_id="job", run_id="short")
+    assert seen == [[], ["appended"], ["appended", "appended"]]
