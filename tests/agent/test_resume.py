@@ -238,10 +238,7 @@ def test_a_long_llm_call_renews_the_lease_before_the_next_tool(
     now = [1000.0]
     seen: list[list[tuple[str, Any]]] = []
     scripted = ScriptedModel(
-        [
-            messages.assistant(tool_calls=[messages.tool_call(f"c{n}", "peek", {})])
-            for n in range(3)
-        ]
+        [messages.assistant(tool_calls=[messages.tool_call(f"c{n}", "peek", {})]) for n in range(3)]
         + ["done"]
     )
 
