@@ -41,7 +41,7 @@ from langchain_core.messages import (
 )
 
 from memoryd import messages as msgs
-from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL
+from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL, build_history
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["LANGCHAIN_KEY", "MemorydChatMessageHistory", "from_openai", "to_openai"]
@@ -106,23 +106,8 @@ def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMe
 
 
 def _from_stored(stored: list[dict[str, Any]]) -> list[BaseMessage]:
-    """The LangChain messages of messages a store returned, in order (as `from_openai`).
-
-    A message holding only a role and a str content, most of any history, is built
-    here directly; every other goes through `from_openai`.
-    """
-    out: list[BaseMessage] = []
-    append = out.append
-    makers = PLAIN_MAKERS
-    for message in stored:
-        if len(message) == 2:
-            text = message.get("content")
-            maker = makers.get(message.get("role"))  # type: ignore[arg-type]
-            if maker is not None and type(text) is str:
-                append(maker(text, None))
-                continue
-        append(from_openai(message))
-    return out
+    """The LangChain messages of messages a store returned, in order (as `from_openai`)."""
+    return build_history(stored, from_openai)
 
 
 def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
