@@ -225,10 +225,10 @@ def _history_inline(
     A history is mostly user and assistant turns of a role and a str content: building
     them here, with no call per message and every name a local, is a sixth of a read.
     They hold exactly what `HUMAN` and `AI` build (checked on import, see
-    `build_history`).
+    `build_history`). Each stored message is replaced by its message as the loop goes:
+    no second list, and the store's dict is freed for the next message's dicts to reuse.
     """
-    out: list[BaseMessage] = []
-    append = out.append
+    out: list[Any] = stored  # each message replaces its stored dict
     new = _new
     set_dict, set_fields_set, set_extra, set_private = (
         _set_dict,
@@ -239,12 +239,12 @@ def _history_inline(
     human, ai = HumanMessage, AIMessage
     makers = PLAIN_MAKERS
     message: Any
-    for stored_message in stored:
+    for index, stored_message in enumerate(out):
         try:  # a stored message has a role; most hold a content and nothing else
             role = stored_message["role"]
             text = stored_message["content"]
         except KeyError:
-            append(other(stored_message))
+            out[index] = other(stored_message)
             continue
         if type(text) is str and len(stored_message) == 2:
             if role == "user":
@@ -280,13 +280,13 @@ def _history_inline(
                 set_fields_set(message, {"content", "name", "tool_calls", "invalid_tool_calls"})
             else:
                 maker = makers.get(role)
-                append(other(stored_message) if maker is None else maker(text, None))
+                out[index] = other(stored_message) if maker is None else maker(text, None)
                 continue
             set_extra(message, {})
             set_private(message, None)
-            append(message)
+            out[index] = message
             continue
-        append(other(stored_message))
+        out[index] = other(stored_message)
     return out
 
 
@@ -294,17 +294,16 @@ def _history_by_maker(
     stored: list[dict[str, Any]], other: Callable[[Mapping[str, Any]], BaseMessage]
 ) -> list[BaseMessage]:
     """`build_history` through the makers, one call per message."""
-    out: list[BaseMessage] = []
-    append = out.append
+    out: list[Any] = stored  # each message replaces its stored dict
     makers = PLAIN_MAKERS
-    for stored_message in stored:
+    for index, stored_message in enumerate(out):
         if len(stored_message) == 2:
             text = stored_message.get("content")
-            maker = makers.get(stored_message.get("role"))  # type: ignore[arg-type]
+            maker = makers.get(stored_message.get("role"))
             if maker is not None and type(text) is str:
-                append(maker(text, None))
+                out[index] = maker(text, None)
                 continue
-        append(other(stored_message))
+        out[index] = other(stored_message)
     return out
 
 
@@ -325,9 +324,11 @@ def _inline_builds_what_the_makers_build() -> bool:
 build_history: Callable[
     [list[dict[str, Any]], Callable[[Mapping[str, Any]], BaseMessage]], list[BaseMessage]
 ] = _history_inline if _inline_builds_what_the_makers_build() else _history_by_maker
-"""The LangChain messages of messages a store returned (fresh dicts, only read), in order.
+"""The LangChain messages of messages a store returned, in order, in the same list.
 
-A message holding only a role and a str content, most of any history, is built as its
-plain maker (`PLAIN_MAKERS`) builds it; every other goes through the second argument,
-which builds one message of any shape.
+The list is the caller's to give away: each stored message (a dict, only read) is
+replaced by its LangChain message, and the list is returned. A message holding only a
+role and a str content, most of any history, is built as its plain maker
+(`PLAIN_MAKERS`) builds it; every other goes through the second argument, which builds
+one message of any shape.
 """

@@ -105,9 +105,13 @@ def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMe
     return None if maker is None else maker(text, name)
 
 
-def _from_stored(stored: list[dict[str, Any]]) -> list[BaseMessage]:
-    """The LangChain messages of messages a store returned, in order (as `from_openai`)."""
-    return build_history(stored, from_openai)
+def _from_stored(store: object, stored: list[dict[str, Any]]) -> list[BaseMessage]:
+    """The LangChain messages of messages ``store`` returned, in order (as `from_openai`).
+
+    A memoryd store handle returns a fresh list, which becomes the result; the list of
+    any other store (one a user wrote may hand out its own) is copied first.
+    """
+    return build_history(stored if isinstance(store, StoreHandle) else list(stored), from_openai)
 
 
 def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
@@ -191,7 +195,8 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The whole history, oldest first (one store read)."""
-        return _from_stored(self.store.get(self.conversation_id))
+        store = self.store
+        return _from_stored(store, store.get(self.conversation_id))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` as one atomic store event (nothing for an empty list).
@@ -210,7 +215,8 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """`messages`, read in a worker thread."""
-        return _from_stored(await asyncio.to_thread(self.store.get, self.conversation_id))
+        store = self.store
+        return _from_stored(store, await asyncio.to_thread(store.get, self.conversation_id))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """`add_messages`, written in a worker thread."""
