@@ -222,11 +222,11 @@ def _history_inline(
 ) -> list[BaseMessage]:
     """`build_history` with the user and assistant turns built in the loop itself.
 
-    A history is mostly user and assistant turns of a role and a str content: building
-    them here, with no call per message and every name a local, is a sixth of a read.
-    They hold exactly what `HUMAN` and `AI` build (checked on import, see
-    `build_history`). Each stored message is replaced by its message as the loop goes:
-    no second list, and the store's dict is freed for the next message's dicts to reuse.
+    A history is mostly user and assistant turns of a role and a str content: they are
+    built here, with no call per message and every name a local. They hold exactly what
+    `HUMAN` and `AI` build (checked on import, see `build_history`). Each stored message
+    is replaced by its message as the loop goes: no second list, and the store's dict is
+    freed for the next message's dicts to reuse.
     """
     out: list[Any] = stored  # each message replaces its stored dict
     new = _new

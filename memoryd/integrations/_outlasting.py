@@ -23,7 +23,8 @@ class _Held:
     cancellation is refused, so the task remembers it and raises it into the awaiting
     coroutine once the write's own future is done: the write's outcome is never lost,
     and the task wakes from the write's future itself, with no go-between future and
-    no loop iteration of its own.
+    no loop iteration of its own. It offers what a task asks of a future it awaits
+    (``get_loop``, ``add_done_callback``, ``cancel``) and nothing else.
     """
 
     __slots__ = ("_asyncio_future_blocking", "_future")
@@ -42,25 +43,9 @@ class _Held:
         """Call ``fn`` with the write's future once it is done."""
         self._future.add_done_callback(fn, context=context)
 
-    def remove_done_callback(self, fn: Callable[[asyncio.Future[Any]], object]) -> int:
-        """Forget ``fn``."""
-        return self._future.remove_done_callback(fn)
-
     def cancel(self, msg: Any = None) -> bool:
         """Refuse: the write goes on, and its task raises its cancellation afterwards."""
         return False
-
-    def cancelled(self) -> bool:
-        """Whether the write's future was cancelled (by its store)."""
-        return self._future.cancelled()
-
-    def done(self) -> bool:
-        """Whether the write's future is done."""
-        return self._future.done()
-
-    def result(self) -> Any:
-        """The write's future's result (or its error)."""
-        return self._future.result()
 
     def __repr__(self) -> str:
         return f"<held {self._future!r}>"
