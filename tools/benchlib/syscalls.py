@@ -16,7 +16,6 @@ appends, is what one append costs, with the setup, warm-up and shutdown of the s
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from reliability.syscalls import parse
 
 #: The system calls that wait for the disk by themselves.
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "msync")
@@ -36,8 +37,6 @@ SYNC_WRITES = "O_DSYNC writes"
 SHORT, LONG = 20, 120
 _TOOLS = Path(__file__).resolve().parent.parent
 _REPO = _TOOLS.parent
-_LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<rest>.*)$")
-_CALL = re.compile(r"^(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,40 +52,20 @@ def strace() -> str | None:
     return shutil.which("strace")
 
 
-def _calls(text: str) -> list[tuple[str, str, int]]:
-    """``(name, arguments, result)`` of each finished call in ``strace -f`` output,
-    an interrupted call joined with its resumption."""
-    pending: dict[str, str] = {}
-    calls: list[tuple[str, str, int]] = []
-    for line in text.splitlines():
-        match = _LINE.match(line)
-        if match is None:
-            continue
-        pid, rest = match["pid"], match["rest"]
-        if rest.endswith("<unfinished ...>"):
-            pending[pid] = rest.removesuffix("<unfinished ...>")
-            continue
-        if rest.startswith("<... "):
-            rest = pending.pop(pid, "") + rest.split("resumed>", 1)[-1]
-        call = _CALL.match(rest)
-        if call is not None:
-            calls.append((call["name"], call["args"], int(call["ret"])))
-    return calls
-
-
 def count_waits(text: str) -> dict[str, int]:
-    """Disk waits in ``strace -f`` output: each sync call by name, and writes to a
+    """Disk waits in ``strace -f -ttt`` output: each sync call by name, and writes to a
     descriptor opened O_DSYNC or O_SYNC (the one process's descriptors, as they are
     opened and closed) as `SYNC_WRITES`.
 
-    >>> count_waits('1 openat(AT_FDCWD, "d", O_WRONLY|O_DSYNC) = 5\\n'
-    ...             '1 pwrite64(5, "x", 1, 0) = 1\\n1 fdatasync(4) = 0\\n'
-    ...             '1 pwrite64(4, "x", 1, 0) = 1')
+    >>> count_waits('1 1.0 openat(AT_FDCWD, "d", O_WRONLY|O_DSYNC) = 5\\n'
+    ...             '1 1.1 pwrite64(5, "x", 1, 0) = 1\\n1 1.2 fdatasync(4) = 0\\n'
+    ...             '1 1.3 pwrite64(4, "x", 1, 0) = 1')
     {'O_DSYNC writes': 1, 'fdatasync': 1}
     """
     synced: set[int] = set()
     counts: dict[str, int] = {}
-    for name, args, ret in _calls(text):
+    for call in parse(text):
+        name, args, ret = call.name, call.args, call.ret
         if name in ("open", "openat"):
             if ret >= 0 and ("O_DSYNC" in args or "O_SYNC" in args):
                 synced.add(ret)
@@ -115,6 +94,7 @@ def _traced_run(name: str, appends: int, base: Path, timeout_s: float) -> dict[s
         command = [
             tracer,
             "-f",
+            "-ttt",
             "-s",
             "0",
             "-e",
