@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Storage benchmark: memoryd's LmdbStore against its peers, in one run, as ratios.
 
-Measures durable appends (1 and 8 writer threads: appends/s, p50/p99 latency), read
-latency of the last 50 and of all messages of a conversation, and ours' last-50 read on a
-much larger store; prints each figure with its ratio to ours and checks the targets.
+Measures durable appends (1 and 8 writer threads: appends/s, p50/p99 latency), the disk
+waits behind one append of each peer (traced with strace, where installed), read latency
+of the last 50 and of all messages of a conversation, and ours' last-50 read on a much
+larger store; prints each figure with its ratio to ours and checks the targets.
 
     python tools/bench.py                       # the full run (`make bench`)
     python tools/bench.py --quick               # a smoke run, well under a minute
@@ -45,10 +46,11 @@ from benchlib.runner import (
     summarize,
     time_reads,
 )
+from benchlib.syscalls import strace, waits_per_append
 from benchlib.workload import QUICK, Settings, make_texts, sample_indices
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PHASES = ("appends", "reads", "big")
+PHASES = ("appends", "syncs", "reads", "big")
 #: Peers whose last-N read is also measured on the large store.
 BIG_STORE_PEERS = ("ours", "raw-lmdb")
 
@@ -63,7 +65,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only", help=f"comma-separated peers to run (default all: {', '.join(PEERS)})"
     )
-    parser.add_argument("--phases", default=",".join(PHASES), help="subset of: appends,reads,big")
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help="subset of: appends,syncs,reads,big"
+    )
     parser.add_argument("--writers", help="comma-separated writer-thread counts (default 1,8)")
     parser.add_argument("--big-convs", type=int, help="conversations in ours' large store")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
@@ -127,6 +131,7 @@ class Bench:
             "appends": {},
             "reads": {},
             "reads_big": {},
+            "syncs": {},
         }
         self.usable: list[str] = []
         self._open: list[Peer] = []
@@ -211,6 +216,22 @@ class Bench:
                 if not self.keep:
                     for directory in dirs:
                         shutil.rmtree(directory, ignore_errors=True)
+
+    def syncs(self) -> None:
+        """Count each peer's disk waits per append (one writer) in traced child runs."""
+        if strace() is None:
+            log("disk waits not traced: strace is not installed")
+            self.results["syncs_unavailable"] = "strace is not installed"
+            return
+        for name in self.usable:
+            log(f"{name}: disk waits per append, traced")
+            try:
+                count = waits_per_append(name, self.run_dir)
+            except Exception as exc:
+                log(f"{name}: syncs failed: {exc!r}")
+                self.results["syncs"][name] = {"error": f"{type(exc).__name__}: {exc}"[:160]}
+                continue
+            self.results["syncs"][name] = dataclasses.asdict(count)
 
     @staticmethod
     def _close(peer: Peer) -> None:
@@ -343,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "appends" in args.phase_set:
             bench.results["environment"]["thread_round_trip_us"] = thread_round_trip_us()
             bench.appends()
+        if "syncs" in args.phase_set:
+            bench.syncs()
         if args.phase_set & {"reads", "big"}:
             bench.reads(args.phase_set)
     finally:

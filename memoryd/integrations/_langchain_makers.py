@@ -10,7 +10,7 @@ Imported only by `memoryd.integrations.langchain`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "SYSTEM",
     "TOOL",
     "Maker",
+    "build_history",
 ]
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -214,3 +215,120 @@ PLAIN_MAKERS = {
     "assistant": AI,
 }
 """The maker of a message that holds only a role and a str content, by role."""
+
+
+def _history_inline(
+    stored: list[dict[str, Any]], other: Callable[[Mapping[str, Any]], BaseMessage]
+) -> list[BaseMessage]:
+    """`build_history` with the user and assistant turns built in the loop itself.
+
+    A history is mostly user and assistant turns of a role and a str content: they are
+    built here, with no call per message and every name a local. They hold exactly what
+    `HUMAN` and `AI` build (checked on import, see `build_history`). Each stored message
+    is replaced by its message as the loop goes: no second list, and the store's dict is
+    freed for the next message's dicts to reuse.
+    """
+    out: list[Any] = stored  # each message replaces its stored dict
+    new = _new
+    set_dict, set_fields_set, set_extra, set_private = (
+        _set_dict,
+        _set_fields_set,
+        _set_extra,
+        _set_private,
+    )
+    human, ai = HumanMessage, AIMessage
+    makers = PLAIN_MAKERS
+    message: Any
+    for index, stored_message in enumerate(out):
+        try:  # a stored message has a role; most hold a content and nothing else
+            role = stored_message["role"]
+            text = stored_message["content"]
+        except KeyError:
+            out[index] = other(stored_message)
+            continue
+        if type(text) is str and len(stored_message) == 2:
+            if role == "user":
+                message = new(human)
+                set_dict(
+                    message,
+                    {
+                        "content": text,
+                        "additional_kwargs": {},
+                        "response_metadata": {},
+                        "type": "human",
+                        "name": None,
+                        "id": None,
+                    },
+                )
+                set_fields_set(message, {"content", "name"})
+            elif role == "assistant":
+                message = new(ai)
+                set_dict(
+                    message,
+                    {
+                        "content": text,
+                        "additional_kwargs": {},
+                        "response_metadata": {},
+                        "type": "ai",
+                        "name": None,
+                        "id": None,
+                        "tool_calls": [],
+                        "invalid_tool_calls": [],
+                        "usage_metadata": None,
+                    },
+                )
+                set_fields_set(message, {"content", "name", "tool_calls", "invalid_tool_calls"})
+            else:
+                maker = makers.get(role)
+                out[index] = other(stored_message) if maker is None else maker(text, None)
+                continue
+            set_extra(message, {})
+            set_private(message, None)
+            out[index] = message
+            continue
+        out[index] = other(stored_message)
+    return out
+
+
+def _history_by_maker(
+    stored: list[dict[str, Any]], other: Callable[[Mapping[str, Any]], BaseMessage]
+) -> list[BaseMessage]:
+    """`build_history` through the makers, one call per message."""
+    out: list[Any] = stored  # each message replaces its stored dict
+    makers = PLAIN_MAKERS
+    for index, stored_message in enumerate(out):
+        if len(stored_message) == 2:
+            text = stored_message.get("content")
+            maker = makers.get(stored_message.get("role"))
+            if maker is not None and type(text) is str:
+                out[index] = maker(text, None)
+                continue
+        out[index] = other(stored_message)
+    return out
+
+
+def _refuse(message: Mapping[str, Any]) -> BaseMessage:  # pragma: no cover (a wrong check)
+    raise AssertionError(f"not a plain message: {message!r}")
+
+
+def _inline_builds_what_the_makers_build() -> bool:
+    """Whether `_history_inline` builds what `HUMAN` and `AI` build (so the constructors)."""
+    if HUMAN is not _human or AI is not _ai:
+        return False  # pragma: no cover (another LangChain release)
+    sample = [{"role": "user", "content": "text"}, {"role": "assistant", "content": ""}]
+    inline = _history_inline([dict(m) for m in sample], _refuse)
+    made = _history_by_maker([dict(m) for m in sample], _refuse)
+    return [_state(m) for m in inline] == [_state(m) for m in made]
+
+
+build_history: Callable[
+    [list[dict[str, Any]], Callable[[Mapping[str, Any]], BaseMessage]], list[BaseMessage]
+] = _history_inline if _inline_builds_what_the_makers_build() else _history_by_maker
+"""The LangChain messages of messages a store returned, in order, in the same list.
+
+The list is the caller's to give away: each stored message (a dict, only read) is
+replaced by its LangChain message, and the list is returned. A message holding only a
+role and a str content, most of any history, is built as its plain maker
+(`PLAIN_MAKERS`) builds it; every other goes through the second argument, which builds
+one message of any shape.
+"""

@@ -41,7 +41,7 @@ from langchain_core.messages import (
 )
 
 from memoryd import messages as msgs
-from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL
+from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL, build_history
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["LANGCHAIN_KEY", "MemorydChatMessageHistory", "from_openai", "to_openai"]
@@ -105,24 +105,13 @@ def _fast(message: Mapping[str, Any], role: Any, text: Any, name: Any) -> BaseMe
     return None if maker is None else maker(text, name)
 
 
-def _from_stored(stored: list[dict[str, Any]]) -> list[BaseMessage]:
-    """The LangChain messages of messages a store returned, in order (as `from_openai`).
+def _from_stored(store: object, stored: list[dict[str, Any]]) -> list[BaseMessage]:
+    """The LangChain messages of messages ``store`` returned, in order (as `from_openai`).
 
-    A message holding only a role and a str content, most of any history, is built
-    here directly; every other goes through `from_openai`.
+    A memoryd store handle returns a fresh list, which becomes the result; the list of
+    any other store (one a user wrote may hand out its own) is copied first.
     """
-    out: list[BaseMessage] = []
-    append = out.append
-    makers = PLAIN_MAKERS
-    for message in stored:
-        if len(message) == 2:
-            text = message.get("content")
-            maker = makers.get(message.get("role"))  # type: ignore[arg-type]
-            if maker is not None and type(text) is str:
-                append(maker(text, None))
-                continue
-        append(from_openai(message))
-    return out
+    return build_history(stored if isinstance(store, StoreHandle) else list(stored), from_openai)
 
 
 def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
@@ -206,7 +195,8 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The whole history, oldest first (one store read)."""
-        return _from_stored(self.store.get(self.conversation_id))
+        store = self.store
+        return _from_stored(store, store.get(self.conversation_id))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` as one atomic store event (nothing for an empty list).
@@ -225,7 +215,8 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """`messages`, read in a worker thread."""
-        return _from_stored(await asyncio.to_thread(self.store.get, self.conversation_id))
+        store = self.store
+        return _from_stored(store, await asyncio.to_thread(store.get, self.conversation_id))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """`add_messages`, written in a worker thread."""

@@ -6,6 +6,7 @@ Every test runs against LmdbStore, EphemeralStore and the daemon through RemoteS
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any, cast
 
@@ -19,6 +20,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    messages_from_dict,
 )
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
@@ -330,3 +332,112 @@ def test_changing_a_message_read_changes_no_other() -> None:
     assert second.model_fields_set == {"content", "name"}
     assert second.__pydantic_extra__ == {} and second.id is None
     _same_state(from_openai({"role": "user", "content": "b"}), HumanMessage(content="b", name=None))
+
+
+def _every_shape() -> list[BaseMessage]:
+    """One message of each role and of each extra a LangChain message can carry, built
+    by LangChain's validated constructors, between plain user and assistant turns."""
+    return [
+        SystemMessage(content="Be brief."),
+        SystemMessage(content="rules", additional_kwargs={"__openai_role__": "developer"}),
+        HumanMessage(content="Weather in Paris?"),
+        AIMessage(content="Let me look.", name=None, tool_calls=[], invalid_tool_calls=[]),
+        AIMessage(content="", tool_calls=[TOOL_CALL]),
+        ToolMessage(content="18C", tool_call_id="call_1"),
+        AIMessage(content="It is 18C.", tool_calls=[], invalid_tool_calls=[]),
+        HumanMessage(content="named", name="alice"),
+        AIMessage(content="named too", name="bot", tool_calls=[], invalid_tool_calls=[]),
+        HumanMessage(content="with an id", id="m-7"),
+        AIMessage(
+            content="rich",
+            id="run-1",
+            additional_kwargs={"refusal": None},
+            response_metadata={"model": "fake"},
+            usage_metadata={"input_tokens": 3, "output_tokens": 1, "total_tokens": 4},
+        ),
+        HumanMessage(content=[{"type": "text", "text": "parts"}]),
+        ChatMessage(role="critic", content="meh"),
+        ToolMessage(content="ok", tool_call_id="c1", artifact={"rows": [1, 2]}, status="error"),
+        HumanMessage(content="last user turn"),
+        AIMessage(content="last reply", tool_calls=[], invalid_tool_calls=[]),
+    ]
+
+
+def _validated(stored: dict[str, Any]) -> BaseMessage:
+    """The message LangChain's validated constructors build from the fields ``stored``
+    holds: the reference a read must equal, written out here apart from the adapter."""
+    if LANGCHAIN_KEY in stored:
+        return messages_from_dict([stored[LANGCHAIN_KEY]])[0]
+    role, text, name = stored["role"], stored["content"], stored.get("name")
+    if role == "user":
+        return HumanMessage(content=text, name=name)
+    if role == "system":
+        return SystemMessage(content=text, name=name)
+    if role == "developer":
+        return SystemMessage(
+            content=text, name=name, additional_kwargs={"__openai_role__": "developer"}
+        )
+    if role == "tool":
+        return ToolMessage(content=text, tool_call_id=stored["tool_call_id"])
+    calls = [
+        {
+            "name": call["function"]["name"],
+            "args": json.loads(call["function"]["arguments"]),
+            "id": call["id"],
+        }
+        for call in stored.get("tool_calls", [])
+    ]
+    return AIMessage(content=text or "", name=name, tool_calls=calls, invalid_tool_calls=[])
+
+
+def test_a_mixed_history_reads_back_as_the_constructors_build_it(
+    store: StoreHandle, cid: str
+) -> None:
+    """A history of every role, with tool calls, names, ids, additional_kwargs and
+    response_metadata, written by ``add_messages``, reads back equal to what was written
+    and, message for message, in the state LangChain's validated constructors leave when
+    given the stored fields (set fields, extras and defaults, fields in order)."""
+    written = _every_shape()
+    history = MemorydChatMessageHistory(store, cid)
+    history.add_messages(written)
+    read = history.messages
+    assert read == written
+    for built, stored in zip(read, store.get(cid), strict=True):
+        _same_state(built, _validated(stored))
+
+
+def test_the_per_message_maker_loop_builds_what_the_inline_loop_builds() -> None:
+    """The loop a history read falls back to (one maker call per message, used when a
+    LangChain release builds other fields) builds exactly what the inline loop builds."""
+    from memoryd.integrations import _langchain_makers as makers
+
+    stored = [msgs.validate(to_openai(m)) for m in _every_shape()]
+    inline = makers._history_inline([dict(m) for m in stored], from_openai)
+    by_maker = makers._history_by_maker([dict(m) for m in stored], from_openai)
+    assert makers.build_history is makers._history_inline  # this LangChain: the inline loop
+    for built, expected in zip(inline, by_maker, strict=True):
+        _same_state(built, expected)
+
+
+class _OwnListStore:
+    """A store a user wrote: its ``get`` hands out the list it keeps."""
+
+    def __init__(self) -> None:
+        self.kept = [msgs.user("u"), msgs.assistant("a")]
+
+    def get(self, cid: str) -> list[dict[str, Any]]:
+        return self.kept
+
+
+def test_a_read_leaves_a_user_stores_own_list_alone() -> None:
+    """A history on a store that is no memoryd handle reads without changing the list
+    that store returned (a memoryd handle's list is fresh, and becomes the result)."""
+    user_store = _OwnListStore()
+    history = MemorydChatMessageHistory(cast(StoreHandle, user_store), "c")
+    assert history.messages == [HumanMessage(content="u"), AIMessage(content="a")]
+    assert user_store.kept == [msgs.user("u"), msgs.assistant("a")]
+    assert asyncio.run(history.aget_messages()) == [
+        HumanMessage(content="u"),
+        AIMessage(content="a"),
+    ]
+    assert user_store.kept == [msgs.user("u"), msgs.assistant("a")]

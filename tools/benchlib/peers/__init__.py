@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from benchlib.peers.adapters import MemorydLangchainPeer, MemorydSessionPeer
+from benchlib.peers.adapters import (
+    MemorydLangchainPeer,
+    MemorydSessionNoSyncPeer,
+    MemorydSessionPeer,
+)
 from benchlib.peers.agents_session import AgentsSessionPeer
 from benchlib.peers.base import Peer, ProgressFn
 from benchlib.peers.ceilings import OursNoSyncPeer, RawLmdbLayoutPeer
@@ -22,6 +26,7 @@ PEERS: dict[str, type[Peer]] = {
         SqliteWalPeer,
         AgentsSessionPeer,
         MemorydSessionPeer,
+        MemorydSessionNoSyncPeer,
         LangchainSqlPeer,
         MemorydLangchainPeer,
     )
@@ -32,6 +37,7 @@ __all__ = [
     "AgentsSessionPeer",
     "LangchainSqlPeer",
     "MemorydLangchainPeer",
+    "MemorydSessionNoSyncPeer",
     "MemorydSessionPeer",
     "OursNoSyncPeer",
     "OursPeer",

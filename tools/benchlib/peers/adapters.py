@@ -4,6 +4,8 @@
 Agents SDK's ``SQLiteSession``; ``memoryd-langchain`` drives ``MemorydChatMessageHistory``
 exactly as ``langchain-sql`` drives ``SQLChatMessageHistory``. Same workload, same
 calls: the difference is the storage under the framework's interface.
+``session-nosync`` is a reference row: ``MemorydSession`` on an EphemeralStore,
+the adapter's whole path without the disk, to set beside ``ours-nosync``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ _POPULATE_BATCH = 50
 """Items per ``add_items`` when populating a read store (ours' ``populate_batch``)."""
 
 
-def _start_store(directory: Path) -> Any:
+def _start_store(directory: Path, *, durable: bool = True) -> Any:
     import memoryd
     from memoryd.logging import configure
 
     configure(level="warning")
-    return memoryd.LmdbStore.start(str(directory / "lmdb"), name=f"bench-adapter-{next(_names)}")
+    name = f"bench-adapter-{next(_names)}"
+    if not durable:
+        return memoryd.EphemeralStore.start(name=name)
+    return memoryd.LmdbStore.start(str(directory / "lmdb"), name=name)
 
 
 class MemorydSessionPeer(AgentsSessionPeer):
@@ -87,6 +92,28 @@ class MemorydSessionPeer(AgentsSessionPeer):
             self._sessions = {}
         super().close()
         self._store.stop()
+
+
+class MemorydSessionNoSyncPeer(MemorydSessionPeer):
+    """``MemorydSession`` on an EphemeralStore: the adapter's path without the disk."""
+
+    name: ClassVar[str] = "session-nosync"
+    reads: ClassVar[bool] = False
+
+    def notes(self) -> str:
+        """Return the adapter's configuration."""
+        return (
+            "MemorydSession(cid, EphemeralStore): memoryd-session's whole path with no "
+            "fsync; appends only, to set beside ours-nosync"
+        )
+
+    def setup(self, directory: Path) -> None:
+        """Start an ephemeral store; sessions are created on first use."""
+        from memoryd.integrations.openai_agents import MemorydSession
+
+        self._store = _start_store(directory, durable=False)
+        self._session_cls = lambda cid, _db: MemorydSession(cid, self._store)
+        self._db = directory
 
 
 class MemorydLangchainPeer(LangchainSqlPeer):
