@@ -127,11 +127,6 @@ def submit(ref: pykka.ActorRef[Any], submission: Submission) -> bool:
     return True
 
 
-def _writes_in(item: Any) -> int:
-    """How many writes an inbox item carries (other messages count as one)."""
-    return len(item.pairs) if type(item) is Submission else 1
-
-
 class _Inbox(queue.Queue[Any]):
     """The store actor's inbox: a ``queue.Queue`` the actor can wait on for several writes.
 
@@ -140,10 +135,6 @@ class _Inbox(queue.Queue[Any]):
     count is reached, so a batch of eight costs the actor one wake-up, not eight,
     and the actor never takes the GIL from the writers it is waiting for. A
     `Submission` counts as the writes it carries, any other message as one.
-
-    A wake-up the actor put off (`defer`) runs when the actor next waits on its inbox
-    or takes a message from it, so the thread it wakes finds the interpreter lock about
-    to be free instead of waiting for it while the actor finishes its work.
 
     After a commit the actor may `expect` its writers back: its next wait for a
     message then lasts until that many writes are queued (or another message is, or
@@ -156,7 +147,6 @@ class _Inbox(queue.Queue[Any]):
         self._wanted = 1
         self._writes = 0
         self._others = 0
-        self._deferred: list[Callable[[], None]] = []
         self._expect = 1
         self._expect_s = 0.0
         self.gathered_since: float | None = None
@@ -169,25 +159,9 @@ class _Inbox(queue.Queue[Any]):
         self._expect = count
         self._expect_s = linger_s
 
-    def defer(self, wake: Callable[[], None]) -> None:
-        """Run ``wake`` (once) when the actor next waits on or takes from its inbox."""
-        self._deferred.append(wake)
-
-    def run_deferred(self) -> None:
-        """Run the put-off wake-ups now (each once, whoever calls)."""
-        deferred = self._deferred
-        while deferred:
-            try:
-                wake = deferred.pop()  # one atomic pop: each runs once
-            except IndexError:
-                return
-            wake()
-
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        """Remove and return the next message (``queue.Queue.get``), after the put-off
-        wake-ups, and after the writes the actor `expect`-ed (or their linger)."""
-        if self._deferred:
-            self.run_deferred()
+        """Remove and return the next message (``queue.Queue.get``), after the writes
+        the actor `expect`-ed have come (or their linger ran out)."""
         count = self._expect
         if count > 1:
             self._expect = 1
@@ -256,8 +230,6 @@ class _Inbox(queue.Queue[Any]):
 
     def wait_for(self, count: int, timeout: float) -> bool:
         """Block until ``count`` writes are queued or ``timeout`` passes; True if they are."""
-        if self._deferred:
-            self.run_deferred()
         with self.mutex:
             self._wanted = max(count, 1)
             try:
@@ -347,7 +319,6 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
 
     def terminate(self, exit: Exit) -> None:
         """Close the engine on every exit path. Runs in the actor's thread."""
-        self._inbox.run_deferred()
         engine, self._engine = self._engine, None
         if engine is not None:
             lookup.withdraw(self.config.name, engine)
@@ -428,7 +399,6 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
             writers, self._writers = self._writers, set()
             started = time.monotonic()
             self._waiting_at_answer = None
-            self._inbox.run_deferred()  # the previous batch's writers wait for no commit
             self._commit(batch)
             waiting = self._waiting_at_answer
             self._policy.committed(
@@ -505,12 +475,9 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
         """Answer a committed batch's writers, each with its result or its refusal."""
         self._note_waiting()
         with answering():  # one wake-up per waiting event loop for the whole batch
-            answers = [
-                (reply, ok, value) for (_, reply), (ok, value) in zip(batch, results, strict=True)
-            ]
-            first = answer_in_turn(answers, wake=False)
-        if first is not None:
-            self._inbox.defer(first)  # woken when the actor next waits: see `_Inbox`
+            answer_in_turn(
+                [(reply, ok, value) for (_, reply), (ok, value) in zip(batch, results, strict=True)]
+            )
 
     def _hand_back(self, error: NotWritten) -> None:
         pending, self._pending = self._pending, []

@@ -215,9 +215,7 @@ class Reply:
         return self._value
 
 
-def answer_in_turn(
-    answers: Sequence[tuple[Reply, bool, Any]], *, wake: bool = True
-) -> Callable[[], None] | None:
+def answer_in_turn(answers: Sequence[tuple[Reply, bool, Any]]) -> None:
     """Answer a batch's replies; their waiting threads are woken one after another.
 
     Replies with a ``notify``, and those of an event loop, are answered and notified at
@@ -225,20 +223,9 @@ def answer_in_turn(
     woken here: each waiter wakes the next when it wakes (`Reply.wait`), or when it
     gives up waiting (`Reply.abandon`), so every waiter is woken, each once.
 
-    A woken thread that finds the interpreter lock held waits for it a second time, and
-    the operating system may even run it in place of the thread holding that lock. So
-    the store actor answers with ``wake=False`` and wakes the first waiter itself right
-    before it blocks, once the lock is about to be free.
-
     Args:
         answers: ``(reply, ok, value)``: the value to answer with when ``ok``, else
             the error to raise; replies answered before are left as they are.
-        wake: wake the first waiter now; False leaves that to the caller.
-
-    Returns:
-        With ``wake=False``, the wake-up of the first waiter, which the caller must call
-        once (soon: every waiter of the batch waits for it); otherwise None, as when no
-        thread waits.
     """
     previous: Reply | None = None
     first: Reply | None = None
@@ -261,9 +248,5 @@ def answer_in_turn(
         else:
             previous._turn.append(reply)
         previous = reply
-    if first is None:
-        return None
-    if not wake:
-        return first._wake_in_turn
-    first._wake_in_turn()
-    return None
+    if first is not None:
+        first._wake_in_turn()

@@ -177,31 +177,6 @@ def test_an_answer_counts_at_the_timeout_even_before_its_wake() -> None:
     assert first.result() == 1
 
 
-def test_answers_left_unwoken_wait_for_the_first_wake_up() -> None:
-    """With wake=False every reply holds its answer but no waiter is woken until the
-    returned wake-up runs; then all are woken in turn, each with its own answer."""
-    replies = [Reply() for _ in range(4)]
-    threads, got = _waiters(replies)
-    _blocked(replies)
-    wake = answer_in_turn([(r, True, i) for i, r in enumerate(replies)], wake=False)
-    assert wake is not None
-    assert all(r.answered for r in replies)
-    time.sleep(0.05)
-    assert got == {}  # nobody woke
-    wake()
-    assert _joined(threads)
-    assert got == {i: i for i in range(4)}
-
-
-def test_no_wake_up_is_returned_when_no_thread_waits_in_turn() -> None:
-    """Replies answered before, and replies with a notify, leave no wake-up to run."""
-    early = Reply()
-    early.set(0)
-    looped = Reply(notify=lambda: None)
-    assert answer_in_turn([(early, True, 1), (looped, True, 2)], wake=False) is None
-    assert looped.result() == 2
-
-
 def test_replies_with_a_notify_are_answered_and_notified_at_once() -> None:
     """An event loop's reply is notified by the answering thread, not woken in turn."""
     notified: list[str] = []
@@ -266,47 +241,6 @@ def test_the_inbox_hands_over_the_submissions_up_to_another_message() -> None:
     assert inbox.take_submissions() == [last]
     assert inbox.empty()
     assert inbox.writes() == 0
-
-
-def test_a_put_off_wake_up_runs_once_when_the_inbox_is_next_read_or_waited_on() -> None:
-    """A deferred wake-up runs at the next get (before it blocks or returns) or wait_for,
-    and only once; one deferred while nothing reads runs at run_deferred."""
-    inbox = _Inbox()
-    woke: list[str] = []
-    inbox.defer(lambda: woke.append("get"))
-    inbox.put("message")
-    assert woke == []
-    assert inbox.get() == "message"
-    assert woke == ["get"]
-    inbox.defer(lambda: woke.append("wait_for"))
-    assert not inbox.wait_for(1, 0.0)
-    assert woke == ["get", "wait_for"]
-    inbox.defer(lambda: woke.append("stop"))
-    inbox.run_deferred()
-    inbox.run_deferred()
-    inbox.put("other")
-    assert inbox.get() == "other"
-    assert woke == ["get", "wait_for", "stop"]
-
-
-def test_a_blocked_get_has_run_the_put_off_wake_up_first() -> None:
-    """The actor's wait for its next message never holds back a wake-up it put off: the
-    woken thread's write is what the get then returns."""
-    inbox = _Inbox()
-    reply = Reply()
-
-    def writer() -> None:
-        if reply.wait(10.0):
-            inbox.put(reply.result())
-
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    _blocked([reply])
-    wake = answer_in_turn([(reply, True, "next write")], wake=False)
-    assert wake is not None
-    inbox.defer(wake)
-    assert inbox.get(timeout=10.0) == "next write"
-    assert _joined([thread])
 
 
 def _getter(inbox: _Inbox) -> tuple[threading.Thread, list[object]]:
