@@ -127,11 +127,6 @@ def submit(ref: pykka.ActorRef[Any], submission: Submission) -> bool:
     return True
 
 
-def _writes_in(item: Any) -> int:
-    """How many writes an inbox item carries (other messages count as one)."""
-    return len(item.pairs) if type(item) is Submission else 1
-
-
 class _Inbox(queue.Queue[Any]):
     """The store actor's inbox: a ``queue.Queue`` the actor can wait on for several writes.
 
@@ -140,20 +135,69 @@ class _Inbox(queue.Queue[Any]):
     count is reached, so a batch of eight costs the actor one wake-up, not eight,
     and the actor never takes the GIL from the writers it is waiting for. A
     `Submission` counts as the writes it carries, any other message as one.
+
+    After a commit the actor may `expect` its writers back: its next wait for a
+    message then lasts until that many writes are queued (or another message is, or
+    the linger runs out), so it is woken once for the next batch, not at its first
+    write and again at its last. `gathered_since` says when that wait began.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._wanted = 1
         self._writes = 0
+        self._others = 0
+        self._expect = 1
+        self._expect_s = 0.0
+        self.gathered_since: float | None = None
+        """When the last wait for expected writes began (a batch held back for its
+        writers); None when there was none since the actor last took it."""
+
+    def expect(self, count: int, linger_s: float) -> None:
+        """Let the actor's next wait for a message last until ``count`` writes are queued,
+        another message is, or ``linger_s`` passed."""
+        self._expect = count
+        self._expect_s = linger_s
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """Remove and return the next message (``queue.Queue.get``), after the writes
+        the actor `expect`-ed have come (or their linger ran out)."""
+        count = self._expect
+        if count > 1:
+            self._expect = 1
+            if block and timeout is None:
+                self._gather(count, self._expect_s)
+        return super().get(block, timeout)
+
+    def _gather(self, count: int, linger_s: float) -> None:
+        """Wait until ``count`` writes or another message are queued, or ``linger_s`` passes."""
+        with self.mutex:
+            if self._writes >= count or self._others:
+                return  # nothing to wait for
+            self.gathered_since = time.monotonic()
+            self._wanted = count
+            try:
+                self.not_empty.wait_for(
+                    lambda: self._writes >= count or self._others > 0, timeout=linger_s
+                )
+            finally:
+                self._wanted = 1
 
     def _put(self, item: Any) -> None:
         self.queue.append(item)
-        self._writes += _writes_in(item)
+        if type(item) is Submission:
+            self._writes += len(item.pairs)
+        else:
+            self._writes += 1
+            self._others += 1
 
     def _get(self) -> Any:
         item = self.queue.popleft()
-        self._writes -= _writes_in(item)
+        if type(item) is Submission:
+            self._writes -= len(item.pairs)
+        else:
+            self._writes -= 1
+            self._others -= 1
         return item
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
@@ -161,7 +205,7 @@ class _Inbox(queue.Queue[Any]):
         with self.mutex:
             self._put(item)
             self.unfinished_tasks += 1
-            if self._wanted <= 1 or self._writes >= self._wanted:
+            if self._wanted <= 1 or self._writes >= self._wanted or self._others:
                 self.not_empty.notify()
 
     def writes(self) -> int:
@@ -305,7 +349,13 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
     def _accept(self, submission: Submission) -> None:
         """Queue a submission's writes for the next flush."""
         if not self._pending:
-            self._first_arrival = time.monotonic()
+            since, self._inbox.gathered_since = self._inbox.gathered_since, None
+            if since is None:
+                self._first_arrival = time.monotonic()
+            else:  # the inbox held this batch back for its writers since then
+                self._first_arrival = since
+                if self._engine is not None:
+                    self._engine.held_batches += 1
         self._pending.extend(submission.pairs)
         if submission.writer is None:
             self._writers.update(reply for _, reply in submission.pairs)
@@ -358,6 +408,8 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
             )
             if self._pending:
                 self._first_arrival = time.monotonic()
+            elif (expected := self._policy.expected()) > 1:
+                self._inbox.expect(expected, self._policy.linger_left(0.0))
 
     @property
     def _inbox(self) -> _Inbox:

@@ -243,6 +243,78 @@ def test_the_inbox_hands_over_the_submissions_up_to_another_message() -> None:
     assert inbox.writes() == 0
 
 
+def _getter(inbox: _Inbox) -> tuple[threading.Thread, list[object]]:
+    """A thread taking one message from ``inbox`` (as the actor loop does)."""
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(inbox.get()), daemon=True)
+    thread.start()
+    return thread, got
+
+
+def _write(name: str) -> Submission:
+    return Submission(((requests.clear(name), Reply()),), writer=name)
+
+
+def test_a_get_after_expect_waits_for_the_expected_writes() -> None:
+    """After expect(3), the actor's wait for a message ignores the first two writes and
+    returns the first once the third is queued; the wait is recorded as a hold."""
+    inbox = _Inbox()
+    inbox.expect(3, 10.0)
+    thread, got = _getter(inbox)
+    first = _write("a")
+    inbox.put(first)
+    inbox.put(_write("b"))
+    thread.join(0.1)
+    assert thread.is_alive()  # two of three: still waiting
+    inbox.put(_write("c"))
+    assert _joined([thread])
+    assert got == [first]
+    assert inbox.gathered_since is not None
+    assert inbox.writes() == 2
+
+
+def test_another_message_ends_the_wait_for_expected_writes() -> None:
+    """A control message (a stop, a stats ask) is not held back by the expected writes."""
+    inbox = _Inbox()
+    inbox.expect(8, 10.0)
+    thread, got = _getter(inbox)
+    write = _write("a")
+    inbox.put(write)
+    thread.join(0.05)
+    assert thread.is_alive()
+    inbox.put("stop")
+    assert _joined([thread])
+    assert got == [write]
+
+
+def test_the_wait_for_expected_writes_ends_at_its_linger() -> None:
+    """Writers that do not come cost the linger: the write that came is then taken."""
+    inbox = _Inbox()
+    inbox.expect(8, 0.05)
+    write = _write("a")
+    inbox.put(write)
+    thread, got = _getter(inbox)
+    assert _joined([thread])
+    assert got == [write]
+
+
+def test_expect_applies_to_one_wait_only() -> None:
+    """The next get after the expected one returns the first write at once; expecting
+    writes already queued does not wait (nor count as a hold)."""
+    inbox = _Inbox()
+    inbox.expect(2, 0.0)
+    inbox.put(_write("a"))
+    inbox.put(_write("b"))
+    inbox.get()
+    assert inbox.gathered_since is None  # both were there: nothing was held back
+    inbox.get()
+    thread, got = _getter(inbox)
+    write = _write("c")
+    inbox.put(write)
+    assert _joined([thread])
+    assert got == [write]
+
+
 def test_a_submission_is_its_own_pykka_envelope() -> None:
     """The actor loop reads message and reply_to off an inbox item: a tell, no answer."""
     submission = Submission(((requests.pop("a"), Reply()),), writer=None)
