@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from urllib.parse import unquote
 
 from memoryd.protocol import check_store_name
+from memoryd.server.appends import AppendLane
+from memoryd.server.calls import ServerContext
 from memoryd.server.hot import split_conversation_path
 from memoryd.server.http import Guard
 from memoryd.server.inline import last_n_limit, packed_parts
@@ -49,11 +51,14 @@ class FastLane:
         observe: the app as `memoryd.server.application.create_app` built it: the
             metrics middleware around the guard.
         guard: the guard inside it.
+        ctx: the app's context, for the append lane (`memoryd.server.appends`).
     """
 
-    def __init__(self, observe: Observe, guard: Guard) -> None:
+    def __init__(self, observe: Observe, guard: Guard, ctx: ServerContext | None = None) -> None:
         self._observe = observe
         self._guard = guard
+        self.appends = None if ctx is None else AppendLane(observe, guard, ctx)
+        """Takes the msgpack adds (None: the app takes every add)."""
         self._defaults: Sequence[tuple[bytes, bytes]] | None = None
         self._default_lines = b""
 
@@ -61,7 +66,9 @@ class FastLane:
     def over(cls, app: object) -> FastLane | None:
         """The lane for ``app``, or None when it is not shaped as `create_app` builds it."""
         if isinstance(app, Observe) and isinstance(app.app, Guard):
-            return cls(app, app.app)
+            state = getattr(getattr(app.app.app, "app", None), "state", None)
+            ctx = getattr(state, "ctx", None)
+            return cls(app, app.app, ctx if isinstance(ctx, ServerContext) else None)
         return None
 
     def _lines(self, default_headers: Sequence[tuple[bytes, bytes]]) -> bytes:

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from memoryd.server.appends import PendingAdd, status_line
+
 if TYPE_CHECKING:
     from memoryd.server.lane import FastLane
 
@@ -219,6 +221,8 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
         _head_due: float | None = None
         _out: _OneWrite | None = None
         _lane_served = False
+        _adding: PendingAdd | None = None
+        """The lane's add whose body is arriving."""
 
         def connection_made(self, transport: Any) -> None:
             if len(self.connections) >= max_connections:
@@ -233,6 +237,9 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._adding is not None and lane is not None and lane.appends is not None:
+                lane.appends.gone(self._adding)  # its body never came whole
+                self._adding = None
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
@@ -307,7 +314,8 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             super().on_headers_complete()
 
         def _by_lane(self) -> bool:
-            """Answer the request through the lane if it can; True once it is written."""
+            """Take the request into the lane if it can; True once it is taken (a read
+            answered, an add waiting for its body)."""
             cycle = self.cycle
             parser = self.parser
             if (
@@ -315,13 +323,25 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 or self.pipeline
                 or self.flow.write_paused
                 or self.app is not self.config.loaded_app  # a refused peer's connection
-                or parser.get_method() != b"GET"
                 or parser.get_http_version() != "1.1"
                 or not parser.should_keep_alive()
                 or parser.should_upgrade()
             ):
                 return False
             assert lane is not None
+            method = parser.get_method()
+            if method == b"POST":
+                appends = lane.appends
+                if appends is None:
+                    return False
+                pending = appends.admit(self.url, self.headers, self.server)
+                if pending is None:
+                    return False
+                self.cycle = pending  # type: ignore[assignment]  # a pipelined request waits
+                self._adding = pending
+                return True
+            if method != b"GET":
+                return False
             response = lane.answer(
                 self.url, self.headers, self.server, self.server_state.default_headers
             )
@@ -331,7 +351,22 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             self._lane_served = True
             return True
 
+        def on_body(self, body: bytes) -> None:
+            adding = self._adding
+            if adding is None:
+                super().on_body(body)
+            else:  # at most the announced length, which the lane bounded
+                adding.body += body
+
         def on_message_complete(self) -> None:
+            adding = self._adding
+            if adding is not None:  # the add's body is in: check it and send it
+                self._adding = None
+                self._reading_head = True
+                self._head_bytes = 0
+                assert lane is not None and lane.appends is not None
+                lane.appends.start(adding, lambda *answer: self._added(adding, *answer))
+                return
             if self._lane_served:  # its response is written: the connection is free
                 self._lane_served = False
                 self._reading_head = True
@@ -343,6 +378,32 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             super().on_message_complete()
             self._reading_head = True
             self._head_bytes = 0
+
+        def _added(self, pending: PendingAdd, status: int, media: bytes, body: bytes) -> None:
+            """Write the answer of a lane's add (head and body in one write), then free
+            the connection for its next request, as a finished response cycle does."""
+            pending.response_complete = True
+            transport = self._out._transport  # type: ignore[union-attr]  # nothing held
+            if transport.is_closing():
+                return
+            close = not pending.keep_alive  # the server is shutting down
+            transport.write(
+                b"".join(
+                    (
+                        status_line(status),
+                        *(b"%s: %s\r\n" % pair for pair in self.server_state.default_headers),
+                        b"content-type: ",
+                        media,
+                        b"\r\ncontent-length: %d\r\n" % len(body),
+                        b"connection: close\r\n\r\n" if close else b"\r\n",
+                        body,
+                    )
+                )
+            )
+            if close:
+                transport.close()
+                return
+            self.on_response_complete()
 
         def on_response_complete(self) -> None:
             # uvicorn's, without its keep-alive timer: the head timer, armed here, closes
