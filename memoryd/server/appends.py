@@ -32,7 +32,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from typing import Any
 from urllib.parse import unquote
 
 import anyio.to_thread
@@ -203,10 +202,10 @@ class AppendLane:
             return None
         store = parts[0]
         try:
-            name = wire.DEFAULT_STORE_NAME if store is None else check_store_name(store)
+            running = wire.DEFAULT_STORE_NAME if store is None else check_store_name(store)
         except ValueError:
             return None
-        if lookup.spec(name) is None:
+        if lookup.spec(running) is None:
             return None  # the app starts it (in a worker thread), or refuses
         accept = seen.get(b"accept")
         autostart = seen.get(b"memoryd-autostart", b"yes").lower() != b"no"
@@ -236,9 +235,7 @@ class AppendLane:
         except Exception as exc:
             self._answer_error(pending, exc, done)
             return
-        task = asyncio.get_running_loop().create_task(
-            self._submit(pending, handle, request, done)
-        )
+        task = asyncio.get_running_loop().create_task(self._submit(pending, handle, request, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -247,7 +244,11 @@ class AppendLane:
         counts it (`CLIENT_CLOSED_REQUEST`); nothing was sent to the store."""
         log.info("client_disconnected", method="POST", path=pending.path, op="add")
         self._observe.record(
-            "POST", pending.path, "add", CLIENT_CLOSED_REQUEST, time.perf_counter() - pending.started
+            "POST",
+            pending.path,
+            "add",
+            CLIENT_CLOSED_REQUEST,
+            time.perf_counter() - pending.started,
         )
 
     def _request(self, pending: PendingAdd, max_message_bytes: int | None) -> requests.Add:
@@ -293,9 +294,7 @@ class AppendLane:
             if handle is None:  # stopped since the head came in: resolved as the app does
                 stores = self._ctx.stores
                 handle = await anyio.to_thread.run_sync(
-                    lambda: stores.resolve(
-                        pending.store, autostart=pending.autostart, create=True
-                    ),
+                    lambda: stores.resolve(pending.store, autostart=pending.autostart, create=True),
                     limiter=self._ctx.limiter,
                 )
             version = await handle.submit(request)
@@ -318,8 +317,12 @@ class AppendLane:
         body, _ = encode(payload, False)
         self._answer(pending, status, JSON, body, done)
 
-    def _answer(self, pending: PendingAdd, status: int, media: str, body: bytes, done: Done) -> None:
-        self._observe.record("POST", pending.path, "add", status, time.perf_counter() - pending.started)
+    def _answer(
+        self, pending: PendingAdd, status: int, media: str, body: bytes, done: Done
+    ) -> None:
+        self._observe.record(
+            "POST", pending.path, "add", status, time.perf_counter() - pending.started
+        )
         done(status, media.encode("latin-1"), body)
 
 

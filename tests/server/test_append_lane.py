@@ -141,7 +141,12 @@ def test_idempotency_keys_and_expected_versions_hold_on_the_lane(daemon: Daemon)
     assert (status, _decoded(head, body)) == (200, {"version": 1})
     status, head, body = _post(daemon, "al-key", _body(messages=[user("n")], expected_version=0))
     error = _decoded(head, body)["error"]
-    assert (status, error["type"], error["expected"], error["actual"]) == (409, "ConflictError", 0, 1)
+    assert (status, error["type"], error["expected"], error["actual"]) == (
+        409,
+        "ConflictError",
+        0,
+        1,
+    )
     assert daemon.connect().get("al-key") == [user("m")]
 
 
@@ -221,7 +226,9 @@ def test_the_lane_counts_its_adds_in_the_metrics(daemon: Daemon) -> None:
         def adds() -> float:
             text = store._daemon._http.request("GET", "/metrics", timeout=30).body.decode()
             for line in text.splitlines():
-                if line.startswith('memoryd_http_requests_total{method="POST",op="add",status="200"}'):
+                if line.startswith(
+                    'memoryd_http_requests_total{method="POST",op="add",status="200"}'
+                ):
                     return float(line.rsplit(" ", 1)[1])
             return 0.0
 
