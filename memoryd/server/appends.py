@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from urllib.parse import unquote
 
-import anyio.to_thread
 import structlog
 
 from memoryd import protocol as wire
@@ -63,7 +62,6 @@ _SEEN = frozenset(
         b"authorization",
         b"content-type",
         b"content-length",
-        b"memoryd-autostart",
     }
 )
 _NOT_HERE = frozenset({b"transfer-encoding", b"expect"})
@@ -93,25 +91,23 @@ class PendingAdd:
     attributes uvicorn's protocol reads of a cycle), so a pipelined request waits for it.
 
     Args:
-        store: the store's name (None: the default store).
+        handle: the store's handle, found running when the head came in.
         cid: the conversation id, as the path gave it.
         path: the request's path, for the metrics and the log.
         msgpack: the client accepts msgpack answers.
-        autostart: the client lets the daemon start a stopped named store.
         started: when the request's head was complete (``time.perf_counter``).
     """
 
     __slots__ = (
-        "autostart",
         "body",
         "cid",
         "disconnected",
+        "handle",
         "keep_alive",
         "msgpack",
         "path",
         "response_complete",
         "started",
-        "store",
     )
 
     response_started = False
@@ -121,19 +117,17 @@ class PendingAdd:
 
     def __init__(
         self,
-        store: str | None,
+        handle: StoreHandle,
         cid: str,
         path: str,
         *,
         msgpack: bool,
-        autostart: bool,
         started: float,
     ) -> None:
-        self.store = store
+        self.handle = handle
         self.cid = cid
         self.path = path
         self.msgpack = msgpack
-        self.autostart = autostart
         self.started = started
         self.body = b""
         self.response_complete = False
@@ -205,16 +199,15 @@ class AppendLane:
             running = wire.DEFAULT_STORE_NAME if store is None else check_store_name(store)
         except ValueError:
             return None
-        if lookup.spec(running) is None:
+        handle = lookup.whereis(running)
+        if handle is None:
             return None  # the app starts it (in a worker thread), or refuses
         accept = seen.get(b"accept")
-        autostart = seen.get(b"memoryd-autostart", b"yes").lower() != b"no"
         return PendingAdd(
-            store,
+            handle,
             parts[1],
             path,
             msgpack=accept is not None and _MSGPACK in accept,
-            autostart=autostart,
             started=started,
         )
 
@@ -224,14 +217,9 @@ class AppendLane:
         A refused body is answered before this returns; an add sent to its store is
         answered when the store has committed it (or failed).
         """
+        handle = pending.handle
         try:
-            handle = lookup.whereis(
-                wire.DEFAULT_STORE_NAME if pending.store is None else pending.store
-            )
-            limit = self._ctx.stores.max_message_bytes if handle is None else None
-            request = self._request(
-                pending, handle.max_message_bytes if handle is not None else limit
-            )
+            request = self._request(pending, handle.max_message_bytes)
         except Exception as exc:
             self._answer_error(pending, exc, done)
             return
@@ -251,7 +239,7 @@ class AppendLane:
             time.perf_counter() - pending.started,
         )
 
-    def _request(self, pending: PendingAdd, max_message_bytes: int | None) -> requests.Add:
+    def _request(self, pending: PendingAdd, max_message_bytes: int) -> requests.Add:
         """The add of ``pending``'s body, every check of the app's ``add_messages`` done.
 
         Raises:
@@ -277,26 +265,22 @@ class AppendLane:
             idempotency_key=body.get("idempotency_key"),
             expected_version=body.get("expected_version"),
             then_clear=body.get("then_clear"),
-            max_bytes=self._ctx.stores.max_message_bytes
-            if max_message_bytes is None
-            else max_message_bytes,
+            max_bytes=max_message_bytes,
         )
 
     async def _submit(
         self,
         pending: PendingAdd,
-        handle: StoreHandle | None,
+        handle: StoreHandle,
         request: requests.Add,
         done: Done,
     ) -> None:
-        """Hand the add to its store and answer with its version (or its error)."""
+        """Hand the add to its store and answer with its version (or its error).
+
+        A store stopped since the head came in answers `StoreUnavailable` (a 503, which
+        clients retry with the same idempotency key; the app then starts it if it may).
+        """
         try:
-            if handle is None:  # stopped since the head came in: resolved as the app does
-                stores = self._ctx.stores
-                handle = await anyio.to_thread.run_sync(
-                    lambda: stores.resolve(pending.store, autostart=pending.autostart, create=True),
-                    limiter=self._ctx.limiter,
-                )
             version = await handle.submit(request)
         except Exception as exc:
             self._answer_error(pending, exc, done)

@@ -71,7 +71,7 @@ class FastLane:
             return cls(app, app.app, ctx if isinstance(ctx, ServerContext) else None)
         return None
 
-    def _lines(self, default_headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    def header_lines(self, default_headers: Sequence[tuple[bytes, bytes]]) -> bytes:
         """``default_headers`` as header lines; built again only when the server replaces
         them (once a second, for the ``date``)."""
         if default_headers is not self._defaults:
@@ -141,7 +141,7 @@ class FastLane:
             return None
         length = sum(map(len, body))
         response = b"".join(
-            (_HEAD, self._lines(default_headers), _TYPE, b"%d\r\n\r\n" % length, *body)
+            (_HEAD, self.header_lines(default_headers), _TYPE, b"%d\r\n\r\n" % length, *body)
         )
         self._observe.record("GET", path, "get", 200, time.perf_counter() - started)
         return response

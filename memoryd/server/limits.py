@@ -383,6 +383,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             """Write the answer of a lane's add (head and body in one write), then free
             the connection for its next request, as a finished response cycle does."""
             pending.response_complete = True
+            assert lane is not None
             transport = self._out._transport  # type: ignore[union-attr]  # nothing held
             if transport.is_closing():
                 return
@@ -391,7 +392,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 b"".join(
                     (
                         status_line(status),
-                        *(b"%s: %s\r\n" % pair for pair in self.server_state.default_headers),
+                        lane.header_lines(self.server_state.default_headers),
                         b"content-type: ",
                         media,
                         b"\r\ncontent-length: %d\r\n" % len(body),
