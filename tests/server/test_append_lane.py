@@ -8,14 +8,23 @@ Host count) and over the Unix socket.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import memoryd
 from memoryd import codec
 from memoryd.messages import user
+from memoryd.server.application import create_app
+from memoryd.server.calls import ServerContext
+from memoryd.server.config import ServerConfig
+from memoryd.server.lane import FastLane
+from memoryd.server.metrics import Metrics
+from memoryd.server.stores import StoreRegistry, lmdb_stores
 from tests.server.daemon import TOKEN, Daemon
 from tests.server.test_fast_lane import _exchange
 from tests.server.test_security import wait_until
@@ -238,3 +247,39 @@ def test_the_lane_counts_its_adds_in_the_metrics(daemon: Daemon) -> None:
         assert adds() == before + 3
     finally:
         store.close()
+
+
+def test_an_add_to_a_store_stopped_since_its_head_came_in_is_a_503(tmp_path: Path) -> None:
+    """The lane writes to the store it found at the head; stopped meanwhile, the add is
+    answered 503 `StoreUnavailable` (clients retry it with the same key), never a 500."""
+    config = ServerConfig(data=tmp_path)
+    stores = StoreRegistry(
+        lmdb_stores(tmp_path, max_message_bytes=1 << 20), max_message_bytes=1 << 20
+    )
+    ctx = ServerContext(config=config, stores=stores, metrics=Metrics(stores))
+    lane = FastLane.over(create_app(ctx))
+    assert lane is not None and lane.appends is not None
+    appends = lane.appends
+    store = memoryd.EphemeralStore.start(name="al-stopped")
+    body = _body(messages=[user("late")])
+    headers = [_MSGPACK_BODY, (b"content-length", b"%d" % len(body))]
+    pending = appends.admit(b"/v1/stores/al-stopped/conversations/c/messages", headers, None)
+    assert pending is not None
+    store.stop()
+    pending.body = body
+    answers: list[tuple[int, bytes, bytes]] = []
+
+    async def run() -> None:
+        answered = asyncio.Event()
+
+        def done(status: int, media: bytes, answer: bytes) -> None:
+            answers.append((status, media, answer))
+            answered.set()
+
+        appends.start(pending, done)
+        await asyncio.wait_for(answered.wait(), 30)
+
+    asyncio.run(run())
+    [(status, media, answer)] = answers
+    assert (status, media) == (503, b"application/json")
+    assert json.loads(answer)["error"]["type"] == "StoreUnavailable"
