@@ -54,17 +54,6 @@ log = structlog.get_logger("memoryd.server")
 _MSGPACK = b"application/msgpack"
 _FIELDS = {"messages", "then_clear", "idempotency_key", "expected_version"}
 _REQUIRED = {"messages"}
-_SEEN = frozenset(
-    {
-        b"accept",
-        b"origin",
-        b"host",
-        b"authorization",
-        b"content-type",
-        b"content-length",
-    }
-)
-_NOT_HERE = frozenset({b"transfer-encoding", b"expect"})
 _PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
 """The bytes of a path the lane reads (what `memoryd.connect` sends); any other goes to the app."""
 
@@ -165,13 +154,9 @@ class AppendLane:
             server: the listening address (port None on a Unix socket).
         """
         started = time.perf_counter()
-        seen: dict[bytes, bytes] = {}
-        for name, value in headers:
-            if name in _SEEN:
-                if name not in seen:  # the first of each counts, as for the app
-                    seen[name] = value
-            elif name in _NOT_HERE:
-                return None
+        seen = dict(reversed(headers))  # each name's first value counts, as for the app
+        if b"transfer-encoding" in seen or b"expect" in seen:
+            return None
         length = seen.get(b"content-length")
         if (
             seen.get(b"content-type") != _MSGPACK

@@ -37,8 +37,6 @@ __all__ = ["FastLane"]
 _MSGPACK = b"application/msgpack"
 _HEAD = b"HTTP/1.1 200 OK\r\n"
 _TYPE = b"content-type: application/msgpack\r\ncontent-length: "
-_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
-_SEEN = frozenset({b"accept", b"origin", b"host", b"authorization"})
 _PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
 """The bytes of a path the lane reads: what clients send (`memoryd.connect` quotes every
 other byte of an id); a path with any other byte goes to the app, which parses it whole."""
@@ -100,23 +98,11 @@ class FastLane:
             The response bytes, or None: the app answers this request.
         """
         started = time.perf_counter()
-        accept = origin = host = authorization = None
-        for name, value in headers:
-            if name in _SEEN:
-                # the first of each counts, as for the app
-                if name == b"accept":
-                    if accept is None:
-                        accept = value
-                elif name == b"authorization":
-                    if authorization is None:
-                        authorization = value
-                elif name == b"host":
-                    if host is None:
-                        host = value
-                elif origin is None:
-                    origin = value
-            elif name in _BODY_HEADERS and value != b"0":
-                return None
+        first = dict(reversed(headers))  # each name's first value counts, as for the app
+        announced = first.get(b"content-length")
+        if (announced is not None and announced != b"0") or b"transfer-encoding" in first:
+            return None
+        accept = first.get(b"accept")
         if accept is None or _MSGPACK not in accept or url[:1] != b"/":
             return None
         raw_path, _, query = url.partition(b"?")
@@ -130,7 +116,9 @@ class FastLane:
         if parts is None or parts[2] != "messages":
             return None
         on_tcp = server is not None and server[1] is not None
-        if not self._guard.admits(origin, host, authorization, on_tcp, raw_path):
+        if not self._guard.admits(
+            first.get(b"origin"), first.get(b"host"), first.get(b"authorization"), on_tcp, raw_path
+        ):
             return None
         store, cid, _ = parts
         try:
