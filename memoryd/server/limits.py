@@ -9,11 +9,15 @@ subclass of uvicorn's httptools protocol that
 * refuses a head larger than `MAX_HEAD_BYTES` with 431 and closes the connection;
 * refuses, at accept time, a connection past its listener's budget (closed at once,
   so it holds its file descriptor for microseconds);
-* writes a response's head and its body in one system call (`_OneWrite`): uvicorn
+* writes a response's head and its body in one system call (`OneWrite`): uvicorn
   writes them apart, and each write to a socket wakes the client once more;
 * answers a last-N msgpack read as soon as its head is in, through the app's
   `memoryd.server.lane.FastLane`, when the connection has no other request in flight
   (such a request builds no ASGI scope: the scope is made once the app is to run);
+* takes a msgpack add the same way (`memoryd.server.appends.AppendLane`): its body is
+  collected by the connection, and the answer written once the store has committed it;
+  meanwhile the add stands in for the connection's response cycle, so a pipelined
+  request waits, and a shutdown closes the connection after the answer;
 * keeps one timer per connection, the head timer, moved lazily: an idle keep-alive
   connection is closed by it (with a 408) `HEAD_TIMEOUT_S` after its last response,
   before uvicorn's own keep-alive timeout could end it, so uvicorn's keep-alive timer,
@@ -36,6 +40,7 @@ import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from memoryd.server.appends import PendingAdd, status_line
+from memoryd.server.onewrite import OneWrite
 
 if TYPE_CHECKING:
     from memoryd.server.lane import FastLane
@@ -144,61 +149,6 @@ def fd_budget(nofile: int, *, max_stores: int, tcp: bool) -> FdBudget:
     return FdBudget(nofile=nofile, stores=stores, unix=left, tcp=0)
 
 
-class _OneWrite:
-    """The transport as a connection's response cycles see it: the head of a response
-    whose body has a ``content-length`` waits for that body, and both go out in one write.
-
-    A head is the first write of a started response; a response with a length always
-    sends its body next (an empty one for ``HEAD`` ends the response instead, which
-    flushes). Chunked (streamed) responses, interim ``100 Continue`` answers and
-    everything else are written at once. Closing writes what is held first.
-    """
-
-    __slots__ = ("_cycle", "_head", "_protocol", "_transport")
-
-    def __init__(self, transport: Any, protocol: Any) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self._head: bytes | None = None
-        self._cycle: Any = None  # the cycle whose head was seen last
-
-    def write(self, data: bytes) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._transport.write(head + data)
-            return
-        cycle = self._protocol.cycle
-        if (
-            cycle is not None
-            and cycle is not self._cycle
-            and cycle.response_started
-            and not cycle.response_complete
-        ):
-            self._cycle = cycle  # this write is the cycle's head
-            if cycle.chunked_encoding is False and cycle.expected_content_length > 0:
-                self._head = data
-                return
-        self._transport.write(data)
-
-    def flush(self) -> None:
-        """Write the head held, if any."""
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._transport.write(head)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def is_closing(self) -> bool:
-        return bool(self._transport.is_closing())
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
 def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with the head limits and a connection budget.
 
@@ -219,7 +169,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
         _reading_head = True
         _head_timer: asyncio.TimerHandle | None = None
         _head_due: float | None = None
-        _out: _OneWrite | None = None
+        _out: OneWrite | None = None
         _lane_served = False
         _adding: PendingAdd | None = None
         """The lane's add whose body is arriving."""
@@ -231,7 +181,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 transport.abort()
                 return
             super().connection_made(transport)
-            self._out = _OneWrite(transport, self)
+            self._out = OneWrite(transport, self)
             self.transport = self._out  # type: ignore[assignment]
             self._arm()
 
@@ -347,7 +297,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             )
             if response is None:
                 return False
-            self._out._transport.write(response)  # type: ignore[union-attr]  # nothing held
+            self._out.raw.write(response)  # type: ignore[union-attr]  # nothing held
             self._lane_served = True
             return True
 
@@ -384,7 +334,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             the connection for its next request, as a finished response cycle does."""
             pending.response_complete = True
             assert lane is not None
-            transport = self._out._transport  # type: ignore[union-attr]  # nothing held
+            transport = self._out.raw  # type: ignore[union-attr]  # nothing held
             if transport.is_closing():
                 return
             close = not pending.keep_alive  # the server is shutting down
