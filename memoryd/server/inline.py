@@ -31,6 +31,10 @@ __all__ = ["last_n_limit", "packed_messages", "packed_parts", "wants_msgpack_onl
 
 _MSGPACK = b"application/msgpack"
 
+_HEADS: dict[int, bytes] = {}
+"""The head of an answer of each message count up to `INLINE_READ_LIMIT` (its map and
+array headers), made once."""
+
 
 def wants_msgpack_only(headers: Sequence[tuple[bytes, bytes]]) -> bool:
     """True when the request's ``Accept`` header asks for msgpack (as `wants_msgpack`)."""
@@ -73,7 +77,10 @@ def packed_parts(store: str | None, cid: str, limit: int) -> list[bytes] | None:
         )
     except (EngineClosed, EngineBusy):
         return None
-    chunks.insert(0, codec.pack_packed_array_map("messages", count, []))
+    head = _HEADS.get(count)
+    if head is None:
+        head = _HEADS[count] = codec.pack_packed_array_map("messages", count, [])
+    chunks.insert(0, head)
     return chunks
 
 

@@ -42,6 +42,39 @@ _PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.
 other byte of an id); a path with any other byte goes to the app, which parses it whole."""
 
 
+_TARGETS = 256
+"""How many read targets a lane keeps parsed (one per conversation and limit read)."""
+
+_Target = tuple[str | None, str, int, str, bytes]
+"""A last-N read's target parsed: store (None: the default), id, limit, path, raw path."""
+
+
+def _read_target(url: bytes) -> _Target | None:
+    """``url`` parsed as a last-N read of the messages of one conversation, or None.
+
+    The store's name is checked here; the id is checked by each read.
+    """
+    if url[:1] != b"/":
+        return None
+    raw_path, _, query = url.partition(b"?")
+    limit = last_n_limit(query)
+    if limit is None or raw_path.translate(None, _PATH_BYTES):
+        return None
+    path = raw_path.decode("ascii")
+    if "%" in path:
+        path = unquote(path)
+    parts = split_conversation_path(path)
+    if parts is None or parts[2] != "messages":
+        return None
+    store = parts[0]
+    if store is not None:
+        try:
+            store = check_store_name(store)
+        except ValueError:
+            return None  # the app names the problem
+    return store, parts[1], limit, path, raw_path
+
+
 class FastLane:
     """Answers last-N msgpack reads for the connections of one app.
 
@@ -57,6 +90,7 @@ class FastLane:
         self._guard = guard
         self.appends = None if ctx is None else AppendLane(observe, guard, ctx)
         """Takes the msgpack adds (None: the app takes every add)."""
+        self._targets: dict[bytes, _Target] = {}
         self._defaults: Sequence[tuple[bytes, bytes]] | None = None
         self._default_lines = b""
 
@@ -103,26 +137,24 @@ class FastLane:
         if (announced is not None and announced != b"0") or b"transfer-encoding" in first:
             return None
         accept = first.get(b"accept")
-        if accept is None or _MSGPACK not in accept or url[:1] != b"/":
+        if accept is None or _MSGPACK not in accept:
             return None
-        raw_path, _, query = url.partition(b"?")
-        limit = last_n_limit(query)
-        if limit is None or raw_path.translate(None, _PATH_BYTES):
-            return None
-        path = raw_path.decode("ascii")
-        if "%" in path:
-            path = unquote(path)
-        parts = split_conversation_path(path)
-        if parts is None or parts[2] != "messages":
-            return None
+        target = self._targets.get(url)
+        if target is None:
+            target = _read_target(url)
+            if target is None:
+                return None
+            if len(self._targets) >= _TARGETS:
+                self._targets.clear()
+            self._targets[url] = target
+        store, cid, limit, path, raw_path = target
         on_tcp = server is not None and server[1] is not None
         if not self._guard.admits(
             first.get(b"origin"), first.get(b"host"), first.get(b"authorization"), on_tcp, raw_path
         ):
             return None
-        store, cid, _ = parts
         try:
-            body = packed_parts(None if store is None else check_store_name(store), cid, limit)
+            body = packed_parts(store, cid, limit)
         except Exception:  # the app reads it again and answers the error
             return None
         if body is None:
