@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from urllib.parse import unquote
 
+from memoryd.messages import validate_conversation_id
 from memoryd.protocol import check_store_name
 from memoryd.server.appends import AppendLane
 from memoryd.server.calls import ServerContext
@@ -52,7 +53,7 @@ _Target = tuple[str | None, str, int, str, bytes]
 def _read_target(url: bytes) -> _Target | None:
     """``url`` parsed as a last-N read of the messages of one conversation, or None.
 
-    The store's name is checked here; the id is checked by each read.
+    The store's name and the conversation id are checked here: a target kept is valid.
     """
     if url[:1] != b"/":
         return None
@@ -66,13 +67,14 @@ def _read_target(url: bytes) -> _Target | None:
     parts = split_conversation_path(path)
     if parts is None or parts[2] != "messages":
         return None
-    store = parts[0]
-    if store is not None:
-        try:
+    store, cid, _ = parts
+    try:
+        if store is not None:
             store = check_store_name(store)
-        except ValueError:
-            return None  # the app names the problem
-    return store, parts[1], limit, path, raw_path
+        cid = validate_conversation_id(cid)
+    except ValueError:
+        return None  # the app names the problem
+    return store, cid, limit, path, raw_path
 
 
 class FastLane:
@@ -154,7 +156,7 @@ class FastLane:
         ):
             return None
         try:
-            body = packed_parts(store, cid, limit)
+            body = packed_parts(store, cid, limit, checked=True)
         except Exception:  # the app reads it again and answers the error
             return None
         if body is None:
