@@ -816,10 +816,11 @@ def main() -> None:
         (floor.client_us + floor.server_us) / (ours.client_us + ours.server_us)
         for ours, floor in zip(get_rounds, floor_get_rounds, strict=True)
     ]
+    cpu_share = (floor_gets.client_us + floor_gets.server_us) / (gets.client_us + gets.server_us)
     print(
-        f"  get share of the floor by CPU per get (floor / memoryd): "
-        f"{statistics.median(cpu_shares):.2f}x {_listed(cpu_shares)}; the machine's CPUs "
-        "bound both rates, so the rates' share tends to it when nothing else runs"
+        f"  get share of the floor by CPU per get (floor / memoryd, all rounds' CPU): "
+        f"{cpu_share:.2f}x {_listed(cpu_shares)}; the machine's CPUs bound both rates, so "
+        "the rates' share tends to it when nothing else runs"
     )
     print("\nwhere an append's CPU goes (profiled round, us per append):")
     for line in breakdown:
