@@ -8,7 +8,8 @@
 * the floor of the HTTP stack: the same 8 processes POSTing an add's body (and
   GETting a 50-message answer) to an ASGI app that answers at once, on uvicorn as
   the daemon runs it, each rate right after the daemon's matching one; the daemon's
-  rates are also shown as a share of this floor;
+  rates are also shown as a share of this floor, appends and gets over ``--rounds``
+  alternating rounds (each round's share, and their median);
 * the daemon's group commit: mean batch and fsyncs per append, from its stats;
 * where the CPU goes: one client process profiled (cProfile) and, when py-spy is
   installed, the daemon sampled, both broken down by layer per append.
@@ -249,6 +250,25 @@ def _rate(fn: Any, jobs: list[tuple[Any, ...]], adds: int, server_pid: int) -> R
     total = len(jobs) * adds
     client = sum(cpu for _, _, cpu in spans)
     return Rate(total / elapsed, client / total * 1e6, server / total * 1e6)
+
+
+def _pooled(rounds: list[Rate]) -> Rate:
+    """Rounds of the same work as one: the rate over their total time, the CPU per operation
+    over all their operations."""
+    return Rate(
+        len(rounds) / sum(1 / r.per_s for r in rounds),
+        statistics.fmean(r.client_us for r in rounds),
+        statistics.fmean(r.server_us for r in rounds),
+    )
+
+
+def _shares(ours: list[Rate], floor: list[Rate]) -> list[float]:
+    """Each round's share of the floor: memoryd's rate over the floor's right after it."""
+    return [o.per_s / f.per_s for o, f in zip(ours, floor, strict=True)]
+
+
+def _listed(values: list[float]) -> str:
+    return "[" + " ".join(f"{v:.2f}" for v in values) + "]"
 
 
 def _store_path_worker(adds: int) -> float:
@@ -636,6 +656,12 @@ def main() -> None:
         help="get(limit=50) samples of the one-client p50, and reads per process of the rates",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="alternating rounds of memoryd and its floor for the append and get shares",
+    )
+    parser.add_argument(
         "--only", choices=["cli-start"], help="run one row alone (cli-start: 3 rounds)"
     )
     args = parser.parse_args()
@@ -650,35 +676,45 @@ def main() -> None:
         # the floor runs beside the daemon, each of its rates measured right after the
         # daemon's matching one: a share compares rates of the same moment
         empty, empty_url = _start_empty_app(root)
-        jobs_tcp = [(http, TOKEN, w, args.adds) for w in range(CLIENTS)]
         jobs_unix = [(unix, None, w + CLIENTS, args.adds) for w in range(CLIENTS)]
-        before = _commits(http)
-        over_tcp = _rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid)
-        after = _commits(http)
-        floor = _rate(
-            _floor_writer,
-            [(empty_url, w, args.adds) for w in range(CLIENTS)],
-            args.adds,
-            empty.pid,
-        )
+        floor_jobs = [(empty_url, w, args.adds) for w in range(CLIENTS)]
+        tcp_rounds: list[Rate] = []
+        floor_rounds: list[Rate] = []
+        appended = fsyncs = 0
+        for turn in range(args.rounds):
+            jobs_tcp = [(http, TOKEN, w + turn * CLIENTS, args.adds) for w in range(CLIENTS)]
+            before = _commits(http)
+            tcp_rounds.append(_rate(_memoryd_writer, jobs_tcp, args.adds, daemon.pid))
+            after = _commits(http)
+            appended += after[0] - before[0]
+            fsyncs += after[1] - before[1]
+            floor_rounds.append(_rate(_floor_writer, floor_jobs, args.adds, empty.pid))
+        over_tcp, floor = _pooled(tcp_rounds), _pooled(floor_rounds)
         over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
-        appended, fsyncs = after[0] - before[0], after[1] - before[1]
         get_p50, get_client_us = _memoryd_reads(http, args.reads)
         # every process reads --reads times: a rate (and the CPU read from /proc in
         # clock ticks) over a fraction of a second would be mostly noise
         reads_per = max(args.reads, 50)
-        gets = _rate(
-            _memoryd_reader,
-            [(http, TOKEN, w, reads_per) for w in range(CLIENTS)],
-            reads_per,
-            daemon.pid,
-        )
-        floor_gets = _rate(
-            _floor_reader,
-            [(empty_url, w, reads_per) for w in range(CLIENTS)],
-            reads_per,
-            empty.pid,
-        )
+        get_rounds: list[Rate] = []
+        floor_get_rounds: list[Rate] = []
+        for _ in range(args.rounds):
+            get_rounds.append(
+                _rate(
+                    _memoryd_reader,
+                    [(http, TOKEN, w, reads_per) for w in range(CLIENTS)],
+                    reads_per,
+                    daemon.pid,
+                )
+            )
+            floor_get_rounds.append(
+                _rate(
+                    _floor_reader,
+                    [(empty_url, w, reads_per) for w in range(CLIENTS)],
+                    reads_per,
+                    empty.pid,
+                )
+            )
+        gets, floor_gets = _pooled(get_rounds), _pooled(floor_get_rounds)
         empty.terminate()
         empty.wait(30)
         empty = None
@@ -738,12 +774,15 @@ def main() -> None:
     print(f"{'POSTs/s to an empty ASGI app on uvicorn, TCP':44} {floor.per_s:>12.0f}")
     print(f"{'GETs/s (50 messages) from it, 8 processes':44} {floor_gets.per_s:>12.0f}")
     print(f"{'get(limit=50)/s, memoryd, 8 processes, TCP':44} {gets.per_s:>12.0f}")
+    append_shares = _shares(tcp_rounds, floor_rounds)
+    get_shares = _shares(get_rounds, floor_get_rounds)
     print(
-        f"\nshare of the HTTP floor (memoryd rate / empty app's rate, same run; "
+        f"\nshare of the HTTP floor (memoryd rate / empty app's rate, each round's floor "
+        f"right after memoryd's; median of {args.rounds} alternating rounds [each round]; "
         f"targets >= 0.5x appends, >= 0.7x gets):\n"
-        f"  appends, TCP {over_tcp.per_s / floor.per_s:.2f}x   "
-        f"appends, Unix socket {over_unix.per_s / floor.per_s:.2f}x   "
-        f"get(limit=50) {gets.per_s / floor_gets.per_s:.2f}x"
+        f"  appends, TCP {statistics.median(append_shares):.2f}x {_listed(append_shares)}   "
+        f"appends, Unix socket {over_unix.per_s / floor.per_s:.2f}x\n"
+        f"  get(limit=50) {statistics.median(get_shares):.2f}x {_listed(get_shares)}"
     )
     print(
         f"fsync-bound ceiling ({CLIENTS} threads on a durable LmdbStore, no HTTP, same run): "
@@ -773,10 +812,15 @@ def main() -> None:
     for label, row in (("memoryd, TCP", gets), ("empty ASGI app on uvicorn, TCP", floor_gets)):
         total = row.client_us + row.server_us
         print(f"{label:36} {row.client_us:>10.0f} {row.server_us:>11.0f} {total:>11.0f}")
+    cpu_shares = [
+        (floor.client_us + floor.server_us) / (ours.client_us + ours.server_us)
+        for ours, floor in zip(get_rounds, floor_get_rounds, strict=True)
+    ]
     cpu_share = (floor_gets.client_us + floor_gets.server_us) / (gets.client_us + gets.server_us)
     print(
-        f"  get share of the floor by CPU per get (floor / memoryd): {cpu_share:.2f}x; the "
-        "machine's CPUs bound both rates, so the rates' share tends to it when nothing else runs"
+        f"  get share of the floor by CPU per get (floor / memoryd, all rounds' CPU): "
+        f"{cpu_share:.2f}x {_listed(cpu_shares)}; the machine's CPUs bound both rates, so "
+        "the rates' share tends to it when nothing else runs"
     )
     print("\nwhere an append's CPU goes (profiled round, us per append):")
     for line in breakdown:

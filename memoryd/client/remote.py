@@ -30,7 +30,7 @@ from memoryd._ids import IdSource
 from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
 from memoryd.events import Change, Event
-from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
+from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_conversation_id
 from memoryd.protocol import (
     AUTO_KEY_PREFIX,
     DEFAULT_STORE_NAME,
@@ -40,7 +40,16 @@ from memoryd.protocol import (
     event_to_wire,
 )
 from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.requests import (
+    Add,
+    Clear,
+    Fork,
+    Import,
+    Pop,
+    Record,
+    WriteRequest,
+    check_optional_count,
+)
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
 
@@ -57,6 +66,9 @@ child), and a per-process counter: no system call per key, and about 60 bytes,
 well under the 256-byte limit.
 """
 
+
+_LAST_PATHS = 256
+"""How many last-N read targets a handle keeps ready (one per conversation and limit read)."""
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-~")
 """Characters a path segment carries as they are (``quote`` leaves them alone)."""
@@ -124,6 +136,7 @@ class RemoteStore(StoreHandle):
         )
         self._closed = False
         self._empty_when_missing = bool(empty_when_missing)
+        self._last_paths: dict[tuple[str, int], str] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -309,6 +322,45 @@ class RemoteStore(StoreHandle):
                 "POST", self._conv(request.cid, "import"), body={"events": events}, retry=True
             )["version"]
         raise TypeError(f"unknown write request {request!r}")
+
+    def get(
+        self,
+        cid: str,
+        *,
+        limit: int | None = None,
+        at_version: int | None = None,
+        system: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The conversation's history, chronological: fresh copies (see `StoreHandle.get`).
+
+        A last-N read (``limit`` only), the busiest, sends a target made once per
+        conversation and limit, from the id and limit checked then.
+
+        Raises:
+            ValueError: a bad ``limit`` or ``system``, or ``at_version`` past the end or
+                before a clear.
+        """
+        if at_version is None and system is False and type(cid) is str and type(limit) is int:
+            path = self._last_paths.get((cid, limit))
+            if path is None:
+                path = self._last_path(cid, limit)
+            messages: list[dict[str, Any]] = self._read(path, "messages", [])
+            return messages
+        return super().get(cid, limit=limit, at_version=at_version, system=system)
+
+    def _last_path(self, cid: str, limit: int) -> str:
+        """The target of the last ``limit`` messages of ``cid``, both checked, kept ready.
+
+        Raises:
+            InvalidConversationId: a bad ``cid``.
+            ValueError: a bad ``limit``.
+        """
+        path = f"{self._conv(validate_conversation_id(cid), 'messages')}?limit="
+        path += str(check_optional_count(limit, "limit"))
+        if len(self._last_paths) >= _LAST_PATHS:
+            self._last_paths.clear()
+        self._last_paths[(cid, limit)] = path
+        return path
 
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         path = self._conv(cid, "messages")

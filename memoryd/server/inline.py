@@ -31,6 +31,10 @@ __all__ = ["last_n_limit", "packed_messages", "packed_parts", "wants_msgpack_onl
 
 _MSGPACK = b"application/msgpack"
 
+_HEADS: dict[int, bytes] = {}
+"""The head of an answer of each message count up to `INLINE_READ_LIMIT` (its map and
+array headers), made once."""
+
 
 def wants_msgpack_only(headers: Sequence[tuple[bytes, bytes]]) -> bool:
     """True when the request's ``Accept`` header asks for msgpack (as `wants_msgpack`)."""
@@ -52,11 +56,14 @@ def last_n_limit(query: bytes) -> int | None:
     return limit if limit <= INLINE_READ_LIMIT else None
 
 
-def packed_parts(store: str | None, cid: str, limit: int) -> list[bytes] | None:
+def packed_parts(
+    store: str | None, cid: str, limit: int, *, checked: bool = False
+) -> list[bytes] | None:
     """The msgpack body ``{"messages": [...]}`` of the last ``limit`` messages of ``cid``
     in the running local store ``store`` (None: the default store), as parts to join
     (the map's head, then the messages as stored), or None when the read must go the
-    general way (not a local LMDB store, not running, closing, growing).
+    general way (not a local LMDB store, not running, closing, growing). ``checked``:
+    ``cid`` is known valid (`validate_conversation_id` returned it).
 
     Raises:
         InvalidConversationId: ``cid`` is not a valid conversation id.
@@ -66,14 +73,18 @@ def packed_parts(store: str | None, cid: str, limit: int) -> list[bytes] | None:
     engine = lookup.engine(DEFAULT_STORE_NAME if store is None else store)
     if type(engine) is not LmdbEngine or engine.closed:
         return None
-    cid = validate_conversation_id(cid)
+    if not checked:
+        cid = validate_conversation_id(cid)
     try:
         count, chunks = engine.read(
             lambda txn, dbs: reads.last_packed(txn, dbs, cid, limit), wait=False
         )
     except (EngineClosed, EngineBusy):
         return None
-    chunks.insert(0, codec.pack_packed_array_map("messages", count, []))
+    head = _HEADS.get(count)
+    if head is None:
+        head = _HEADS[count] = codec.pack_packed_array_map("messages", count, [])
+    chunks.insert(0, head)
     return chunks
 
 

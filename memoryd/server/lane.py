@@ -24,7 +24,10 @@ import time
 from collections.abc import Sequence
 from urllib.parse import unquote
 
+from memoryd.messages import validate_conversation_id
 from memoryd.protocol import check_store_name
+from memoryd.server.appends import AppendLane
+from memoryd.server.calls import ServerContext
 from memoryd.server.hot import split_conversation_path
 from memoryd.server.http import Guard
 from memoryd.server.inline import last_n_limit, packed_parts
@@ -35,11 +38,43 @@ __all__ = ["FastLane"]
 _MSGPACK = b"application/msgpack"
 _HEAD = b"HTTP/1.1 200 OK\r\n"
 _TYPE = b"content-type: application/msgpack\r\ncontent-length: "
-_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
-_SEEN = frozenset({b"accept", b"origin", b"host", b"authorization"})
 _PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
 """The bytes of a path the lane reads: what clients send (`memoryd.connect` quotes every
 other byte of an id); a path with any other byte goes to the app, which parses it whole."""
+
+
+_TARGETS = 256
+"""How many read targets a lane keeps parsed (one per conversation and limit read)."""
+
+_Target = tuple[str | None, str, int, str, bytes]
+"""A last-N read's target parsed: store (None: the default), id, limit, path, raw path."""
+
+
+def _read_target(url: bytes) -> _Target | None:
+    """``url`` parsed as a last-N read of the messages of one conversation, or None.
+
+    The store's name and the conversation id are checked here: a target kept is valid.
+    """
+    if url[:1] != b"/":
+        return None
+    raw_path, _, query = url.partition(b"?")
+    limit = last_n_limit(query)
+    if limit is None or raw_path.translate(None, _PATH_BYTES):
+        return None
+    path = raw_path.decode("ascii")
+    if "%" in path:
+        path = unquote(path)
+    parts = split_conversation_path(path)
+    if parts is None or parts[2] != "messages":
+        return None
+    store, cid, _ = parts
+    try:
+        if store is not None:
+            store = check_store_name(store)
+        cid = validate_conversation_id(cid)
+    except ValueError:
+        return None  # the app names the problem
+    return store, cid, limit, path, raw_path
 
 
 class FastLane:
@@ -49,11 +84,15 @@ class FastLane:
         observe: the app as `memoryd.server.application.create_app` built it: the
             metrics middleware around the guard.
         guard: the guard inside it.
+        ctx: the app's context, for the append lane (`memoryd.server.appends`).
     """
 
-    def __init__(self, observe: Observe, guard: Guard) -> None:
+    def __init__(self, observe: Observe, guard: Guard, ctx: ServerContext | None = None) -> None:
         self._observe = observe
         self._guard = guard
+        self.appends = None if ctx is None else AppendLane(observe, guard, ctx)
+        """Takes the msgpack adds (None: the app takes every add)."""
+        self._targets: dict[bytes, _Target] = {}
         self._defaults: Sequence[tuple[bytes, bytes]] | None = None
         self._default_lines = b""
 
@@ -61,10 +100,12 @@ class FastLane:
     def over(cls, app: object) -> FastLane | None:
         """The lane for ``app``, or None when it is not shaped as `create_app` builds it."""
         if isinstance(app, Observe) and isinstance(app.app, Guard):
-            return cls(app, app.app)
+            state = getattr(getattr(app.app.app, "app", None), "state", None)
+            ctx = getattr(state, "ctx", None)
+            return cls(app, app.app, ctx if isinstance(ctx, ServerContext) else None)
         return None
 
-    def _lines(self, default_headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    def header_lines(self, default_headers: Sequence[tuple[bytes, bytes]]) -> bytes:
         """``default_headers`` as header lines; built again only when the server replaces
         them (once a second, for the ``date``)."""
         if default_headers is not self._defaults:
@@ -93,48 +134,36 @@ class FastLane:
             The response bytes, or None: the app answers this request.
         """
         started = time.perf_counter()
-        accept = origin = host = authorization = None
-        for name, value in headers:
-            if name in _SEEN:
-                # the first of each counts, as for the app
-                if name == b"accept":
-                    if accept is None:
-                        accept = value
-                elif name == b"authorization":
-                    if authorization is None:
-                        authorization = value
-                elif name == b"host":
-                    if host is None:
-                        host = value
-                elif origin is None:
-                    origin = value
-            elif name in _BODY_HEADERS and value != b"0":
+        first = dict(reversed(headers))  # each name's first value counts, as for the app
+        announced = first.get(b"content-length")
+        if (announced is not None and announced != b"0") or b"transfer-encoding" in first:
+            return None
+        accept = first.get(b"accept")
+        if accept is None or _MSGPACK not in accept:
+            return None
+        target = self._targets.get(url)
+        if target is None:
+            target = _read_target(url)
+            if target is None:
                 return None
-        if accept is None or _MSGPACK not in accept or url[:1] != b"/":
-            return None
-        raw_path, _, query = url.partition(b"?")
-        limit = last_n_limit(query)
-        if limit is None or raw_path.translate(None, _PATH_BYTES):
-            return None
-        path = raw_path.decode("ascii")
-        if "%" in path:
-            path = unquote(path)
-        parts = split_conversation_path(path)
-        if parts is None or parts[2] != "messages":
-            return None
+            if len(self._targets) >= _TARGETS:
+                self._targets.clear()
+            self._targets[url] = target
+        store, cid, limit, path, raw_path = target
         on_tcp = server is not None and server[1] is not None
-        if not self._guard.admits(origin, host, authorization, on_tcp, raw_path):
+        if not self._guard.admits(
+            first.get(b"origin"), first.get(b"host"), first.get(b"authorization"), on_tcp, raw_path
+        ):
             return None
-        store, cid, _ = parts
         try:
-            body = packed_parts(None if store is None else check_store_name(store), cid, limit)
+            body = packed_parts(store, cid, limit, checked=True)
         except Exception:  # the app reads it again and answers the error
             return None
         if body is None:
             return None
         length = sum(map(len, body))
         response = b"".join(
-            (_HEAD, self._lines(default_headers), _TYPE, b"%d\r\n\r\n" % length, *body)
+            (_HEAD, self.header_lines(default_headers), _TYPE, b"%d\r\n\r\n" % length, *body)
         )
         self._observe.record("GET", path, "get", 200, time.perf_counter() - started)
         return response

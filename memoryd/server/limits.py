@@ -9,11 +9,15 @@ subclass of uvicorn's httptools protocol that
 * refuses a head larger than `MAX_HEAD_BYTES` with 431 and closes the connection;
 * refuses, at accept time, a connection past its listener's budget (closed at once,
   so it holds its file descriptor for microseconds);
-* writes a response's head and its body in one system call (`_OneWrite`): uvicorn
+* writes a response's head and its body in one system call (`OneWrite`): uvicorn
   writes them apart, and each write to a socket wakes the client once more;
 * answers a last-N msgpack read as soon as its head is in, through the app's
   `memoryd.server.lane.FastLane`, when the connection has no other request in flight
   (such a request builds no ASGI scope: the scope is made once the app is to run);
+* takes a msgpack add the same way (`memoryd.server.appends.AppendLane`): its body is
+  collected by the connection, and the answer written once the store has committed it;
+  meanwhile the add stands in for the connection's response cycle, so a pipelined
+  request waits, and a shutdown closes the connection after the answer;
 * keeps one timer per connection, the head timer, moved lazily: an idle keep-alive
   connection is closed by it (with a 408) `HEAD_TIMEOUT_S` after its last response,
   before uvicorn's own keep-alive timeout could end it, so uvicorn's keep-alive timer,
@@ -34,6 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from memoryd.server.appends import PendingAdd, status_line
+from memoryd.server.onewrite import OneWrite
 
 if TYPE_CHECKING:
     from memoryd.server.lane import FastLane
@@ -142,61 +149,6 @@ def fd_budget(nofile: int, *, max_stores: int, tcp: bool) -> FdBudget:
     return FdBudget(nofile=nofile, stores=stores, unix=left, tcp=0)
 
 
-class _OneWrite:
-    """The transport as a connection's response cycles see it: the head of a response
-    whose body has a ``content-length`` waits for that body, and both go out in one write.
-
-    A head is the first write of a started response; a response with a length always
-    sends its body next (an empty one for ``HEAD`` ends the response instead, which
-    flushes). Chunked (streamed) responses, interim ``100 Continue`` answers and
-    everything else are written at once. Closing writes what is held first.
-    """
-
-    __slots__ = ("_cycle", "_head", "_protocol", "_transport")
-
-    def __init__(self, transport: Any, protocol: Any) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self._head: bytes | None = None
-        self._cycle: Any = None  # the cycle whose head was seen last
-
-    def write(self, data: bytes) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._transport.write(head + data)
-            return
-        cycle = self._protocol.cycle
-        if (
-            cycle is not None
-            and cycle is not self._cycle
-            and cycle.response_started
-            and not cycle.response_complete
-        ):
-            self._cycle = cycle  # this write is the cycle's head
-            if cycle.chunked_encoding is False and cycle.expected_content_length > 0:
-                self._head = data
-                return
-        self._transport.write(data)
-
-    def flush(self) -> None:
-        """Write the head held, if any."""
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._transport.write(head)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def is_closing(self) -> bool:
-        return bool(self._transport.is_closing())
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
 def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with the head limits and a connection budget.
 
@@ -217,8 +169,10 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
         _reading_head = True
         _head_timer: asyncio.TimerHandle | None = None
         _head_due: float | None = None
-        _out: _OneWrite | None = None
+        _out: OneWrite | None = None
         _lane_served = False
+        _adding: PendingAdd | None = None
+        """The lane's add whose body is arriving."""
 
         def connection_made(self, transport: Any) -> None:
             if len(self.connections) >= max_connections:
@@ -227,12 +181,15 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 transport.abort()
                 return
             super().connection_made(transport)
-            self._out = _OneWrite(transport, self)
+            self._out = OneWrite(transport, self)
             self.transport = self._out  # type: ignore[assignment]
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._adding is not None and lane is not None and lane.appends is not None:
+                lane.appends.gone(self._adding)  # its body never came whole
+                self._adding = None
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
@@ -307,7 +264,8 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             super().on_headers_complete()
 
         def _by_lane(self) -> bool:
-            """Answer the request through the lane if it can; True once it is written."""
+            """Take the request into the lane if it can; True once it is taken (a read
+            answered, an add waiting for its body)."""
             cycle = self.cycle
             parser = self.parser
             if (
@@ -315,23 +273,50 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 or self.pipeline
                 or self.flow.write_paused
                 or self.app is not self.config.loaded_app  # a refused peer's connection
-                or parser.get_method() != b"GET"
                 or parser.get_http_version() != "1.1"
                 or not parser.should_keep_alive()
                 or parser.should_upgrade()
             ):
                 return False
             assert lane is not None
+            method = parser.get_method()
+            if method == b"POST":
+                appends = lane.appends
+                if appends is None:
+                    return False
+                pending = appends.admit(self.url, self.headers, self.server)
+                if pending is None:
+                    return False
+                self.cycle = pending  # type: ignore[assignment]  # a pipelined request waits
+                self._adding = pending
+                return True
+            if method != b"GET":
+                return False
             response = lane.answer(
                 self.url, self.headers, self.server, self.server_state.default_headers
             )
             if response is None:
                 return False
-            self._out._transport.write(response)  # type: ignore[union-attr]  # nothing held
+            self._out.raw.write(response)  # type: ignore[union-attr]  # nothing held
             self._lane_served = True
             return True
 
+        def on_body(self, body: bytes) -> None:
+            adding = self._adding
+            if adding is None:
+                super().on_body(body)
+            else:  # at most the announced length, which the lane bounded
+                adding.body += body
+
         def on_message_complete(self) -> None:
+            adding = self._adding
+            if adding is not None:  # the add's body is in: check it and send it
+                self._adding = None
+                self._reading_head = True
+                self._head_bytes = 0
+                assert lane is not None and lane.appends is not None
+                lane.appends.start(adding, lambda *answer: self._added(adding, *answer))
+                return
             if self._lane_served:  # its response is written: the connection is free
                 self._lane_served = False
                 self._reading_head = True
@@ -343,6 +328,33 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             super().on_message_complete()
             self._reading_head = True
             self._head_bytes = 0
+
+        def _added(self, pending: PendingAdd, status: int, media: bytes, body: bytes) -> None:
+            """Write the answer of a lane's add (head and body in one write), then free
+            the connection for its next request, as a finished response cycle does."""
+            pending.response_complete = True
+            assert lane is not None
+            transport = self._out.raw  # type: ignore[union-attr]  # nothing held
+            if transport.is_closing():
+                return
+            close = not pending.keep_alive  # the server is shutting down
+            transport.write(
+                b"".join(
+                    (
+                        status_line(status),
+                        lane.header_lines(self.server_state.default_headers),
+                        b"content-type: ",
+                        media,
+                        b"\r\ncontent-length: %d\r\n" % len(body),
+                        b"connection: close\r\n\r\n" if close else b"\r\n",
+                        body,
+                    )
+                )
+            )
+            if close:
+                transport.close()
+                return
+            self.on_response_complete()
 
         def on_response_complete(self) -> None:
             # uvicorn's, without its keep-alive timer: the head timer, armed here, closes

@@ -119,7 +119,20 @@ def history_packed(
     chunks: list[bytes] = []  # newest first
     count = 0
     skip = 0
-    for kind, n, packed in _packed_records(cursor, meta, meta.version):
+    # `_records_back` spelled out: no generator to resume for each record of the hot read
+    prefix = keys.conv_num_bytes(meta.conv)
+    version = meta.version
+    for raw_key, value in cursor.iterprev():
+        if version < meta.first:
+            break
+        key = prefix + version.to_bytes(keys.U64_SIZE, "big")
+        if raw_key != key:
+            raise _damaged(meta, version, "it is missing")
+        try:
+            kind, n, packed = codec.unpack_kind_and_packed_messages(codec.unseal(key, value))
+        except CorruptRecord as exc:
+            raise _damaged(meta, version, exc) from None
+        version -= 1
         if kind == _POPPED:
             skip += 1
             continue
@@ -140,6 +153,9 @@ def history_packed(
                 count += need
         if kind == _FORKED or (limit is not None and count >= limit):
             break
+    else:
+        if version >= meta.first:
+            raise _damaged(meta, version, "it is missing")
     chunks.reverse()
     return count, chunks
 
@@ -163,11 +179,6 @@ _APPENDED, _CLEARED, _POPPED, _FORKED = (
     EventKind.FORKED.value,
 )
 _WITH_MESSAGES = frozenset({_APPENDED, _FORKED})
-
-
-def _packed_records(cursor: lmdb.Cursor, meta: Meta, upto: int) -> Iterator[tuple[str, int, bytes]]:
-    """`_kinds_and_messages` with each event's messages still encoded."""
-    return _records_back(cursor, meta, upto, codec.unpack_kind_and_packed_messages)
 
 
 def history_with_system(
