@@ -7,14 +7,16 @@ raises `CorruptRecord` naming the conversation and version, never a wrong answer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, islice, repeat
 from typing import Any, TypeVar
 
 import lmdb
 
 from memoryd import codec
 from memoryd.errors import CorruptRecord
-from memoryd.events import Change, Event, EventKind, walk_back
+from memoryd.events import Change, Event, EventKind
 from memoryd.store.lmdb import keys
 from memoryd.store.lmdb.layout import DAMAGED, LIVE, Dbs, Meta, counter, get, meta_of, system_key
 from memoryd.store.systems import with_system
@@ -94,7 +96,11 @@ def history(
     cursor = txn.cursor(db=dbs.events)
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
         raise _damaged(meta, upto, "it is missing")
-    return walk_back(_kinds_and_messages(cursor, meta, upto), limit)
+    _, chunks = _walk_back(_decoded_runs(cursor, meta, upto, limit), limit, _cut_list)
+    if len(chunks) == 1:
+        return chunks[0]  # fresh from the decode
+    chunks.reverse()
+    return list(chain.from_iterable(chunks))
 
 
 def history_packed(
@@ -116,46 +122,11 @@ def history_packed(
     cursor = txn.cursor(db=dbs.events)
     if not cursor.set_key(keys.event_key(meta.conv, meta.version)):
         raise _damaged(meta, meta.version, "it is missing")
-    chunks: list[bytes] = []  # newest first
-    count = 0
-    skip = 0
-    # `_records_back` spelled out: no generator to resume for each record of the hot read
-    prefix = keys.conv_num_bytes(meta.conv)
-    version = meta.version
-    for raw_key, value in cursor.iterprev():
-        if version < meta.first:
-            break
-        key = prefix + version.to_bytes(keys.U64_SIZE, "big")
-        if raw_key != key:
-            raise _damaged(meta, version, "it is missing")
-        try:
-            kind, n, packed = codec.unpack_kind_and_packed_messages(codec.unseal(key, value))
-        except CorruptRecord as exc:
-            raise _damaged(meta, version, exc) from None
-        version -= 1
-        if kind == _POPPED:
-            skip += 1
-            continue
-        if kind == _CLEARED:
-            break
-        if kind not in _WITH_MESSAGES:
-            continue
-        if not skip and (limit is None or count + n <= limit):
-            chunks.append(packed)  # the whole event (the common case)
-            count += n
-        else:
-            kept = n - skip  # the last `skip` messages were popped
-            skip = max(0, -kept)
-            if kept > 0:
-                need = kept if limit is None else min(kept, limit - count)
-                parts = codec.split_packed(packed, n, what=f"event of {meta.cid!r}")
-                chunks.append(b"".join(parts[kept - need : kept]))
-                count += need
-        if kind == _FORKED or (limit is not None and count >= limit):
-            break
-    else:
-        if version >= meta.first:
-            raise _damaged(meta, version, "it is missing")
+
+    def cut(packed: bytes, count: int, low: int, high: int) -> bytes:
+        return b"".join(codec.split_packed(packed, count, what=f"event of {meta.cid!r}")[low:high])
+
+    count, chunks = _walk_back(_packed_runs(cursor, meta, meta.version, limit), limit, cut)
     chunks.reverse()
     return count, chunks
 
@@ -225,34 +196,149 @@ def _index_entry(meta: Meta, key: bytes, value: codec.Buffer) -> dict[str, Any]:
     return message
 
 
-def _kinds_and_messages(
-    cursor: lmdb.Cursor, meta: Meta, upto: int
-) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Each event's kind and messages, from version ``upto`` (where the cursor is) back
-    to the first live version, each checked."""
-    return _records_back(cursor, meta, upto, codec.unpack_kind_and_messages)
+# -- the reverse walk, a run of records at a time -------------------------------------
+#
+# A last-N read of one-message events reads N records. Each run of records is fetched
+# with one cursor pass, its keys compared with the expected ones in one comparison and
+# its records checked and decoded by `codec` in a fixed number of calls, so a record
+# costs no Python statement of its own. The first run is sized from the conversation's
+# messages per event; each further run is twice the last.
+
+_event_key = struct.Struct(">QQ").pack  # `keys.event_key`: conversation number, version
+
+_Payload = TypeVar("_Payload", list[dict[str, Any]], bytes)
+_Run = tuple[Sequence[str], Sequence[int], Sequence[_Payload]]
 
 
-def _records_back(
-    cursor: lmdb.Cursor, meta: Meta, upto: int, unpack: Callable[[codec.Buffer], _T]
-) -> Iterator[_T]:
-    """``unpack`` of each event record, from version ``upto`` (where the cursor is) back
-    to the first live version: every key where it belongs, every seal checked."""
-    prefix = keys.conv_num_bytes(meta.conv)
-    version = upto
-    for raw_key, value in cursor.iterprev():
-        if version < meta.first:
-            return
-        key = prefix + version.to_bytes(keys.U64_SIZE, "big")
-        if raw_key != key:
-            raise _damaged(meta, version, "it is missing")
+def _first_run(meta: Meta, upto: int, limit: int | None) -> int:
+    """Records to read first: all live ones, or as many as ``limit`` messages take at
+    the conversation's mean messages per event."""
+    live = upto - meta.first + 1
+    if limit is None or meta.count == 0:
+        return live
+    events = meta.version - meta.first + 1
+    return max(1, min(live, -(-limit * events // meta.count)))
+
+
+def _runs(
+    cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
+) -> Iterator[tuple[range, tuple[bytes, ...], tuple[bytes, ...]]]:
+    """``(versions, keys, sealed records)`` of runs of records from version ``upto``
+    (where the cursor is) back to the first live version, every key where it belongs."""
+    size = _first_run(meta, upto, limit)
+    stored = cursor.iterprev()
+    top = upto
+    while top >= meta.first:
+        n = min(size, top - meta.first + 1)
+        versions = range(top, top - n, -1)
+        expected = tuple(map(_event_key, repeat(meta.conv), versions))
+        pairs = list(islice(stored, n))
+        found, values = zip(*pairs, strict=True) if pairs else ((), ())
+        if found != expected:
+            for version, key, raw_key in zip(versions, expected, (*found, None), strict=False):
+                if raw_key != key:
+                    raise _damaged(meta, version, "it is missing")
+        yield versions, expected, values
+        top -= n
+        size *= 2
+
+
+def _one_by_one(
+    meta: Meta,
+    versions: range,
+    keys_: Sequence[bytes],
+    values: Sequence[bytes],
+    unpack: Callable[[codec.Buffer], _T],
+) -> list[_T]:
+    """``unpack`` of each sealed record, the first damaged one named by its version."""
+    out: list[_T] = []
+    for version, key, value in zip(versions, keys_, values, strict=True):
         try:
-            yield unpack(codec.unseal(key, value))
+            out.append(unpack(codec.unseal(key, value)))
         except CorruptRecord as exc:
             raise _damaged(meta, version, exc) from None
-        version -= 1
-    if version >= meta.first:
-        raise _damaged(meta, version, "it is missing")
+    return out
+
+
+def _decoded_runs(
+    cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
+) -> Iterator[_Run[list[dict[str, Any]]]]:
+    """Each run's kinds, message counts and decoded messages."""
+    for versions, keys_, values in _runs(cursor, meta, upto, limit):
+        try:
+            kinds, messages = codec.unseal_kinds_and_messages(keys_, values, versions)
+        except CorruptRecord:  # name the record
+            pairs = _one_by_one(meta, versions, keys_, values, codec.unpack_kind_and_messages)
+            kinds, messages = [p[0] for p in pairs], [p[1] for p in pairs]
+        yield kinds, list(map(len, messages)), messages
+
+
+def _packed_runs(
+    cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
+) -> Iterator[_Run[bytes]]:
+    """Each run's kinds, message counts and messages still encoded."""
+    for versions, keys_, values in _runs(cursor, meta, upto, limit):
+        try:
+            yield codec.unseal_kinds_and_packed_messages(keys_, values)
+        except CorruptRecord:  # name the record
+            triples = _one_by_one(
+                meta, versions, keys_, values, codec.unpack_kind_and_packed_messages
+            )
+            yield [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
+
+
+def _cut_list(
+    messages: list[dict[str, Any]], count: int, low: int, high: int
+) -> list[dict[str, Any]]:
+    return messages[low:high]
+
+
+def _walk_back(
+    runs: Iterator[_Run[_Payload]],
+    limit: int | None,
+    cut: Callable[[_Payload, int, int, int], _Payload],
+) -> tuple[int, list[_Payload]]:
+    """`memoryd.events.walk_back` over runs of records: pops, clears and forks applied.
+
+    A run of appended events that fits the limit is taken whole in one step.
+
+    Returns:
+        ``(how many messages, each event's kept messages, newest event first)``; ``cut``
+        keeps messages ``low`` to ``high`` of an event's ``count``.
+    """
+    chunks: list[_Payload] = []
+    count = 0
+    skip = 0
+    for kinds, counts, payloads in runs:
+        if not skip and kinds.count(_APPENDED) == len(kinds):
+            total = sum(counts)
+            if limit is None or count + total <= limit:
+                chunks.extend(payloads)
+                count += total
+                if count == limit:
+                    break
+                continue
+        for kind, n, payload in zip(kinds, counts, payloads, strict=True):
+            if kind == _POPPED:
+                skip += 1
+                continue
+            if kind == _CLEARED:
+                return count, chunks
+            if kind not in _WITH_MESSAGES:
+                continue
+            if not skip and (limit is None or count + n <= limit):
+                chunks.append(payload)  # the whole event (the common case)
+                count += n
+            else:
+                kept = n - skip  # the last `skip` messages were popped
+                skip = max(0, -kept)
+                if kept > 0:
+                    need = kept if limit is None else min(kept, limit - count)
+                    chunks.append(cut(payload, n, kept - need, kept))
+                    count += need
+            if kind == _FORKED or (limit is not None and count >= limit):
+                return count, chunks
+    return count, chunks
 
 
 def event_range(txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int) -> list[Event]:
