@@ -222,40 +222,61 @@ def _first_run(meta: Meta, upto: int, limit: int | None) -> int:
 
 def _runs(
     cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
-) -> Iterator[tuple[range, tuple[bytes, ...], tuple[bytes, ...]]]:
-    """``(versions, keys, sealed records)`` of runs of records from version ``upto``
-    (where the cursor is) back to the first live version, every key where it belongs."""
+) -> Iterator[tuple[range, tuple[bytes, ...], list[bytes]]]:
+    """``(versions, their keys, the sealed records)`` of runs of records from version
+    ``upto`` (where the cursor is) back to the first live version.
+
+    The records are taken in cursor order, without their keys: each is then checked
+    against its checksum under the key of the version it should hold, which it only
+    passes if it is that version's record (a missing version shifts every record after
+    it onto another key). A run that fails is walked again, key by key, to name the
+    missing version or the damaged record.
+    """
     size = _first_run(meta, upto, limit)
-    stored = cursor.iterprev()
+    stored = cursor.iterprev(keys=False)
     top = upto
     while top >= meta.first:
         n = min(size, top - meta.first + 1)
         versions = range(top, top - n, -1)
+        values = list(islice(stored, n))
         expected = tuple(map(_event_key, repeat(meta.conv), versions))
-        pairs = list(islice(stored, n))
-        found, values = zip(*pairs, strict=True) if pairs else ((), ())
-        if found != expected:
-            for version, key, raw_key in zip(versions, expected, (*found, None), strict=False):
-                if raw_key != key:
-                    raise _damaged(meta, version, "it is missing")
+        if len(values) != n or cursor.key() != expected[-1]:
+            _check_keys(cursor, meta, versions, expected)
+            raise _damaged(meta, versions[-1], "the records before it are out of place")
         yield versions, expected, values
         top -= n
         size *= 2
 
 
+def _check_keys(
+    cursor: lmdb.Cursor, meta: Meta, versions: range, expected: tuple[bytes, ...]
+) -> None:
+    """Raise for the first of ``versions`` whose key is not where it belongs, if one is."""
+    found = []
+    if cursor.set_key(expected[0]):
+        found = [key for key, _ in islice(cursor.iterprev(), len(expected))]
+    for version, key, raw_key in zip(versions, expected, (*found, None), strict=False):
+        if raw_key != key:
+            raise _damaged(meta, version, "it is missing")
+
+
 def _one_by_one(
+    cursor: lmdb.Cursor,
     meta: Meta,
     versions: range,
     keys_: Sequence[bytes],
     values: Sequence[bytes],
+    *,
     unpack: Callable[[codec.Buffer], _T],
 ) -> list[_T]:
-    """``unpack`` of each sealed record, the first damaged one named by its version."""
+    """``unpack`` of each sealed record, the first damaged one named by its version
+    (or the first missing one, when a record fails its checksum for being another's)."""
     out: list[_T] = []
     for version, key, value in zip(versions, keys_, values, strict=True):
         try:
             out.append(unpack(codec.unseal(key, value)))
         except CorruptRecord as exc:
+            _check_keys(cursor, meta, versions, tuple(keys_))  # a missing version first
             raise _damaged(meta, version, exc) from None
     return out
 
@@ -265,12 +286,20 @@ def _decoded_runs(
 ) -> Iterator[_Run[list[dict[str, Any]]]]:
     """Each run's kinds, message counts and decoded messages."""
     for versions, keys_, values in _runs(cursor, meta, upto, limit):
+        if len(values) == 1:  # one record: nothing to share the calls with
+            kind, messages = _one_by_one(
+                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
+            )[0]
+            yield (kind,), (len(messages),), (messages,)
+            continue
         try:
-            kinds, messages = codec.unseal_kinds_and_messages(keys_, values, versions)
+            kinds, batch = codec.unseal_kinds_and_messages(keys_, values, versions)
         except CorruptRecord:  # name the record
-            pairs = _one_by_one(meta, versions, keys_, values, codec.unpack_kind_and_messages)
-            kinds, messages = [p[0] for p in pairs], [p[1] for p in pairs]
-        yield kinds, list(map(len, messages)), messages
+            pairs = _one_by_one(
+                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
+            )
+            kinds, batch = [p[0] for p in pairs], [p[1] for p in pairs]
+        yield kinds, list(map(len, batch)), batch
 
 
 def _packed_runs(
@@ -279,12 +308,13 @@ def _packed_runs(
     """Each run's kinds, message counts and messages still encoded."""
     for versions, keys_, values in _runs(cursor, meta, upto, limit):
         try:
-            yield codec.unseal_kinds_and_packed_messages(keys_, values)
+            run = codec.unseal_kinds_and_packed_messages(keys_, values)
         except CorruptRecord:  # name the record
             triples = _one_by_one(
-                meta, versions, keys_, values, codec.unpack_kind_and_packed_messages
+                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_packed_messages
             )
-            yield [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
+            run = [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
+        yield run
 
 
 def _cut_list(

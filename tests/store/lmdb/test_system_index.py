@@ -171,7 +171,14 @@ def test_a_windowed_read_with_a_persona_reads_the_window_not_the_history(
             unsealed.append(bytes(key))
             return real(key, value)
 
+        real_all = codec.unseal_all
+
+        def counting_all(keys: Any, values: Any) -> None:
+            unsealed.extend(map(bytes, keys))
+            real_all(keys, values)
+
         monkeypatch.setattr(codec, "unseal", counting)
+        monkeypatch.setattr(codec, "unseal_all", counting_all)
         window = ["persona", "u198", "a198", "u199", "a199"]
         assert texts(store.get("c", limit=4, system=True)) == window
         windowed = len(unsealed)
