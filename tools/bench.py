@@ -36,7 +36,7 @@ from benchlib.environment import (
     thread_round_trip_us,
 )
 from benchlib.peers import PEERS, OursPeer, Peer
-from benchlib.report import render, targets
+from benchlib.report import ONE_MESSAGE_EVENTS, render, targets
 from benchlib.runner import (
     AppendRun,
     ReadJob,
@@ -147,10 +147,11 @@ class Bench:
                 log(f"{name}: {reason}")
 
     def _make(self, name: str) -> Peer:
-        cls = PEERS[name]
+        one_message = name == ONE_MESSAGE_EVENTS
+        cls = OursPeer if one_message else PEERS[name]
         if cls is OursPeer:
             return OursPeer(
-                populate_batch=self.settings.populate_batch,
+                populate_batch=1 if one_message else self.settings.populate_batch,
                 populate_threads=self.settings.populate_threads,
             )
         return cls()
@@ -246,20 +247,22 @@ class Bench:
         section: str,
         name: str,
         *,
+        row: str | None = None,
         conversations: int,
         measured: list[int],
         sizes: Callable[[int], int],
         with_all: bool,
     ) -> None:
         """Populate and check one read store; keep it open for the timed rounds."""
-        directory = self.run_dir / f"{section}-{name}"
+        row = row or name
+        directory = self.run_dir / f"{section}-{row}"
         directory.mkdir(mode=0o700)
         self._dirs.append(directory)
-        peer = self._make(name)
+        peer = self._make(row)
         try:
             peer.setup(directory)
         except Exception as exc:
-            self._failed(section, name, exc)
+            self._failed(section, row, exc)
             return
         self._open.append(peer)
         try:
@@ -273,14 +276,14 @@ class Bench:
                 with_all=with_all,
             )
         except Exception as exc:
-            self._failed(section, name, exc)
+            self._failed(section, row, exc)
             return
         n = self.settings.last_n
         reads = min(self.settings.reads, peer.max_reads or self.settings.reads)
-        self._jobs[f"{section}/{name}/last"] = (lambda cid: peer.read_last(cid, n), cids, reads)
+        self._jobs[f"{section}/{row}/last"] = (lambda cid: peer.read_last(cid, n), cids, reads)
         if with_all:
-            self._jobs[f"{section}/{name}/all"] = (peer.read_all, cids, reads)
-        self.results[section][name] = {"conversations": conversations}
+            self._jobs[f"{section}/{row}/all"] = (peer.read_all, cids, reads)
+        self.results[section][row] = {"conversations": conversations}
 
     def _failed(
         self, phase: str, name: str, exc: Exception, rows: dict[str, Any] | None = None
@@ -294,7 +297,9 @@ class Bench:
     def reads(self, phases: set[str]) -> None:
         """Build every read store, then time all their reads in interleaved rounds.
 
-        "reads": last-N and whole-conversation reads on ``read_convs`` x ``read_msgs``.
+        "reads": last-N and whole-conversation reads on ``read_convs`` x ``read_msgs``
+        (written ``populate_batch`` messages to an add), and ours' on ``sample``
+        conversations of ``read_msgs`` written one message to an add (row "ours-1msg").
         "big": ours' (and raw-lmdb's) last-N read on ``big_convs`` conversations, where
         only the measured ones hold ``read_msgs`` messages.
         """
@@ -313,6 +318,18 @@ class Bench:
                             sizes=lambda _: s.read_msgs,
                             with_all=True,
                         )
+                if "ours" in self.usable:
+                    # only the measured conversations: one fsync'd add per message
+                    log(f"ours: {s.sample} conversations of {s.read_msgs} one-message events")
+                    self._open_read_store(
+                        "reads",
+                        "ours",
+                        row=ONE_MESSAGE_EVENTS,
+                        conversations=s.sample,
+                        measured=list(range(s.sample)),
+                        sizes=lambda _: s.read_msgs,
+                        with_all=True,
+                    )
             if "big" in phases:
                 big_measured = sample_indices(s.big_convs, s.sample)
                 chosen = frozenset(big_measured)

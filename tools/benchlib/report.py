@@ -98,6 +98,18 @@ def _table(
     return lines
 
 
+ONE_MESSAGE_EVENTS = "ours-1msg"
+"""The reads row of ours over conversations written one message per add."""
+
+
+def _with_one_message_row(names: list[str], results: Mapping[str, Any]) -> list[str]:
+    """``names`` with the one-message-events row of ours right after ours, if measured."""
+    if ONE_MESSAGE_EVENTS not in results["reads"] or OURS not in names:
+        return names
+    at = names.index(OURS) + 1
+    return [*names[:at], ONE_MESSAGE_EVENTS, *names[at:]]
+
+
 def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
     """Return the whole printed report for ``results``, peers in ``order``."""
     peers = results["peers"]
@@ -141,7 +153,9 @@ def render(results: Mapping[str, Any], order: Sequence[str]) -> str:
             title,
             peers,
             results["reads"],
-            [n for n in order if n in results["reads"] or n == OURS],
+            _with_one_message_row(
+                [n for n in order if n in results["reads"] or n == OURS], results
+            ),
             [
                 (f"last {settings['last_n']} µs", "last_p50_us"),
                 (f"all {settings['read_msgs']} µs", "all_p50_us"),
