@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from operator import getitem, itemgetter
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from memoryd._codec_msgpack import (
     MAX_VALUE_BYTES,
@@ -363,7 +363,8 @@ def unseal_kinds_and_messages(
     count = len(framed)
     if not count:
         return (), ()
-    body = b"".join((_array_header(count), *map(getitem, framed, repeat(_STRIP_SEAL))))
+    unsealed = cast("map[Buffer]", map(getitem, framed, repeat(_STRIP_SEAL)))
+    body = b"".join((_array_header(count), *unsealed))
     if len(body) > max_bytes and max(map(len, framed)) > max_bytes + SEAL_BYTES:
         _corrupt(f"an event record is over {max_bytes} bytes")
     # an empty record adds no value: the decode runs short and fails
@@ -410,6 +411,7 @@ def _packed_layout() -> re.Pattern[bytes]:
 _PACKED_LAYOUT = _packed_layout()
 _KIND_OF = {pack_value(kind): kind for kind in KINDS}
 _FIXARRAY_COUNT = {bytes((0x90 | n,)): n for n in range(16)}
+_GROUPS: Any = re.Match.groups
 
 
 def unseal_kinds_and_packed_messages(
@@ -434,8 +436,8 @@ def unseal_kinds_and_packed_messages(
     matches = list(map(_PACKED_LAYOUT.fullmatch, framed))
     if None in matches:
         return _kinds_and_packed_one_by_one(framed, matches)
-    kind_bytes, heads, packed = zip(*map(re.Match.groups, matches), strict=True)
-    counts = list(map(_FIXARRAY_COUNT.get, heads))
+    kind_bytes, heads, packed = zip(*map(_GROUPS, matches), strict=True)
+    counts = cast("list[int]", list(map(_FIXARRAY_COUNT.get, heads)))
     if None in counts:  # an event of 16 messages or more
         counts = [
             int.from_bytes(head[1:], "big") if len(head) > 1 else head[0] & 0x0F for head in heads

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice, repeat
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import lmdb
 
@@ -233,7 +233,7 @@ def _runs(
     missing version or the damaged record.
     """
     size = _first_run(meta, upto, limit)
-    stored = cursor.iterprev(keys=False)
+    stored = cast("Iterator[bytes]", cursor.iterprev(keys=False))  # read transactions copy
     top = upto
     while top >= meta.first:
         n = min(size, top - meta.first + 1)
@@ -307,6 +307,12 @@ def _packed_runs(
 ) -> Iterator[_Run[bytes]]:
     """Each run's kinds, message counts and messages still encoded."""
     for versions, keys_, values in _runs(cursor, meta, upto, limit):
+        if len(values) == 1:  # one record: nothing to share the calls with
+            kind, count, packed = _one_by_one(
+                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_packed_messages
+            )[0]
+            yield (kind,), (count,), (packed,)
+            continue
         try:
             run = codec.unseal_kinds_and_packed_messages(keys_, values)
         except CorruptRecord:  # name the record
