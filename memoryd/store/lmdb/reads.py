@@ -199,10 +199,10 @@ def _index_entry(meta: Meta, key: bytes, value: codec.Buffer) -> dict[str, Any]:
 # -- the reverse walk, a run of records at a time -------------------------------------
 #
 # A last-N read of one-message events reads N records. Each run of records is fetched
-# with one cursor pass, its keys compared with the expected ones in one comparison and
-# its records checked and decoded by `codec` in a fixed number of calls, so a record
-# costs no Python statement of its own. The first run is sized from the conversation's
-# messages per event; each further run is twice the last.
+# with one cursor pass and its records checked (each under the key of its version) and
+# decoded by `codec` in a fixed number of calls, so a record costs no Python statement
+# of its own. The first run is sized from the conversation's messages per event; each
+# further run is twice the last.
 
 _event_key = struct.Struct(">QQ").pack  # `keys.event_key`: conversation number, version
 
