@@ -287,9 +287,12 @@ def _decoded_runs(
     """Each run's kinds, message counts and decoded messages."""
     for versions, keys_, values in _runs(cursor, meta, upto, limit):
         if len(values) == 1:  # one record: nothing to share the calls with
-            kind, messages = _one_by_one(
-                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
-            )[0]
+            try:
+                kind, messages = codec.unpack_kind_and_messages(codec.unseal(keys_[0], values[0]))
+            except CorruptRecord:  # name the record
+                kind, messages = _one_by_one(
+                    cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
+                )[0]
             yield (kind,), (len(messages),), (messages,)
             continue
         try:
@@ -308,9 +311,13 @@ def _packed_runs(
     """Each run's kinds, message counts and messages still encoded."""
     for versions, keys_, values in _runs(cursor, meta, upto, limit):
         if len(values) == 1:  # one record: nothing to share the calls with
-            kind, count, packed = _one_by_one(
-                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_packed_messages
-            )[0]
+            unpack = codec.unpack_kind_and_packed_messages
+            try:
+                kind, count, packed = unpack(codec.unseal(keys_[0], values[0]))
+            except CorruptRecord:  # name the record
+                kind, count, packed = _one_by_one(
+                    cursor, meta, versions, keys_, values, unpack=unpack
+                )[0]
             yield (kind,), (count,), (packed,)
             continue
         try:
