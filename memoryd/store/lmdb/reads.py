@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice, repeat
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -96,7 +96,7 @@ def history(
     cursor = txn.cursor(db=dbs.events)
     if not cursor.set_key(keys.event_key(meta.conv, upto)):
         raise _damaged(meta, upto, "it is missing")
-    _, chunks = _walk_back(_decoded_runs(cursor, meta, upto, limit), limit, _cut_list)
+    _, chunks = _walk_back(_Runs(cursor, meta, upto, limit), _decoded_run, limit, _cut_list)
     if len(chunks) == 1:
         return chunks[0]  # fresh from the decode
     chunks.reverse()
@@ -126,7 +126,7 @@ def history_packed(
     def cut(packed: bytes, count: int, low: int, high: int) -> bytes:
         return b"".join(codec.split_packed(packed, count, what=f"event of {meta.cid!r}")[low:high])
 
-    count, chunks = _walk_back(_packed_runs(cursor, meta, meta.version, limit), limit, cut)
+    count, chunks = _walk_back(_Runs(cursor, meta, meta.version, limit), _packed_run, limit, cut)
     chunks.reverse()
     return count, chunks
 
@@ -220,11 +220,10 @@ def _first_run(meta: Meta, upto: int, limit: int | None) -> int:
     return max(1, min(live, -(-limit * events // meta.count)))
 
 
-def _runs(
-    cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
-) -> Iterator[tuple[range, tuple[bytes, ...], list[bytes]]]:
-    """``(versions, their keys, the sealed records)`` of runs of records from version
-    ``upto`` (where the cursor is) back to the first live version.
+class _Runs:
+    """Runs of records from version ``upto`` (where the cursor is) back to the first
+    live version: ``next()`` gives ``(versions, their keys, the sealed records)``, or
+    None past the first live version.
 
     The records are taken in cursor order, without their keys: each is then checked
     against its checksum under the key of the version it should hold, which it only
@@ -232,20 +231,31 @@ def _runs(
     it onto another key). A run that fails is walked again, key by key, to name the
     missing version or the damaged record.
     """
-    size = _first_run(meta, upto, limit)
-    stored = cast("Iterator[bytes]", cursor.iterprev(keys=False))  # read transactions copy
-    top = upto
-    while top >= meta.first:
-        n = min(size, top - meta.first + 1)
+
+    __slots__ = ("cursor", "meta", "size", "stored", "top")
+
+    def __init__(self, cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None) -> None:
+        self.cursor = cursor
+        self.meta = meta
+        self.size = _first_run(meta, upto, limit)
+        self.stored: Iterator[bytes] = cursor.iterprev(keys=False)  # type: ignore[assignment]
+        self.top = upto
+
+    def next(self) -> tuple[range, tuple[bytes, ...], list[bytes]] | None:
+        meta = self.meta
+        top = self.top
+        if top < meta.first:
+            return None
+        n = min(self.size, top - meta.first + 1)
         versions = range(top, top - n, -1)
-        values = list(islice(stored, n))
+        values = list(islice(self.stored, n))
         expected = tuple(map(_event_key, repeat(meta.conv), versions))
-        if len(values) != n or cursor.key() != expected[-1]:
-            _check_keys(cursor, meta, versions, expected)
+        if len(values) != n or self.cursor.key() != expected[-1]:
+            _check_keys(self.cursor, meta, versions, expected)
             raise _damaged(meta, versions[-1], "the records before it are out of place")
-        yield versions, expected, values
-        top -= n
-        size *= 2
+        self.top = top - n
+        self.size *= 2
+        return versions, expected, values
 
 
 def _check_keys(
@@ -281,53 +291,53 @@ def _one_by_one(
     return out
 
 
-def _decoded_runs(
-    cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
-) -> Iterator[_Run[list[dict[str, Any]]]]:
-    """Each run's kinds, message counts and decoded messages."""
-    for versions, keys_, values in _runs(cursor, meta, upto, limit):
-        if len(values) == 1:  # one record: nothing to share the calls with
-            try:
-                kind, messages = codec.unpack_kind_and_messages(codec.unseal(keys_[0], values[0]))
-            except CorruptRecord:  # name the record
-                kind, messages = _one_by_one(
-                    cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
-                )[0]
-            yield (kind,), (len(messages),), (messages,)
-            continue
+def _decoded_run(
+    cursor: lmdb.Cursor,
+    meta: Meta,
+    versions: range,
+    keys_: tuple[bytes, ...],
+    values: list[bytes],
+) -> _Run[list[dict[str, Any]]]:
+    """A run's kinds, message counts and decoded messages."""
+    if len(values) == 1:  # one record: nothing to share the calls with
+        unpack = codec.unpack_kind_and_messages
         try:
-            kinds, batch = codec.unseal_kinds_and_messages(keys_, values, versions)
+            kind, messages = unpack(codec.unseal(keys_[0], values[0]))
         except CorruptRecord:  # name the record
-            pairs = _one_by_one(
-                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
-            )
-            kinds, batch = [p[0] for p in pairs], [p[1] for p in pairs]
-        yield kinds, list(map(len, batch)), batch
+            kind, messages = _one_by_one(cursor, meta, versions, keys_, values, unpack=unpack)[0]
+        return (kind,), (len(messages),), (messages,)
+    try:
+        kinds, batch = codec.unseal_kinds_and_messages(keys_, values, versions)
+    except CorruptRecord:  # name the record
+        pairs = _one_by_one(
+            cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
+        )
+        kinds, batch = [p[0] for p in pairs], [p[1] for p in pairs]
+    return kinds, list(map(len, batch)), batch
 
 
-def _packed_runs(
-    cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None
-) -> Iterator[_Run[bytes]]:
-    """Each run's kinds, message counts and messages still encoded."""
-    for versions, keys_, values in _runs(cursor, meta, upto, limit):
-        if len(values) == 1:  # one record: nothing to share the calls with
-            unpack = codec.unpack_kind_and_packed_messages
-            try:
-                kind, count, packed = unpack(codec.unseal(keys_[0], values[0]))
-            except CorruptRecord:  # name the record
-                kind, count, packed = _one_by_one(
-                    cursor, meta, versions, keys_, values, unpack=unpack
-                )[0]
-            yield (kind,), (count,), (packed,)
-            continue
+def _packed_run(
+    cursor: lmdb.Cursor,
+    meta: Meta,
+    versions: range,
+    keys_: tuple[bytes, ...],
+    values: list[bytes],
+) -> _Run[bytes]:
+    """A run's kinds, message counts and messages still encoded."""
+    unpack = codec.unpack_kind_and_packed_messages
+    if len(values) == 1:  # one record: nothing to share the calls with
         try:
-            run = codec.unseal_kinds_and_packed_messages(keys_, values)
+            kind, count, packed = unpack(codec.unseal(keys_[0], values[0]))
         except CorruptRecord:  # name the record
-            triples = _one_by_one(
-                cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_packed_messages
-            )
-            run = [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
-        yield run
+            kind, count, packed = _one_by_one(cursor, meta, versions, keys_, values, unpack=unpack)[
+                0
+            ]
+        return (kind,), (count,), (packed,)
+    try:
+        return codec.unseal_kinds_and_packed_messages(keys_, values)
+    except CorruptRecord:  # name the record
+        triples = _one_by_one(cursor, meta, versions, keys_, values, unpack=unpack)
+        return [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
 
 
 def _cut_list(
@@ -337,13 +347,15 @@ def _cut_list(
 
 
 def _walk_back(
-    runs: Iterator[_Run[_Payload]],
+    runs: _Runs,
+    decode: Callable[[lmdb.Cursor, Meta, range, tuple[bytes, ...], list[bytes]], _Run[_Payload]],
     limit: int | None,
     cut: Callable[[_Payload, int, int, int], _Payload],
 ) -> tuple[int, list[_Payload]]:
     """`memoryd.events.walk_back` over runs of records: pops, clears and forks applied.
 
-    A run of appended events that fits the limit is taken whole in one step.
+    ``decode`` reads each run of ``runs``; a run of appended events that fits the limit
+    is taken whole in one step.
 
     Returns:
         ``(how many messages, each event's kept messages, newest event first)``; ``cut``
@@ -352,7 +364,9 @@ def _walk_back(
     chunks: list[_Payload] = []
     count = 0
     skip = 0
-    for kinds, counts, payloads in runs:
+    cursor, meta = runs.cursor, runs.meta
+    while (run := runs.next()) is not None:
+        kinds, counts, payloads = decode(cursor, meta, *run)
         if not skip and kinds.count(_APPENDED) == len(kinds):
             total = sum(counts)
             if limit is None or count + total <= limit:
