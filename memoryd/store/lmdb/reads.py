@@ -232,26 +232,37 @@ class _Runs:
     missing version or the damaged record.
     """
 
-    __slots__ = ("cursor", "meta", "size", "stored", "top")
+    __slots__ = ("cursor", "meta", "size", "started", "top")
 
     def __init__(self, cursor: lmdb.Cursor, meta: Meta, upto: int, limit: int | None) -> None:
         self.cursor = cursor
         self.meta = meta
         self.size = _first_run(meta, upto, limit)
-        self.stored: Iterator[bytes] = cursor.iterprev(keys=False)  # type: ignore[assignment]
         self.top = upto
+        self.started = False
 
     def next(self) -> tuple[range, tuple[bytes, ...], list[bytes]] | None:
         meta = self.meta
         top = self.top
         if top < meta.first:
             return None
+        cursor = self.cursor
         n = min(self.size, top - meta.first + 1)
         versions = range(top, top - n, -1)
-        values = list(islice(self.stored, n))
-        expected = tuple(map(_event_key, repeat(meta.conv), versions))
-        if len(values) != n or self.cursor.key() != expected[-1]:
-            _check_keys(self.cursor, meta, versions, expected)
+        if n == 1:
+            expected: tuple[bytes, ...] = (_event_key(meta.conv, top),)
+        else:
+            expected = tuple(map(_event_key, repeat(meta.conv), versions))
+        # the cursor is on the record before this run (on the first run's first record)
+        if self.started and not cursor.prev():
+            values: list[bytes] = []
+        elif n == 1:
+            values = [cursor.value()]  # type: ignore[list-item]  # bytes: buffers=False
+        else:
+            values = list(islice(cursor.iterprev(keys=False), n))  # type: ignore[arg-type]  # bytes too
+        self.started = True
+        if len(values) != n or cursor.key() != expected[-1]:
+            _check_keys(cursor, meta, versions, expected)
             raise _damaged(meta, versions[-1], "the records before it are out of place")
         self.top = top - n
         self.size *= 2

@@ -137,3 +137,29 @@ def test_runs_apply_pops_clears_and_mixed_sizes(tmp_path: Path, read: str) -> No
             assert READS[read](store, "c", limit) == expected
     finally:
         store.stop()
+
+
+@pytest.mark.parametrize("read", READS)
+def test_a_later_run_checks_its_records_too(tmp_path: Path, read: str) -> None:
+    """When the first run holds too few messages, the next run continues right below it,
+    and a missing record there is named."""
+    data = tmp_path / "data"
+    store = memoryd.LmdbStore.start(str(data))
+    big = [user(f"big {i}") for i in range(100)]
+    small = [user(f"small {i}") for i in range(10)]
+    try:
+        store.add("c", big)  # version 1
+        for message in small:  # versions 2 to 11
+            store.add("c", [message])
+        assert READS[read](store, "c", 50) == (big + small)[-50:]
+        assert READS[read](store, "c", 12) == (big + small)[-12:]
+    finally:
+        store.stop()
+    _delete_event(data, "c", 4)
+    store = memoryd.LmdbStore.start(str(data))
+    try:
+        assert READS[read](store, "c", 5) == small[-5:]
+        with pytest.raises(CorruptRecord, match="event 4 of conversation 'c'.*missing"):
+            READS[read](store, "c", 50)
+    finally:
+        store.stop()
