@@ -159,7 +159,7 @@ def test_a_later_run_checks_its_records_too(tmp_path: Path, read: str) -> None:
     store = memoryd.LmdbStore.start(str(data))
     try:
         assert READS[read](store, "c", 5) == small[-5:]
-        with pytest.raises(CorruptRecord, match="event 4 of conversation 'c'.*missing"):
+        with pytest.raises(CorruptRecord, match=r"event 4 of conversation 'c'.*missing"):
             READS[read](store, "c", 50)
     finally:
         store.stop()
