@@ -107,7 +107,8 @@ class DaemonCaller:
         msgpack: bool,
     ) -> None:
         self.address = address
-        self._msgpack = msgpack
+        self.msgpack = msgpack
+        """Bodies are msgpack (else JSON)."""
         kind = _MSGPACK if msgpack else _JSON
         headers = {"accept": kind}
         if token:
@@ -125,7 +126,7 @@ class DaemonCaller:
     def _encode(self, body: dict[str, Any] | None) -> bytes | None:
         if body is None:
             return None
-        if self._msgpack:
+        if self.msgpack:
             return codec.pack_wire(body, trusted=True)
         return json.dumps(body, ensure_ascii=False).encode()
 
@@ -138,6 +139,7 @@ class DaemonCaller:
         retry: bool,
         params: dict[str, Any] | None = None,
         body: dict[str, Any] | None = None,
+        content: bytes | None = None,
     ) -> Any:
         """One API call with retries until the deadline.
 
@@ -149,6 +151,8 @@ class DaemonCaller:
                 resent after an answer was lost; otherwise only when it was surely not run.
             params: query parameters (None values are left out).
             body: the request body.
+            content: instead of ``body``, the body already encoded as this caller's
+                bodies are (msgpack or JSON).
 
         Returns:
             The decoded answer.
@@ -160,7 +164,8 @@ class DaemonCaller:
             ValueError: the daemon reported one, or the request cannot be sent.
         """
         query = {k: v for k, v in params.items() if v is not None} if params else None
-        content = self._encode(body)
+        if body is not None:
+            content = self._encode(body)
         deadline = time.monotonic() + timeout
         backoff = _FIRST_BACKOFF_S
         while True:
