@@ -404,7 +404,7 @@ def unpack_wire(
                 max_array_len=size,
                 max_map_len=size,
             )
-        except Exception:  # noqa: BLE001, S110 (the same decode below raises its error)
+        except Exception:  # the same decode below raises its error
             pass
     return unpack_bounded(
         data,

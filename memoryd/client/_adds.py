@@ -22,7 +22,7 @@ from typing import Any
 
 from memoryd import codec
 from memoryd._json_values import MAX_NESTING_DEPTH
-from memoryd._message_checks import check_structure
+from memoryd._message_checks import ROLES, check_structure
 from memoryd.errors import InvalidMessage
 
 __all__ = ["JSON_PER_MSGPACK_BYTE", "encode_add", "is_plain_message"]
@@ -40,6 +40,10 @@ brings its own separator. So a body whose length times this is within the limit 
 no message over it.
 """
 
+_TEXT_ROLES = ROLES - {"tool"}
+"""The roles of a message that a role and a str content make whole (a tool message
+also needs its call's id)."""
+
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 
@@ -51,7 +55,8 @@ def _plain(value: Any, depth: int) -> bool:
     if kind is str or value is None or kind is bool:
         return True
     if kind is int:
-        return _INT_MIN <= value <= _INT_MAX
+        in_range: bool = _INT_MIN <= value <= _INT_MAX
+        return in_range
     if kind is float:
         return math.isfinite(value)
     if depth > MAX_NESTING_DEPTH:
@@ -66,8 +71,9 @@ def _plain(value: Any, depth: int) -> bool:
     if kind is list or kind is tuple:
         for item in value:
             if type(item) is not str and not _plain(item, depth + 1):
-                return False
-        return True
+                break
+        else:
+            return True
     return False
 
 
@@ -80,7 +86,12 @@ def is_plain_message(message: Any) -> bool:
     Returns:
         False for anything the check would refuse or normalise (the caller then runs it).
     """
-    if type(message) is not dict or "content" not in message or not _plain(message, 1):
+    if type(message) is not dict:
+        return False
+    if len(message) == 2 and type(message.get("content")) is str:  # a role and a text
+        role = message.get("role")
+        return type(role) is str and role in _TEXT_ROLES
+    if "content" not in message or not _plain(message, 1):
         return False
     if "tool_calls" in message:
         calls = message["tool_calls"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from memoryd import codec
 from memoryd.client._http import ConnectFailed, HttpTransport, Reply, TransportFailed
-from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
+from memoryd.errors import CorruptRecord, StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.protocol import ProtocolError, error_from_wire
 
 __all__ = ["DaemonCaller", "parse_address"]
@@ -70,12 +70,41 @@ def parse_address(address: str) -> tuple[str, str | None]:
     )
 
 
+_VERSION_HEAD = b"\x81\xa7version"
+"""A msgpack map of one key, ``version``: the start of every write's answer."""
+
+_UINT_BYTES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+"""The msgpack unsigned integer heads, and how many big-endian bytes follow each."""
+
+
+def _version_answer(body: bytes) -> dict[str, int] | None:
+    """``{"version": n}`` when ``body`` is exactly that map in msgpack, else None.
+
+    A write's answer is read without the general decoder: its one unsigned integer is
+    read from the bytes, and any other body (an error, more fields) is left to it.
+    """
+    if len(body) < 10 or body[:9] != _VERSION_HEAD:
+        return None
+    head = body[9]
+    if head < 0x80:  # a positive fixint
+        return {"version": head} if len(body) == 10 else None
+    size = _UINT_BYTES.get(head)
+    if size is None or len(body) != 10 + size:
+        return None
+    return {"version": int.from_bytes(body[10:], "big")}
+
+
 def _decode(response: Reply) -> Any:
     try:
         if response.content_type.startswith(_MSGPACK):
-            return codec.unpack_wire(response.body)
+            body = response.body
+            if body[:1] == b"\x81":
+                answer = _version_answer(body)
+                if answer is not None:
+                    return answer
+            return codec.unpack_wire(body)
         return json.loads(response.body) if response.body else {}
-    except ValueError as exc:
+    except (ValueError, CorruptRecord) as exc:
         raise ProtocolError(
             f"the daemon answered HTTP {response.status} with an unreadable body: {exc}"
         ) from None
