@@ -32,8 +32,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import quote_plus, urlsplit
 
 import httptools
@@ -68,9 +67,8 @@ _BAD_VALUE = re.compile(r"[\r\n\x00]")
 _EXTRA_CACHE_SIZE = 32
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """An HTTP response: status, content type and body."""
+class Reply(NamedTuple):
+    """An HTTP response: status, content type and body (immutable)."""
 
     status: int
     content_type: str

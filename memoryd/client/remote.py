@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 from memoryd._ids import IdSource
 from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
-from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_conversation_id
 from memoryd.protocol import (
     AUTO_KEY_PREFIX,
@@ -39,17 +38,13 @@ from memoryd.protocol import (
     event_from_wire,
     event_to_wire,
 )
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import (
-    Add,
-    Clear,
-    Fork,
-    Import,
-    Pop,
-    Record,
-    WriteRequest,
-    check_optional_count,
-)
+from memoryd.store.requests import check_optional_count
+
+if TYPE_CHECKING:
+    from memoryd.events import Change, Event
+    from memoryd.store.requests import WriteRequest
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
 
@@ -278,7 +273,7 @@ class RemoteStore(StoreHandle):
     # -- backend hooks ---------------------------------------------------------------
 
     def _write(self, request: WriteRequest) -> Any:
-        if isinstance(request, Add):
+        if isinstance(request, requests.Add):
             key = request.idempotency_key or _auto_key()
             body = {
                 "messages": request.messages,  # a tuple: sent as an array, not copied
@@ -290,17 +285,17 @@ class RemoteStore(StoreHandle):
             return self._call("POST", self._conv(request.cid, "messages"), body=body, retry=True)[
                 "version"
             ]
-        if isinstance(request, Clear):
+        if isinstance(request, requests.Clear):
             self._call("DELETE", self._conv(request.cid, "messages"), retry=False)
             return None
-        if isinstance(request, Pop):
+        if isinstance(request, requests.Pop):
             return self._call("POST", self._conv(request.cid, "pop"), retry=False)["message"]
-        if isinstance(request, Fork):
+        if isinstance(request, requests.Fork):
             body = {"target": request.target, "at_version": request.at_version}
             return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
                 "version"
             ]
-        if isinstance(request, Record):
+        if isinstance(request, requests.Record):
             key = request.idempotency_key or _auto_key()
             record: dict[str, Any] = {
                 "kind": request.kind,
@@ -312,7 +307,7 @@ class RemoteStore(StoreHandle):
             return self._call("POST", self._conv(request.cid, "record"), body=record, retry=True)[
                 "version"
             ]
-        if isinstance(request, Import):
+        if isinstance(request, requests.Import):
             # Importing is idempotent (identical events are skipped), so a lost answer
             # is safely sent again. Keys travel verbatim, client-generated ones too.
             events = [
