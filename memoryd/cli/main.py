@@ -12,6 +12,7 @@ The arguments are read by `memoryd.cli.parser`, the store commands run in
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
     from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]
+
+_ONE_CALL = frozenset(
+    {"add", "clear", "conversations", "events", "fork", "get", "pop", "stats", "version"}
+)
+"""Commands that make a call or two and exit. Their start allocates only long-lived
+objects (modules, classes, the parser, the client) that the cyclic garbage collector
+would walk to free nothing, so they run with it off; the others (``serve``, ``tail``,
+``export``, ``import``, ``backup``, ``check``) run as long as they need, with it on."""
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -63,7 +72,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 on success, 1 on an error (printed to stderr), 2 on bad usage.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _cli_parser.parser(argv).parse_args(argv)
+    collecting = gc.isenabled()
+    gc.disable()  # while the parser is built; a one-call command keeps it off (`_ONE_CALL`)
+    try:
+        args = _cli_parser.parser(argv).parse_args(argv)
+        if collecting and args.command not in _ONE_CALL:
+            gc.enable()
+        return _run(args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command: print its result, or its error on stderr.
+
+    Returns:
+        The exit status: 0 on success, 1 on an error (printed to stderr).
+    """
     if args.command == "serve":
         return _serve(args)
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
