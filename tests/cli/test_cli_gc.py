@@ -110,3 +110,41 @@ def test_usage_errors_restore_the_collector() -> None:
         check=True,
     )
     assert done.stdout.split() == ["True"]
+
+
+_AS_PROGRAM = """
+import gc, os, sys
+from memoryd.cli.main import main
+sys.argv = ["memoryd", *sys.argv[2:]]
+code = main() if os.environ["AS"] == "program" else main(sys.argv[1:])
+print(code, gc.get_freeze_count() > 0, gc.isenabled(), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("entry", "command", "frozen"),
+    [
+        ("program", ("get", "c"), True),
+        ("program", ("tail",), False),
+        ("function", ("get", "c"), False),
+    ],
+    ids=["program-get", "program-tail", "function-get"],
+)
+def test_only_the_program_leaves_a_one_call_command_frozen(
+    data: Path, entry: str, command: tuple[str, ...], frozen: bool
+) -> None:
+    """Run as the program (no arguments given to ``main``), a one-call command returns
+    with what it loaded frozen, for the shutdown that follows to skip; ``tail``, and
+    ``main`` called with arguments by another program, freeze nothing."""
+    done = subprocess.run(
+        [sys.executable, "-c", _AS_PROGRAM, "-", "--data", str(data), "--json", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+            "AS": entry,
+        },
+    )
+    assert done.stderr.split()[-3:] == ["0", str(frozen), "True"]
