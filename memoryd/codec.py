@@ -33,8 +33,9 @@ import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from itertools import repeat
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from memoryd import events
 from memoryd._codec_msgpack import (
     MAX_VALUE_BYTES,
     MAX_WIRE_BYTES,
@@ -50,7 +51,10 @@ from memoryd._codec_msgpack import (
     unpack_wire,
 )
 from memoryd.errors import CorruptRecord
-from memoryd.events import KINDS, SCHEMA_VERSION, Event
+from memoryd.events import KINDS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from memoryd.events import Event
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -316,7 +320,7 @@ def unpack_event(data: Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
     if data_field is not None and not isinstance(data_field, Mapping):
         _corrupt(f"event record data is a {type(data_field).__name__}, not a map")
     try:
-        return Event(
+        return events.Event(
             version=record["v"],
             kind=record["k"],
             messages=tuple(messages),

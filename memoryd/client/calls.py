@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
-from memoryd import codec
 from memoryd.client._http import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.errors import CorruptRecord, StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.protocol import ProtocolError, error_from_wire
@@ -37,6 +37,30 @@ ADDRESS_SCHEMES = ("unix", "http", "https")
 """The schemes a daemon address may have."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def _load_unpack_wire(body: bytes) -> Any:
+    """`memoryd.codec.unpack_wire`, once the codec (and msgpack) is loaded for it."""
+    global _unpack_wire  # noqa: PLW0603 (bound to the codec's own function from then on)
+    from memoryd import codec  # noqa: PLC0415 (msgpack: only for a msgpack body)
+
+    _unpack_wire = codec.unpack_wire
+    return codec.unpack_wire(body)
+
+
+def _load_pack_wire(body: dict[str, Any], *, trusted: bool) -> bytes:
+    """`memoryd.codec.pack_wire`, once the codec (and msgpack) is loaded for it."""
+    global _pack_wire  # noqa: PLW0603 (bound to the codec's own function from then on)
+    from memoryd import codec  # noqa: PLC0415 (msgpack: only for a msgpack body)
+
+    _pack_wire = codec.pack_wire
+    return codec.pack_wire(body, trusted=trusted)
+
+
+# A client on JSON bodies never loads the codec: the first msgpack body loads it, and
+# these names are then the codec's functions themselves.
+_unpack_wire: Callable[[bytes], Any] = _load_unpack_wire
+_pack_wire: Callable[..., bytes] = _load_pack_wire
 
 
 def parse_address(address: str) -> tuple[str, str | None]:
@@ -102,7 +126,7 @@ def _decode(response: Reply) -> Any:
                 answer = _version_answer(body)
                 if answer is not None:
                     return answer
-            return codec.unpack_wire(body)
+            return _unpack_wire(body)
         return json.loads(response.body) if response.body else {}
     except (ValueError, CorruptRecord) as exc:
         raise ProtocolError(
@@ -156,7 +180,7 @@ class DaemonCaller:
         if body is None:
             return None
         if self.msgpack:
-            return codec.pack_wire(body, trusted=True)
+            return _pack_wire(body, trusted=True)
         return json.dumps(body, ensure_ascii=False).encode()
 
     def call(

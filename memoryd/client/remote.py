@@ -24,14 +24,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 from memoryd._ids import IdSource
-from memoryd.client._adds import encode_add
 from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
-from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_conversation_id
 from memoryd.protocol import (
     AUTO_KEY_PREFIX,
@@ -41,17 +39,13 @@ from memoryd.protocol import (
     event_from_wire,
     event_to_wire,
 )
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import (
-    Add,
-    Clear,
-    Fork,
-    Import,
-    Pop,
-    Record,
-    WriteRequest,
-    check_optional_count,
-)
+from memoryd.store.requests import check_optional_count
+
+if TYPE_CHECKING:
+    from memoryd.events import Change, Event
+    from memoryd.store.requests import WriteRequest
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
 
@@ -318,6 +312,8 @@ class RemoteStore(StoreHandle):
         ):
             path = self._add_paths.get(cid)
             if path is not None and self._daemon.msgpack:
+                from memoryd.client._adds import encode_add  # noqa: PLC0415 (loads msgpack)
+
                 content = encode_add(messages, _auto_key(), self.max_message_bytes)
                 if content is not None:
                     if self._closed:
@@ -347,7 +343,7 @@ class RemoteStore(StoreHandle):
     # -- backend hooks ---------------------------------------------------------------
 
     def _write(self, request: WriteRequest) -> Any:
-        if isinstance(request, Add):
+        if isinstance(request, requests.Add):
             key = request.idempotency_key or _auto_key()
             body = {
                 "messages": request.messages,  # a tuple: sent as an array, not copied
@@ -358,17 +354,17 @@ class RemoteStore(StoreHandle):
                 body["then_clear"] = request.then_clear
             path = self._add_paths.get(request.cid) or self._add_path(request.cid)
             return self._call("POST", path, body=body, retry=True)["version"]
-        if isinstance(request, Clear):
+        if isinstance(request, requests.Clear):
             self._call("DELETE", self._conv(request.cid, "messages"), retry=False)
             return None
-        if isinstance(request, Pop):
+        if isinstance(request, requests.Pop):
             return self._call("POST", self._conv(request.cid, "pop"), retry=False)["message"]
-        if isinstance(request, Fork):
+        if isinstance(request, requests.Fork):
             body = {"target": request.target, "at_version": request.at_version}
             return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
                 "version"
             ]
-        if isinstance(request, Record):
+        if isinstance(request, requests.Record):
             key = request.idempotency_key or _auto_key()
             record: dict[str, Any] = {
                 "kind": request.kind,
@@ -380,7 +376,7 @@ class RemoteStore(StoreHandle):
             return self._call("POST", self._conv(request.cid, "record"), body=record, retry=True)[
                 "version"
             ]
-        if isinstance(request, Import):
+        if isinstance(request, requests.Import):
             # Importing is idempotent (identical events are skipped), so a lost answer
             # is safely sent again. Keys travel verbatim, client-generated ones too.
             events = [
