@@ -55,7 +55,7 @@ from memoryd.errors import (
     UnknownStore,
     WriteTimeout,
 )
-from memoryd.events import Change, Event, EventKind
+from memoryd.events import EventKind
 
 if _TYPE_CHECKING:
     from memoryd.agent import Agent, PendingRun, RunResult
@@ -63,6 +63,7 @@ if _TYPE_CHECKING:
     from memoryd.aio import AsyncStore
     from memoryd.app import shutdown
     from memoryd.client.remote import RemoteStore, connect
+    from memoryd.events import Change, Event
     from memoryd.kernel import (
         ChatRequest,
         Context,
@@ -129,6 +130,8 @@ _LAZY = {
         "memoryd.provider",
     ),
     "AsyncStore": "memoryd.aio",
+    "Change": "memoryd.events",
+    "Event": "memoryd.events",
     "RemoteStore": "memoryd.client.remote",
     "connect": "memoryd.client.remote",
     "RedisStore": "memoryd.store.redis.handle",
@@ -142,7 +145,8 @@ _LAZY = {
 """Names loaded on first use, and their modules: a program loads only the stack it uses
 (a daemon client does not load LMDB, the actors or structlog; a program that only stores
 and reads conversations does not load the agent, kernel, provider and memory stacks, the
-daemon client or redis-py)."""
+daemon client or redis-py; a daemon client that only reads messages does not build the
+event records)."""
 _SUBPACKAGES = frozenset({"agent", "agents", "kernel", "memory", "provider"})
 
 __all__ = [

@@ -35,8 +35,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from operator import getitem, itemgetter
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
+from memoryd import events
 from memoryd._codec_msgpack import (
     MAX_VALUE_BYTES,
     MAX_WIRE_BYTES,
@@ -52,7 +53,10 @@ from memoryd._codec_msgpack import (
     unpack_wire,
 )
 from memoryd.errors import CorruptRecord
-from memoryd.events import KINDS, SCHEMA_VERSION, Event
+from memoryd.events import KINDS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from memoryd.events import Event
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -494,7 +498,7 @@ def unpack_event(data: Buffer, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
     if data_field is not None and not isinstance(data_field, Mapping):
         _corrupt(f"event record data is a {type(data_field).__name__}, not a map")
     try:
-        return Event(
+        return events.Event(
             version=record["v"],
             kind=record["k"],
             messages=tuple(messages),

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memoryd import errors
+from memoryd import errors, events
 from memoryd.errors import ProtocolError
-from memoryd.events import Change, Event
+
+if TYPE_CHECKING:
+    from memoryd.events import Change, Event
 
 __all__ = [
     "AUTO_KEY_PREFIX",
@@ -134,7 +136,7 @@ def event_from_wire(body: Any) -> Event:
     Raises:
         ValueError: a field is missing or has the wrong type.
     """
-    return Event(**_event_fields(body, "an event"))
+    return events.Event(**_event_fields(body, "an event"))
 
 
 def change_from_wire(body: Any) -> Change:
@@ -144,7 +146,7 @@ def change_from_wire(body: Any) -> Change:
         ValueError: a field is missing or has the wrong type.
     """
     fields = _event_fields(body, "a change")
-    return Change(
+    return events.Change(
         position=body.get("position"),
         conversation_id=body.get("conversation_id"),
         **fields,

@@ -37,6 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "memoryd._after_import",
             "memoryd._codec_msgpack",
+            "memoryd._event_kinds",
+            "memoryd._event_records",
             "memoryd._ids",
             "memoryd._json_values",
             "memoryd._message_checks",

@@ -822,6 +822,14 @@ def main() -> None:
         f"{cpu_share:.2f}x {_listed(cpu_shares)}; the machine's CPUs bound both rates, so "
         "the rates' share tends to it when nothing else runs"
     )
+    add_cpu = [o.client_us / f.client_us for o, f in zip(tcp_rounds, floor_rounds, strict=True)]
+    get_cpu = [o.client_us / f.client_us for o, f in zip(get_rounds, floor_get_rounds, strict=True)]
+    print(
+        f"client CPU per operation / the floor client's (median of {args.rounds} rounds "
+        f"[each round]): add {statistics.median(add_cpu):.2f}x {_listed(add_cpu)} "
+        f"(target <= 1.5x), get(limit=50) {statistics.median(get_cpu):.2f}x "
+        f"{_listed(get_cpu)} (target <= 1.3x)"
+    )
     print("\nwhere an append's CPU goes (profiled round, us per append):")
     for line in breakdown:
         print(line)

@@ -30,6 +30,9 @@ __all__ = ["FOLLOW_PATIENCE_S", "backup", "configure_logging", "open_store", "ru
 FOLLOW_PATIENCE_S = 3.0
 _FOLLOW_POLL_S = 1.0  # the long poll of tail -f: a vanished daemon is noticed between polls
 _TAIL_PAGE = 1000
+_BULK_COMMANDS = frozenset({"export", "import", "tail"})
+"""Commands that move many events through a daemon: they use msgpack bodies; the others
+make a call or two on JSON bodies, which needs no codec (nor msgpack) loaded."""
 
 
 def _option(args: argparse.Namespace, name: str, env: str | None = None) -> Any:
@@ -118,7 +121,12 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     )
     # a mistyped --store is said, not read as an empty store
     return client.connect(
-        address, token=token, store=name, timeout=timeout, empty_when_missing=False
+        address,
+        token=token,
+        store=name,
+        timeout=timeout,
+        wire="msgpack" if args.command in _BULK_COMMANDS else "json",
+        empty_when_missing=False,
     )
 
 

@@ -12,6 +12,7 @@ The arguments are read by `memoryd.cli.parser`, the store commands run in
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
     from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]
+
+_ONE_CALL = frozenset(
+    {"add", "clear", "conversations", "events", "fork", "get", "pop", "stats", "version"}
+)
+"""Commands that make a call or two and exit. Their start allocates only long-lived
+objects (modules, classes, the parser, the client) that the cyclic garbage collector
+would walk to free nothing, so they run with it off; the others (``serve``, ``tail``,
+``export``, ``import``, ``backup``, ``check``) run as long as they need, with it on.
+Run as the program, a one-call command also freezes those objects (`gc.freeze`) as it
+returns: the interpreter's shutdown, which comes next, then does not walk them either."""
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -57,13 +68,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memoryd`` command.
 
     Args:
-        argv: the arguments (default ``sys.argv[1:]``).
+        argv: the arguments; None (the program's entry point) reads ``sys.argv[1:]``,
+            and a one-call command then leaves what it loaded frozen (`_ONE_CALL`).
 
     Returns:
         The exit status: 0 on success, 1 on an error (printed to stderr), 2 on bad usage.
     """
+    as_program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _cli_parser.parser(argv).parse_args(argv)
+    collecting = gc.isenabled()
+    one_call = False
+    gc.disable()  # while the parser is built; a one-call command keeps it off (`_ONE_CALL`)
+    try:
+        args = _cli_parser.parser(argv).parse_args(argv)
+        one_call = args.command in _ONE_CALL
+        if collecting and not one_call:
+            gc.enable()
+        return _run(args)
+    finally:
+        if as_program and one_call:
+            gc.freeze()  # the process exits next: its shutdown skips what the command loaded
+        if collecting:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command: print its result, or its error on stderr.
+
+    Returns:
+        The exit status: 0 on success, 1 on an error (printed to stderr).
+    """
     if args.command == "serve":
         return _serve(args)
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()

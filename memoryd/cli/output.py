@@ -12,10 +12,10 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from memoryd.events import Change
 from memoryd.protocol import change_to_wire
 
 if TYPE_CHECKING:
+    from memoryd.events import Change
     from memoryd.export import ImportSummary
 
 __all__ = ["Output", "import_line", "progress", "show_events", "show_messages"]

@@ -9,10 +9,35 @@ None), so one given before the command is not reset by the command's defaults.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["parser", "positive_int"]
+
+
+def _terminal_columns() -> int:
+    """The terminal's width as `shutil.get_terminal_size` reads it: ``COLUMNS``, else
+    the terminal on stdout, else 80 (shutil itself would load the archive modules)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stream = sys.__stdout__
+        try:
+            columns = 0 if stream is None else os.get_terminal_size(stream.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, as wide as the terminal (see `_terminal_columns`)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)
 
 
 def _where(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +96,9 @@ def _version(text: str) -> int:
 
 def _serve(sub: Any, *, full: bool) -> None:
     text = "run the daemon: serve every store of a data directory over HTTP"
-    serve = sub.add_parser("serve", help=text, description=text)
+    serve = sub.add_parser(
+        "serve", help=text, description=text, formatter_class=_Formatter, add_help=full
+    )
     if not full:
         return
     serve.add_argument("--data", required=True, help="the data directory (created if missing)")
@@ -124,15 +151,21 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             them get their options (every command is still listed), which keeps a short
             command's start short. None builds every command in full.
     """
-    top = argparse.ArgumentParser(prog="memoryd", description="durable conversation memory")
+    top = argparse.ArgumentParser(
+        prog="memoryd", description="durable conversation memory", formatter_class=_Formatter
+    )
     _where(top)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     named = None if argv is None else frozenset(argv)
 
     def command(name: str, text: str) -> argparse.ArgumentParser | None:
-        """The command's parser, with its options when it may be the one parsed."""
-        p = sub.add_parser(name, help=text, description=text)
-        if named is not None and name not in named:
+        """The command's parser, with its options when it may be the one parsed (one
+        that is not is only listed: it gets no ``--help`` either)."""
+        full = named is None or name in named
+        p = sub.add_parser(
+            name, help=text, description=text, formatter_class=_Formatter, add_help=full
+        )
+        if not full:
             return None
         _where(p)
         return p

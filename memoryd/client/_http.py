@@ -26,19 +26,19 @@ at every send and receive.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
 import select
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import quote_plus, urlsplit
 
 import httptools
 
-from memoryd.codec import MAX_WIRE_BYTES
 from memoryd.errors import ConnectFailed, TransportFailed
 
 if TYPE_CHECKING:
@@ -56,8 +56,9 @@ __all__ = [
 MAX_HEAD_BYTES = 64 * 1024
 """The most bytes a response may send before its head ends (interim answers included)."""
 
-DEFAULT_MAX_BODY_BYTES = MAX_WIRE_BYTES
-"""The largest response body read by default: the largest the client can decode."""
+DEFAULT_MAX_BODY_BYTES = 1 << 30
+"""The largest response body read by default: the largest the client can decode (the
+codec's ``MAX_WIRE_BYTES``, named here so that a client on JSON bodies loads no codec)."""
 
 _BUFFER_BYTES = 64 * 1024
 _TIMEOUT_SLACK_S = 0.001
@@ -68,9 +69,8 @@ _BAD_VALUE = re.compile(r"[\r\n\x00]")
 _EXTRA_CACHE_SIZE = 32
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """An HTTP response: status, content type and body."""
+class Reply(NamedTuple):
+    """An HTTP response: status, content type and body (immutable)."""
 
     status: int
     content_type: str
@@ -371,6 +371,11 @@ class HttpTransport:
         self._host = parts.hostname
         default_port = 443 if parts.scheme == "https" else 80
         self._port = parts.port or default_port
+        # An address literal is dialled as bytes: name lookup then skips the IDNA codec
+        # (a str host loads it, and its tables, on every connect).
+        self._dial_host: str | bytes = self._host
+        with contextlib.suppress(ValueError):
+            self._dial_host = str(ipaddress.ip_address(self._host)).encode("ascii")
         self._base_path = parts.path.rstrip("/")
         self._uds = uds
         self._max_body = max_body_bytes
@@ -407,7 +412,8 @@ class HttpTransport:
                 sock.close()
                 raise
             return sock
-        sock = socket.create_connection((self._host, self._port), timeout)
+        address = (self._dial_host, self._port)  # getaddrinfo takes a bytes host too
+        sock = socket.create_connection(address, timeout)  # type: ignore[arg-type]
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._scheme == "https":

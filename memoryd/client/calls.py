@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
-from memoryd import codec
 from memoryd.client._http import ConnectFailed, HttpTransport, Reply, TransportFailed
-from memoryd.errors import StoreNotRunning, StoreUnavailable, WriteTimeout
+from memoryd.errors import CorruptRecord, StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.protocol import ProtocolError, error_from_wire
 
 __all__ = ["DaemonCaller", "parse_address"]
@@ -37,6 +37,30 @@ ADDRESS_SCHEMES = ("unix", "http", "https")
 """The schemes a daemon address may have."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def _load_unpack_wire(body: bytes) -> Any:
+    """`memoryd.codec.unpack_wire`, once the codec (and msgpack) is loaded for it."""
+    global _unpack_wire  # noqa: PLW0603 (bound to the codec's own function from then on)
+    from memoryd import codec  # noqa: PLC0415 (msgpack: only for a msgpack body)
+
+    _unpack_wire = codec.unpack_wire
+    return codec.unpack_wire(body)
+
+
+def _load_pack_wire(body: dict[str, Any], *, trusted: bool) -> bytes:
+    """`memoryd.codec.pack_wire`, once the codec (and msgpack) is loaded for it."""
+    global _pack_wire  # noqa: PLW0603 (bound to the codec's own function from then on)
+    from memoryd import codec  # noqa: PLC0415 (msgpack: only for a msgpack body)
+
+    _pack_wire = codec.pack_wire
+    return codec.pack_wire(body, trusted=trusted)
+
+
+# A client on JSON bodies never loads the codec: the first msgpack body loads it, and
+# these names are then the codec's functions themselves.
+_unpack_wire: Callable[[bytes], Any] = _load_unpack_wire
+_pack_wire: Callable[..., bytes] = _load_pack_wire
 
 
 def parse_address(address: str) -> tuple[str, str | None]:
@@ -70,12 +94,41 @@ def parse_address(address: str) -> tuple[str, str | None]:
     )
 
 
+_VERSION_HEAD = b"\x81\xa7version"
+"""A msgpack map of one key, ``version``: the start of every write's answer."""
+
+_UINT_BYTES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+"""The msgpack unsigned integer heads, and how many big-endian bytes follow each."""
+
+
+def _version_answer(body: bytes) -> dict[str, int] | None:
+    """``{"version": n}`` when ``body`` is exactly that map in msgpack, else None.
+
+    A write's answer is read without the general decoder: its one unsigned integer is
+    read from the bytes, and any other body (an error, more fields) is left to it.
+    """
+    if len(body) < 10 or body[:9] != _VERSION_HEAD:
+        return None
+    head = body[9]
+    if head < 0x80:  # a positive fixint
+        return {"version": head} if len(body) == 10 else None
+    size = _UINT_BYTES.get(head)
+    if size is None or len(body) != 10 + size:
+        return None
+    return {"version": int.from_bytes(body[10:], "big")}
+
+
 def _decode(response: Reply) -> Any:
     try:
         if response.content_type.startswith(_MSGPACK):
-            return codec.unpack_wire(response.body)
+            body = response.body
+            if body[:1] == b"\x81":
+                answer = _version_answer(body)
+                if answer is not None:
+                    return answer
+            return _unpack_wire(body)
         return json.loads(response.body) if response.body else {}
-    except ValueError as exc:
+    except (ValueError, CorruptRecord) as exc:
         raise ProtocolError(
             f"the daemon answered HTTP {response.status} with an unreadable body: {exc}"
         ) from None
@@ -107,7 +160,8 @@ class DaemonCaller:
         msgpack: bool,
     ) -> None:
         self.address = address
-        self._msgpack = msgpack
+        self.msgpack = msgpack
+        """Bodies are msgpack (else JSON)."""
         kind = _MSGPACK if msgpack else _JSON
         headers = {"accept": kind}
         if token:
@@ -125,8 +179,8 @@ class DaemonCaller:
     def _encode(self, body: dict[str, Any] | None) -> bytes | None:
         if body is None:
             return None
-        if self._msgpack:
-            return codec.pack_wire(body, trusted=True)
+        if self.msgpack:
+            return _pack_wire(body, trusted=True)
         return json.dumps(body, ensure_ascii=False).encode()
 
     def call(
@@ -138,6 +192,7 @@ class DaemonCaller:
         retry: bool,
         params: dict[str, Any] | None = None,
         body: dict[str, Any] | None = None,
+        content: bytes | None = None,
     ) -> Any:
         """One API call with retries until the deadline.
 
@@ -149,6 +204,8 @@ class DaemonCaller:
                 resent after an answer was lost; otherwise only when it was surely not run.
             params: query parameters (None values are left out).
             body: the request body.
+            content: instead of ``body``, the body already encoded as this caller's
+                bodies are (msgpack or JSON).
 
         Returns:
             The decoded answer.
@@ -160,7 +217,8 @@ class DaemonCaller:
             ValueError: the daemon reported one, or the request cannot be sent.
         """
         query = {k: v for k, v in params.items() if v is not None} if params else None
-        content = self._encode(body)
+        if body is not None:
+            content = self._encode(body)
         deadline = time.monotonic() + timeout
         backoff = _FIRST_BACKOFF_S
         while True:

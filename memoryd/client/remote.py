@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Self
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 from memoryd._ids import IdSource
 from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
-from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_conversation_id
 from memoryd.protocol import (
     AUTO_KEY_PREFIX,
@@ -39,17 +39,13 @@ from memoryd.protocol import (
     event_from_wire,
     event_to_wire,
 )
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
-from memoryd.store.requests import (
-    Add,
-    Clear,
-    Fork,
-    Import,
-    Pop,
-    Record,
-    WriteRequest,
-    check_optional_count,
-)
+from memoryd.store.requests import check_optional_count
+
+if TYPE_CHECKING:
+    from memoryd.events import Change, Event
+    from memoryd.store.requests import WriteRequest
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RemoteStore", "connect", "whereis"]
 
@@ -69,6 +65,9 @@ well under the 256-byte limit.
 
 _LAST_PATHS = 256
 """How many last-N read targets a handle keeps ready (one per conversation and limit read)."""
+
+_ADD_PATHS = 256
+"""How many add targets a handle keeps ready (one per conversation added to)."""
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-~")
 """Characters a path segment carries as they are (``quote`` leaves them alone)."""
@@ -137,6 +136,7 @@ class RemoteStore(StoreHandle):
         self._closed = False
         self._empty_when_missing = bool(empty_when_missing)
         self._last_paths: dict[tuple[str, int], str] = {}
+        self._add_paths: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -275,10 +275,75 @@ class RemoteStore(StoreHandle):
     def _conv(self, cid: str, suffix: str) -> str:
         return f"{self._prefix}/conversations/{_segment(cid)}/{suffix}"
 
+    # -- writes ----------------------------------------------------------------------
+
+    def add(
+        self,
+        cid: str,
+        messages: Sequence[dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_version: int | None = None,
+        then_clear: str | None = None,
+    ) -> int:
+        """Append ``messages`` to ``cid`` as one event (see `StoreHandle.add`).
+
+        The busiest add (a plain list or tuple of messages, no key, version or
+        ``then_clear``, to a conversation this handle added to before) checks each
+        message once and encodes the body straight from it (`memoryd.client._adds`): the
+        body is the snapshot, so changing the messages afterwards changes nothing sent.
+        Any other add, and any message that check cannot take as it is, goes through
+        `StoreHandle.add`'s checks, with the same errors.
+
+        Raises:
+            InvalidConversationId: a bad ``cid`` or ``then_clear``.
+            InvalidMessage: a bad or oversized message (nothing is sent).
+            ValueError: ``then_clear`` is ``cid``, or another bad argument.
+            ConflictError: ``expected_version`` did not match.
+            WriteTimeout: no answer in time; retry with the same idempotency key.
+            StoreUnavailable: the store is not running, or the handle was closed.
+        """
+        if (
+            idempotency_key is None
+            and expected_version is None
+            and then_clear is None
+            and type(cid) is str
+            and (type(messages) is list or type(messages) is tuple)
+        ):
+            path = self._add_paths.get(cid)
+            if path is not None and self._daemon.msgpack:
+                from memoryd.client._adds import encode_add  # noqa: PLC0415 (loads msgpack)
+
+                content = encode_add(messages, _auto_key(), self.max_message_bytes)
+                if content is not None:
+                    if self._closed:
+                        raise StoreUnavailable(
+                            f"this handle on store {self.name!r} was closed or stopped"
+                        )
+                    answer = self._daemon.call(
+                        "POST", path, timeout=self.timeout, retry=True, content=content
+                    )
+                    return int(answer["version"])
+        return super().add(
+            cid,
+            messages,
+            idempotency_key=idempotency_key,
+            expected_version=expected_version,
+            then_clear=then_clear,
+        )
+
+    def _add_path(self, cid: str) -> str:
+        """The target of an add to ``cid`` (checked by the caller), kept ready."""
+        path = self._conv(cid, "messages")
+        if len(self._add_paths) >= _ADD_PATHS:
+            self._add_paths.clear()
+        self._add_paths[cid] = path
+        return path
+
     # -- backend hooks ---------------------------------------------------------------
 
     def _write(self, request: WriteRequest) -> Any:
-        if isinstance(request, Add):
+        if isinstance(request, requests.Add):
             key = request.idempotency_key or _auto_key()
             body = {
                 "messages": request.messages,  # a tuple: sent as an array, not copied
@@ -287,20 +352,19 @@ class RemoteStore(StoreHandle):
             }
             if request.then_clear is not None:
                 body["then_clear"] = request.then_clear
-            return self._call("POST", self._conv(request.cid, "messages"), body=body, retry=True)[
-                "version"
-            ]
-        if isinstance(request, Clear):
+            path = self._add_paths.get(request.cid) or self._add_path(request.cid)
+            return self._call("POST", path, body=body, retry=True)["version"]
+        if isinstance(request, requests.Clear):
             self._call("DELETE", self._conv(request.cid, "messages"), retry=False)
             return None
-        if isinstance(request, Pop):
+        if isinstance(request, requests.Pop):
             return self._call("POST", self._conv(request.cid, "pop"), retry=False)["message"]
-        if isinstance(request, Fork):
+        if isinstance(request, requests.Fork):
             body = {"target": request.target, "at_version": request.at_version}
             return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
                 "version"
             ]
-        if isinstance(request, Record):
+        if isinstance(request, requests.Record):
             key = request.idempotency_key or _auto_key()
             record: dict[str, Any] = {
                 "kind": request.kind,
@@ -312,7 +376,7 @@ class RemoteStore(StoreHandle):
             return self._call("POST", self._conv(request.cid, "record"), body=record, retry=True)[
                 "version"
             ]
-        if isinstance(request, Import):
+        if isinstance(request, requests.Import):
             # Importing is idempotent (identical events are skipped), so a lost answer
             # is safely sent again. Keys travel verbatim, client-generated ones too.
             events = [
@@ -344,7 +408,15 @@ class RemoteStore(StoreHandle):
             path = self._last_paths.get((cid, limit))
             if path is None:
                 path = self._last_path(cid, limit)
-            messages: list[dict[str, Any]] = self._read(path, "messages", [])
+            if self._closed:
+                raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
+            try:
+                answer = self._daemon.call("GET", path, timeout=self.timeout, retry=True)
+            except UnknownStore:
+                if not self._empty_when_missing:
+                    raise
+                return []
+            messages: list[dict[str, Any]] = answer["messages"]
             return messages
         return super().get(cid, limit=limit, at_version=at_version, system=system)
 

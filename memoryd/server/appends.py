@@ -32,7 +32,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from urllib.parse import unquote
 
 import structlog
 
@@ -41,7 +40,7 @@ from memoryd.errors import HttpError, InvalidMessage, MemorydError
 from memoryd.protocol import check_store_name
 from memoryd.server.bodies import decode_body
 from memoryd.server.calls import ServerContext, check_fields
-from memoryd.server.hot import split_conversation_path
+from memoryd.server.hot import messages_path
 from memoryd.server.http import INLINE_DECODE_BYTES, JSON, Guard, encode
 from memoryd.server.metrics import CLIENT_CLOSED_REQUEST, Observe
 from memoryd.store import lookup, requests
@@ -54,8 +53,6 @@ log = structlog.get_logger("memoryd.server")
 _MSGPACK = b"application/msgpack"
 _FIELDS = {"messages", "then_clear", "idempotency_key", "expected_version"}
 _REQUIRED = {"messages"}
-_PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
-"""The bytes of a path the lane reads (what `memoryd.connect` sends); any other goes to the app."""
 
 Done = Callable[[int, bytes, bytes], None]
 """Called once with the answer: ``(status, content type, body)``."""
@@ -163,15 +160,10 @@ class AppendLane:
             or length is None
             or not length.isdigit()
             or not 0 < int(length) <= self._max_body
-            or url[:1] != b"/"
-            or url.translate(None, _PATH_BYTES)  # no query, nothing clients do not send
         ):
             return None
-        path = url.decode("ascii")
-        if "%" in path:
-            path = unquote(path)
-        parts = split_conversation_path(path)
-        if parts is None or parts[2] != "messages":
+        parts = messages_path(url)  # no query: nothing clients do not send
+        if parts is None:
             return None
         on_tcp = server is not None and server[1] is not None
         guard = self._guard
@@ -191,7 +183,7 @@ class AppendLane:
         return PendingAdd(
             handle,
             parts[1],
-            path,
+            parts[2],
             msgpack=accept is not None and _MSGPACK in accept,
             started=started,
         )

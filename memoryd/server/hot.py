@@ -19,6 +19,7 @@ whatever that way cannot answer, an error included, goes the general way.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from urllib.parse import unquote
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -29,9 +30,14 @@ from memoryd.server.calls import Endpoint
 from memoryd.server.http import MSGPACK, Answer
 from memoryd.server.inline import last_n_limit, packed_messages, wants_msgpack_only
 
-__all__ = ["HotRoutes", "split_conversation_path"]
+__all__ = ["HotRoutes", "messages_path", "split_conversation_path"]
 
 ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
+
+_PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
+"""The bytes of a path the connection's lanes read: what clients send (`memoryd.connect`
+quotes every other byte of an id); a path with any other byte goes to the app, which
+parses it whole."""
 
 _CONVERSATIONS = "/v1/conversations/"
 _STORES = "/v1/stores/"
@@ -61,6 +67,28 @@ def split_conversation_path(path: str) -> tuple[str | None, str, str] | None:
     if cut < 0:
         return None
     return store, rest[:cut], rest[cut + 1 :]
+
+
+def messages_path(raw_path: bytes) -> tuple[str | None, str, str] | None:
+    """``(store or None, cid, path)`` for the raw path of a conversation's ``messages``
+    route as clients send it (only `_PATH_BYTES`, percent-escapes undone), else None.
+
+    Neither name is checked here.
+
+    >>> messages_path(b"/v1/stores/notes/conversations/a%2Fb/messages")
+    ('notes', 'a/b', '/v1/stores/notes/conversations/a/b/messages')
+    >>> messages_path(b"/v1/conversations/a b/messages") is None
+    True
+    """
+    if raw_path[:1] != b"/" or raw_path.translate(None, _PATH_BYTES):
+        return None
+    path = raw_path.decode("ascii")
+    if "%" in path:
+        path = unquote(path)
+    parts = split_conversation_path(path)
+    if parts is None or parts[2] != "messages":
+        return None
+    return parts[0], parts[1], path
 
 
 class HotRoutes:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from urllib.parse import unquote
 
 from memoryd.messages import validate_conversation_id
 from memoryd.protocol import check_store_name
 from memoryd.server.appends import AppendLane
 from memoryd.server.calls import ServerContext
-from memoryd.server.hot import split_conversation_path
+from memoryd.server.hot import messages_path
 from memoryd.server.http import Guard
 from memoryd.server.inline import last_n_limit, packed_parts
 from memoryd.server.metrics import Observe
@@ -38,9 +37,6 @@ __all__ = ["FastLane"]
 _MSGPACK = b"application/msgpack"
 _HEAD = b"HTTP/1.1 200 OK\r\n"
 _TYPE = b"content-type: application/msgpack\r\ncontent-length: "
-_PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/"
-"""The bytes of a path the lane reads: what clients send (`memoryd.connect` quotes every
-other byte of an id); a path with any other byte goes to the app, which parses it whole."""
 
 
 _TARGETS = 256
@@ -55,19 +51,14 @@ def _read_target(url: bytes) -> _Target | None:
 
     The store's name and the conversation id are checked here: a target kept is valid.
     """
-    if url[:1] != b"/":
-        return None
     raw_path, _, query = url.partition(b"?")
     limit = last_n_limit(query)
-    if limit is None or raw_path.translate(None, _PATH_BYTES):
+    if limit is None:
         return None
-    path = raw_path.decode("ascii")
-    if "%" in path:
-        path = unquote(path)
-    parts = split_conversation_path(path)
-    if parts is None or parts[2] != "messages":
+    parts = messages_path(raw_path)
+    if parts is None:
         return None
-    store, cid, _ = parts
+    store, cid, path = parts
     try:
         if store is not None:
             store = check_store_name(store)

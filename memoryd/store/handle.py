@@ -11,14 +11,19 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from memoryd import messages as msgs
 from memoryd.errors import WouldWait
-from memoryd.events import Change, Event
 from memoryd.store import requests
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from memoryd.store.systems import with_system
+
+if TYPE_CHECKING:
+    from memoryd.events import Change, Event
+    from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+
+    _Versioned = Add | Fork | Import | Record
+    """The writes a store answers with the conversation's new version."""
 
 __all__ = [
     "INLINE_READ_LIMIT",
@@ -32,9 +37,6 @@ INLINE_READ_LIMIT = 200
 """The most records `StoreHandle.reads_inline` lets a caller read on an event loop."""
 
 _NO_WAITING = contextvars.ContextVar("memoryd_no_waiting", default=False)
-
-_Versioned = Add | Fork | Import | Record
-"""The writes a store answers with the conversation's new version."""
 
 
 @contextlib.contextmanager

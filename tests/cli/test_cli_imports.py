@@ -1,5 +1,7 @@
 """The command line loads only what its command needs: no server, agent, memory or
-HTTP-server stack for ``get``, ``add`` or ``--help``."""
+HTTP-server stack for ``get``, ``add`` or ``--help``; and a read through a daemon, the
+busiest command, loads exactly the modules of memoryd listed here and none of the
+costly standard modules it does not need, so its start cannot grow back unnoticed."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import memoryd
+from tests.server.daemon import Daemon
 
 _HEAVY_PREFIXES = (
     "memoryd.server",
@@ -49,6 +53,15 @@ def _loaded(*args: str) -> list[str]:
     )
     modules: list[str] = json.loads(done.stdout.splitlines()[-1])
     return modules
+
+
+def _named(modules: list[str], names: frozenset[str]) -> list[str]:
+    """The modules that are one of ``names`` or inside one of them."""
+    return [m for m in modules if any(m == n or m.startswith(n + ".") for n in names)]
+
+
+def _memoryd(modules: list[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] == "memoryd"}
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -91,14 +104,18 @@ def test_help_loads_no_server_agent_memory_or_http_server() -> None:
 _STORE_STACK = ("structlog", "rich", "pykka", "lmdb", "supervisors", "asyncio", "ssl")
 
 
-def test_get_through_a_daemon_loads_no_store_stack_or_structlog() -> None:
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    """A daemon on a Unix socket and on TCP (with a token), holding conversation ``c``."""
+    with Daemon(tcp=True).start() as running:
+        running.connect().add("c", [memoryd.messages.user("hello")])
+        yield running
+
+
+def test_get_through_a_daemon_loads_no_store_stack_or_structlog(daemon: Daemon) -> None:
     """``memoryd get`` against a daemon loads the client only: no LMDB, actors, supervision
     tree, structlog (nor the rich it pulls in), asyncio or TLS."""
-    from tests.server.daemon import Daemon
-
-    with Daemon().start() as daemon:
-        daemon.connect().add("c", [memoryd.messages.user("hello")])
-        modules = _loaded("--address", daemon.address, "--json", "get", "c")
+    modules = _loaded("--address", daemon.address, "--json", "get", "c")
     assert "memoryd.client.remote" in modules  # the probe used the daemon
     assert [m for m in modules if m.split(".")[0] in _STORE_STACK] == []
     assert [m for m in modules if m in ("memoryd.app", "memoryd.logging")] == []
@@ -117,3 +134,139 @@ def test_the_probe_sees_the_server_stack_when_serve_loads_it(tmp_path: Path) -> 
     """``serve`` loads the server before it refuses a bad address: the probe sees it."""
     modules = _loaded("serve", "--data", str(tmp_path / "d"), "--listen", "not-an-address")
     assert "memoryd.server" in _heavy(modules)
+
+
+_READ_THROUGH_A_DAEMON = frozenset(
+    {
+        "memoryd",
+        "memoryd._after_import",
+        "memoryd._event_kinds",
+        "memoryd._ids",
+        "memoryd._json_values",
+        "memoryd._message_batch",
+        "memoryd._message_checks",
+        "memoryd._version",
+        "memoryd.cli",
+        "memoryd.cli.commands",
+        "memoryd.cli.main",
+        "memoryd.cli.output",
+        "memoryd.cli.parser",
+        "memoryd.client",
+        "memoryd.client._http",
+        "memoryd.client.calls",
+        "memoryd.client.remote",
+        "memoryd.errors",
+        "memoryd.events",
+        "memoryd.messages",
+        "memoryd.protocol",
+        "memoryd.store",
+        "memoryd.store._argument_checks",
+        "memoryd.store.handle",
+        "memoryd.store.requests",
+        "memoryd.store.systems",
+    }
+)
+"""Every module of memoryd that ``memoryd get`` through a daemon loads: the command line,
+the daemon client, and the pure checks they share. A module added here costs every
+command's start; a module that a change adds to the read path fails the test below."""
+
+_COMMAND_LINE = frozenset(
+    {
+        "memoryd",
+        "memoryd._after_import",
+        "memoryd._event_kinds",
+        "memoryd._json_values",
+        "memoryd._message_batch",
+        "memoryd._message_checks",
+        "memoryd._version",
+        "memoryd.cli",
+        "memoryd.cli.commands",
+        "memoryd.cli.main",
+        "memoryd.cli.output",
+        "memoryd.cli.parser",
+        "memoryd.errors",
+        "memoryd.events",
+        "memoryd.messages",
+        "memoryd.protocol",
+    }
+)
+"""Every module of memoryd that ``memoryd --help`` loads: the command line alone."""
+
+_RECORDS = frozenset({"dataclasses", "inspect", "ast", "dis", "tokenize", "memoryd._event_records"})
+"""The event records and write requests: `dataclasses` and what it loads (``inspect``,
+``ast``, ``dis``, ``tokenize``); built only by a command that writes or reads events."""
+
+_NOT_FOR_A_SHORT_COMMAND = frozenset(
+    {
+        "memoryd.codec",
+        "msgpack",
+        "datetime",
+        "shutil",
+        "bz2",
+        "lzma",
+        "encodings.idna",
+        "stringprep",
+        "importlib.metadata",
+        "ssl",
+        "asyncio",
+        "structlog",
+        "pykka",
+        "lmdb",
+    }
+)
+"""What a one-call command does not load: the msgpack codec (it talks JSON to the
+daemon), shutil and its archive modules (argparse's help width is read without it), the
+IDNA codec (an address literal needs no name encoding), version lookups in the installed
+package's metadata, TLS on a plain address, asyncio, and the store stack."""
+
+
+def test_get_through_a_daemon_loads_exactly_the_read_path(daemon: Daemon, tmp_path: Path) -> None:
+    """``memoryd get`` on a TCP address loads the modules of memoryd in
+    `_READ_THROUGH_A_DAEMON`, no event records or write requests, and nothing of
+    `_NOT_FOR_A_SHORT_COMMAND`."""
+    token = tmp_path / "token"
+    token.write_text(daemon.token or "", encoding="utf-8")
+    modules = _loaded(
+        "--address", f"http://{daemon.http}", "--token-file", str(token), "--json", "get", "c"
+    )
+    assert "memoryd.client.remote" in modules  # the probe read through the daemon
+    assert _memoryd(modules) == _READ_THROUGH_A_DAEMON
+    assert _named(modules, _RECORDS | _NOT_FOR_A_SHORT_COMMAND) == []
+
+
+def test_add_through_a_daemon_loads_the_write_requests_and_no_codec(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """``memoryd add`` through a daemon builds its write request (so loads the records),
+    and still nothing of `_NOT_FOR_A_SHORT_COMMAND`."""
+    token = tmp_path / "token"
+    token.write_text(daemon.token or "", encoding="utf-8")
+    modules = _loaded(
+        "--address",
+        f"http://{daemon.http}",
+        "--token-file",
+        str(token),
+        "--json",
+        "add",
+        "c",
+        "--content",
+        "x",
+    )
+    assert "memoryd.store._write_requests" in modules  # the probe wrote through the daemon
+    assert _memoryd(modules) == _READ_THROUGH_A_DAEMON | {
+        "memoryd._event_records",
+        "memoryd.store._write_requests",
+    }
+    assert _named(modules, _NOT_FOR_A_SHORT_COMMAND) == []
+
+
+@pytest.mark.parametrize("args", [("--help",), ("get", "--help")], ids=["top", "get"])
+def test_help_loads_the_command_line_alone(args: tuple[str, ...]) -> None:
+    """``memoryd --help`` and a command's ``--help`` load the modules of memoryd in
+    `_COMMAND_LINE`: no client, no socket, no records, nothing of
+    `_NOT_FOR_A_SHORT_COMMAND`."""
+    modules = _loaded(*args)
+    assert "memoryd.cli.parser" in modules  # the probe ran the command line
+    assert _memoryd(modules) == _COMMAND_LINE
+    assert _named(modules, frozenset({"socket", "httptools"}) | _RECORDS) == []
+    assert _named(modules, _NOT_FOR_A_SHORT_COMMAND) == []

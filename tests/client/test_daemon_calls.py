@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from memoryd import codec
+from memoryd.client import calls
+from memoryd.client._http import Reply
 from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import ConflictError, StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.protocol import ProtocolError
@@ -218,5 +220,46 @@ def test_an_unreadable_answer_is_a_protocol_error(daemon: Any) -> None:
     """A body that does not parse as its content type: ProtocolError."""
     head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 3\r\n\r\n"
     _, caller = daemon(Answer((head + b"{{{",)))
+    with pytest.raises(ProtocolError, match="unreadable body"):
+        caller.call("GET", "/v1/x", timeout=10, retry=True)
+
+
+@pytest.mark.parametrize("version", [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32, 2**64 - 1])
+def test_a_writes_answer_is_read_as_the_general_decoder_reads_it(version: int) -> None:
+    """``{"version": n}`` is read from its bytes, exactly as the msgpack decoder reads it."""
+    body = codec.pack_wire({"version": version})
+    assert calls._decode(Reply(200, "application/msgpack", body)) == {"version": version}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"version": -1},
+        {"version": 1.5},
+        {"version": "7"},
+        {"version": 1, "more": 2},
+        {"versions": 1},
+    ],
+)
+def test_any_other_answer_goes_to_the_general_decoder(body: dict[str, Any]) -> None:
+    """An answer other than one unsigned version is decoded as any other."""
+    packed = codec.pack_wire(body)
+    assert calls._decode(Reply(200, "application/msgpack", packed)) == body
+
+
+@pytest.mark.parametrize("tail", [b"\x00", b"\xcd\x00"])
+def test_a_malformed_write_answer_is_a_protocol_error(tail: bytes) -> None:
+    """Bytes past a version, or a truncated one, are refused as an unreadable answer."""
+    body = codec.pack_wire({"version": 5})[:9] + (b"\x05" + tail if tail == b"\x00" else tail)
+    with pytest.raises(ProtocolError, match="unreadable"):
+        calls._decode(Reply(200, "application/msgpack", body))
+
+
+def test_an_unreadable_msgpack_answer_is_a_protocol_error(daemon: Any) -> None:
+    """A msgpack body that does not decode is the daemon's fault, not the store's:
+    ProtocolError, not CorruptRecord."""
+    body = b"\xc1"  # never used by msgpack
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/msgpack\r\ncontent-length: 1\r\n\r\n"
+    _, caller = daemon(Answer((head + body,)))
     with pytest.raises(ProtocolError, match="unreadable body"):
         caller.call("GET", "/v1/x", timeout=10, retry=True)

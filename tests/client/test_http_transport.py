@@ -25,7 +25,13 @@ import pytest
 
 import memoryd
 from memoryd.client import remote as client
-from memoryd.client._http import ConnectFailed, HttpTransport, TransportFailed
+from memoryd.client._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    ConnectFailed,
+    HttpTransport,
+    TransportFailed,
+)
+from memoryd.codec import MAX_WIRE_BYTES
 from memoryd.protocol import AUTO_KEY_PREFIX
 from memoryd.store.requests import MAX_IDEMPOTENCY_KEY_BYTES
 from tests.client._scripted import Answer, ScriptedServer
@@ -433,6 +439,11 @@ def test_a_body_at_the_limit_is_read(serve: Any) -> None:
     assert get(transport).body == b"x" * 100
     assert get(transport).body == b"y"
     assert server.connections == 1
+
+
+def test_the_default_body_limit_is_the_largest_the_codec_decodes() -> None:
+    """By default the transport reads any body the wire codec can decode, and no larger."""
+    assert DEFAULT_MAX_BODY_BYTES == MAX_WIRE_BYTES
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ import pytest
 import memoryd
 from memoryd import (
     _codec_msgpack,
+    _event_kinds,
+    _event_records,
     _json_values,
     _message_batch,
     _message_checks,
@@ -51,9 +53,14 @@ def test_only_codec_imports_msgpack() -> None:
         "_message_checks",
         "_json_values",
         "events",
+        "_event_kinds",
+        "_event_records",
         "codec",
         "_codec_msgpack",
         "store/lmdb/keys",
+        "store/requests",
+        "store/_argument_checks",
+        "store/_write_requests",
     ],
 )
 def test_core_modules_import_nothing_that_does_io(module: str) -> None:
@@ -88,6 +95,8 @@ def test_core_modules_import_nothing_that_does_io(module: str) -> None:
         codec,
         _codec_msgpack,
         events,
+        _event_kinds,
+        _event_records,
         keys,
         messages,
         _message_batch,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +285,76 @@ def test_an_add_to_a_store_stopped_since_its_head_came_in_is_a_503(tmp_path: Pat
     [(status, media, answer)] = answers
     assert (status, media) == (503, b"application/json")
     assert json.loads(answer)["error"]["type"] == "StoreUnavailable"
+
+
+_HOLD_WRITE_LOCK = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], subdir=True, max_dbs=64, create=False)
+txn = env.begin(write=True)  # LMDB's writer lock, shared with the store's process
+print("held", flush=True)
+sys.stdin.read()  # until the test closes stdin
+txn.abort()
+env.close()
+"""
+
+
+def test_an_add_its_store_does_not_confirm_in_time_is_a_504(tmp_path: Path) -> None:
+    """A write the store does not confirm within its deadline is answered 504
+    `WriteTimeout` (the outcome is unknown; clients retry it with the same key), and
+    the retry once the store is free writes it once."""
+    config = ServerConfig(data=tmp_path)
+    stores = StoreRegistry(
+        lmdb_stores(tmp_path, max_message_bytes=1 << 20), max_message_bytes=1 << 20
+    )
+    ctx = ServerContext(config=config, stores=stores, metrics=Metrics(stores))
+    lane = FastLane.over(create_app(ctx))
+    assert lane is not None and lane.appends is not None
+    appends = lane.appends
+    data = tmp_path / "slow"
+    store = memoryd.LmdbStore.start(data, name="al-slow", call_timeout_s=0.5)
+    holder: subprocess.Popen[str] | None = None
+    try:
+        assert store.add("c", [user("first")]) == 1
+        # a real process takes LMDB's writer lock: the store's next commit waits for it
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_WRITE_LOCK, str(data)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        body = _body(messages=[user("late")], idempotency_key="k-late")
+        headers = [_MSGPACK_BODY, _ACCEPT, (b"content-length", b"%d" % len(body))]
+        pending = appends.admit(b"/v1/stores/al-slow/conversations/c/messages", headers, None)
+        assert pending is not None
+        pending.body = body
+        answers: list[tuple[int, bytes, bytes]] = []
+
+        async def run() -> None:
+            answered = asyncio.Event()
+
+            def done(status: int, media: bytes, answer: bytes) -> None:
+                answers.append((status, media, answer))
+                answered.set()
+
+            appends.start(pending, done)
+            await asyncio.wait_for(answered.wait(), 30)
+
+        asyncio.run(run())
+        [(status, media, answer)] = answers
+        assert (status, media) == (504, b"application/json")
+        assert json.loads(answer)["error"]["type"] == "WriteTimeout"
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert holder.wait(30) == 0
+        holder = None
+        # the retry with the same key: the add is written once, whether or not the
+        # timed-out attempt committed once the lock was free
+        version = store.add("c", [user("late")], idempotency_key="k-late")
+        assert version == 2
+        assert [m["content"] for m in store.get("c")] == ["first", "late"]
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait(30)
+        store.stop()

@@ -1,0 +1,249 @@
+"""Write requests: the values a handle sends to its store, their builders, and `result`.
+
+Pure. Each builder checks a caller's arguments and returns the request value, or raises
+the documented error naming the problem (see `memoryd.store.requests`, which is where the
+rest of memoryd names them; it loads this module on first use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd import messages as msgs
+from memoryd.errors import InvalidMessage
+from memoryd.events import Event
+from memoryd.store._argument_checks import (
+    MAX_IMPORT_VERSION,
+    RECORD_KINDS,
+    check_data,
+    check_idempotency_key,
+    check_optional_count,
+)
+
+__all__ = [
+    "Add",
+    "Clear",
+    "Fork",
+    "Import",
+    "Pop",
+    "Record",
+    "WriteRequest",
+    "add",
+    "clear",
+    "fork",
+    "import_events",
+    "pop",
+    "record",
+    "result",
+]
+
+# --------------------------------------------------------------------------- request values
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Add:
+    """Append ``messages`` to ``cid`` as one event (and clear ``then_clear`` with it)."""
+
+    cid: str
+    messages: tuple[dict[str, Any], ...]
+    idempotency_key: str | None = None
+    expected_version: int | None = None
+    then_clear: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Clear:
+    """Delete ``cid``'s messages, keeping a ``cleared`` marker."""
+
+    cid: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pop:
+    """Remove ``cid``'s last message."""
+
+    cid: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fork:
+    """Start ``target`` as a copy of ``source`` (at ``at_version``)."""
+
+    source: str
+    target: str
+    at_version: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Record:
+    """Append a ``memo`` or ``compacted`` event to ``cid``; its history is unchanged."""
+
+    cid: str
+    kind: str
+    messages: tuple[dict[str, Any], ...] = ()
+    data: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Import:
+    """Write ``events`` to ``cid`` as they are (versions, timestamps, keys, data kept).
+
+    Events already in the log (version <= the conversation's version) must be
+    identical and are skipped; the rest continue the log.
+    """
+
+    cid: str
+    events: tuple[Event, ...]
+
+
+WriteRequest = Add | Clear | Pop | Fork | Record | Import
+
+
+def _checked_messages(messages: Any, max_bytes: int) -> tuple[dict[str, Any], ...]:
+    """A possibly empty list or tuple of messages, checked (`msgs.check`)."""
+    if not isinstance(messages, list | tuple):
+        raise InvalidMessage(
+            f"messages must be a list or tuple of message dicts, got {type(messages).__name__}"
+        )
+    return msgs.check(messages, max_bytes=max_bytes) if messages else ()
+
+
+def _checked_event(event: Any, index: int, max_bytes: int) -> Event:
+    """A normalised copy of one event to import, or an error naming its index."""
+    if not isinstance(event, Event):
+        raise ValueError(f"events[{index}] must be an Event, not {type(event).__name__}")
+    try:
+        checked = _checked_messages(event.messages, max_bytes)
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"events[{index}] (version {event.version}): {exc}") from None
+    try:
+        key = check_idempotency_key(event.idempotency_key)
+        data = check_data(event.data, max_bytes, f"events[{index}].data")
+    except ValueError as exc:
+        raise ValueError(f"events[{index}] (version {event.version}): {exc}") from None
+    return Event(
+        version=event.version,
+        kind=event.kind,
+        messages=checked,
+        timestamp=float(event.timestamp),
+        idempotency_key=key,
+        data=data,
+    )
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def add(
+    cid: str,
+    messages: Sequence[dict[str, Any]],
+    *,
+    idempotency_key: str | None,
+    expected_version: int | None,
+    max_bytes: int,
+    then_clear: str | None = None,
+) -> Add:
+    """The request of `StoreHandle.add` (its checks and errors).
+
+    ``messages`` may be a `CheckedMessages`: it is sent as it is.
+
+    Raises:
+        ValueError: ``then_clear`` names ``cid`` itself.
+    """
+    cid = msgs.validate_conversation_id(cid)
+    if then_clear is not None:
+        then_clear = msgs.validate_conversation_id(then_clear)
+        if then_clear == cid:
+            raise ValueError(f"then_clear names the conversation added to ({cid!r}); name another")
+    return Add(
+        cid=cid,
+        messages=msgs.check(messages, max_bytes=max_bytes),
+        idempotency_key=check_idempotency_key(idempotency_key),
+        expected_version=check_optional_count(expected_version, "expected_version"),
+        then_clear=then_clear,
+    )
+
+
+def record(
+    cid: str,
+    kind: str,
+    *,
+    messages: Sequence[dict[str, Any]],
+    data: Mapping[str, Any] | None,
+    idempotency_key: str | None,
+    expected_version: int | None,
+    max_bytes: int,
+) -> Record:
+    """The request of `StoreHandle.record` (its checks and errors)."""
+    cid = msgs.validate_conversation_id(cid)
+    if not isinstance(kind, str) or kind not in RECORD_KINDS:
+        raise ValueError(
+            f"record() writes only the kinds {sorted(RECORD_KINDS)}, not {kind!r}; "
+            "use add, clear, pop or fork for the others"
+        )
+    return Record(
+        cid=cid,
+        kind=kind,
+        messages=_checked_messages(messages, max_bytes),
+        data=check_data(data, max_bytes),
+        idempotency_key=check_idempotency_key(idempotency_key),
+        expected_version=check_optional_count(expected_version, "expected_version"),
+    )
+
+
+def import_events(cid: str, events: Sequence[Event], *, max_bytes: int) -> Import:
+    """The request of `StoreHandle.import_events` (its checks and errors)."""
+    cid = msgs.validate_conversation_id(cid)
+    if not isinstance(events, Sequence) or isinstance(events, str | bytes):
+        raise ValueError(f"events must be a sequence of Event, not {type(events).__name__}")
+    if not events:
+        raise ValueError("events is empty; give at least one event to import")
+    checked: list[Event] = []
+    for index, event in enumerate(events):
+        if checked and isinstance(event, Event) and event.version != checked[-1].version + 1:
+            raise ValueError(
+                f"events[{index}] has version {event.version} after version "
+                f"{checked[-1].version}; an event log's versions increase by one"
+            )
+        checked.append(_checked_event(event, index, max_bytes))
+    last = checked[-1].version
+    if last > MAX_IMPORT_VERSION:
+        raise ValueError(
+            f"events[{len(checked) - 1}] has version {last}; an import writes versions "
+            f"up to 2**53 ({MAX_IMPORT_VERSION}), so the conversation can be written after it"
+        )
+    return Import(cid=cid, events=tuple(checked))
+
+
+def clear(cid: str) -> Clear:
+    """The request of `StoreHandle.clear`."""
+    return Clear(cid=msgs.validate_conversation_id(cid))
+
+
+def pop(cid: str) -> Pop:
+    """The request of `StoreHandle.pop`."""
+    return Pop(cid=msgs.validate_conversation_id(cid))
+
+
+def fork(source: str, target: str, *, at_version: int | None) -> Fork:
+    """The request of `StoreHandle.fork` (its checks and errors)."""
+    source = msgs.validate_conversation_id(source)
+    target = msgs.validate_conversation_id(target)
+    if source == target:
+        raise ValueError(f"cannot fork {source!r} into itself; pick another target id")
+    return Fork(
+        source=source, target=target, at_version=check_optional_count(at_version, "at_version")
+    )
+
+
+def result(request: WriteRequest, answer: Any) -> Any:
+    """What the `StoreHandle` method of ``request`` returns, from the store's raw answer."""
+    if isinstance(request, Clear):
+        return None
+    if isinstance(request, Pop):
+        return None if answer is None else dict(answer)
+    return int(answer)
