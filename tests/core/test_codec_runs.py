@@ -1,4 +1,4 @@
-"""`codec.unseal_kinds_and_messages` and `codec.unseal_kinds_and_packed_messages` read a
+"""`_codec_runs.unseal_kinds_and_messages` and `_codec_runs.unseal_kinds_and_packed_messages` read a
 run of sealed records as the one-record functions read each, and refuse what they refuse."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memoryd import codec
+from memoryd import _codec_runs, codec
 from memoryd._codec_msgpack import pack_bounded
 from memoryd.errors import CorruptRecord
 from memoryd.events import Event
@@ -45,7 +45,7 @@ def _records() -> tuple[list[bytes], list[bytes], range]:
 def test_a_run_decodes_as_each_record_alone() -> None:
     """Kinds and messages of a run equal `unpack_kind_and_messages` of each record."""
     keys, values, versions = _records()
-    kinds, messages = codec.unseal_kinds_and_messages(keys, values, versions)
+    kinds, messages = _codec_runs.unseal_kinds_and_messages(keys, values, versions)
     alone = [
         codec.unpack_kind_and_messages(codec.unseal(k, v))
         for k, v in zip(keys, values, strict=True)
@@ -57,7 +57,7 @@ def test_a_packed_run_reads_as_each_record_alone() -> None:
     """Kinds, counts and encoded messages of a run equal each record read alone, for
     records with and without idempotency keys and data, and of 16 messages or more."""
     keys, values, _ = _records()
-    run = codec.unseal_kinds_and_packed_messages(keys, values)
+    run = _codec_runs.unseal_kinds_and_packed_messages(keys, values)
     alone = [
         codec.unpack_kind_and_packed_messages(codec.unseal(k, v))
         for k, v in zip(keys, values, strict=True)
@@ -70,7 +70,7 @@ def test_a_message_holding_the_tail_bytes_is_still_cut_right() -> None:
     text = "\xa1t\xcb" + "x" * 8
     event = Event(version=1, kind="appended", messages=(user(text), user(text)), timestamp=1.0)
     keys, values = _sealed([codec.pack_event(event)] * 2)
-    _, counts, packed = codec.unseal_kinds_and_packed_messages(keys[:1], values[:1])
+    _, counts, packed = _codec_runs.unseal_kinds_and_packed_messages(keys[:1], values[:1])
     assert counts == [2]
     assert codec.unpack_wire(b"\x92" + packed[0]) == [user(text), user(text)]
 
@@ -101,7 +101,7 @@ def test_a_run_refuses_a_bad_record(bad: dict[str, Any]) -> None:
     good = dict(_GOOD, v=2)
     keys, values = _sealed([_record(**good), _record(**bad)])
     with pytest.raises(CorruptRecord):
-        codec.unseal_kinds_and_messages(keys, values, range(2, 0, -1))
+        _codec_runs.unseal_kinds_and_messages(keys, values, range(2, 0, -1))
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_a_run_refuses_a_record_that_is_not_one_map(raw: Any) -> None:
     )
     keys, values = _sealed([_record(**dict(_GOOD, v=2)), body])
     with pytest.raises(CorruptRecord):
-        codec.unseal_kinds_and_messages(keys, values, range(2, 0, -1))
+        _codec_runs.unseal_kinds_and_messages(keys, values, range(2, 0, -1))
 
 
 def test_a_run_refuses_a_record_under_another_key() -> None:
@@ -125,8 +125,8 @@ def test_a_run_refuses_a_record_under_another_key() -> None:
     keys, values = _sealed([_record(**dict(_GOOD, v=2)), _record(**_GOOD)])
     swapped = [keys[1], keys[0]]
     with pytest.raises(CorruptRecord):
-        codec.unseal_kinds_and_messages(swapped, values, range(2, 0, -1))
+        _codec_runs.unseal_kinds_and_messages(swapped, values, range(2, 0, -1))
     with pytest.raises(CorruptRecord):
-        codec.unseal_kinds_and_packed_messages(swapped, values)
+        _codec_runs.unseal_kinds_and_packed_messages(swapped, values)
     with pytest.raises(CorruptRecord):
-        codec.unseal_all(keys, [values[0], values[1][:3]])
+        _codec_runs.unseal_all(keys, [values[0], values[1][:3]])

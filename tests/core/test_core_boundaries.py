@@ -12,6 +12,7 @@ import pytest
 import memoryd
 from memoryd import (
     _codec_msgpack,
+    _codec_runs,
     _event_kinds,
     _event_records,
     _json_values,
@@ -57,6 +58,7 @@ def test_only_codec_imports_msgpack() -> None:
         "_event_records",
         "codec",
         "_codec_msgpack",
+        "_codec_runs",
         "store/lmdb/keys",
         "store/requests",
         "store/_argument_checks",
@@ -94,6 +96,7 @@ def test_core_modules_import_nothing_that_does_io(module: str) -> None:
     [
         codec,
         _codec_msgpack,
+        _codec_runs,
         events,
         _event_kinds,
         _event_records,

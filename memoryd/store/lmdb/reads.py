@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from memoryd import codec
+from memoryd import _codec_runs, codec
 from memoryd.errors import CorruptRecord
 from memoryd.events import Change, Event, EventKind
 from memoryd.store.lmdb import keys
@@ -318,7 +318,7 @@ def _decoded_run(
             kind, messages = _one_by_one(cursor, meta, versions, keys_, values, unpack=unpack)[0]
         return (kind,), (len(messages),), (messages,)
     try:
-        kinds, batch = codec.unseal_kinds_and_messages(keys_, values, versions)
+        kinds, batch = _codec_runs.unseal_kinds_and_messages(keys_, values, versions)
     except CorruptRecord:  # name the record
         pairs = _one_by_one(
             cursor, meta, versions, keys_, values, unpack=codec.unpack_kind_and_messages
@@ -345,7 +345,7 @@ def _packed_run(
             ]
         return (kind,), (count,), (packed,)
     try:
-        return codec.unseal_kinds_and_packed_messages(keys_, values)
+        return _codec_runs.unseal_kinds_and_packed_messages(keys_, values)
     except CorruptRecord:  # name the record
         triples = _one_by_one(cursor, meta, versions, keys_, values, unpack=unpack)
         return [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]

@@ -11,7 +11,7 @@ import lmdb
 import pytest
 
 import memoryd
-from memoryd import codec
+from memoryd import _codec_runs, codec
 from memoryd.codec import pack_value
 from memoryd.messages import assistant, system, user
 from memoryd.store import lookup
@@ -171,14 +171,14 @@ def test_a_windowed_read_with_a_persona_reads_the_window_not_the_history(
             unsealed.append(bytes(key))
             return real(key, value)
 
-        real_all = codec.unseal_all
+        real_all = _codec_runs.unseal_all
 
         def counting_all(keys: Any, values: Any) -> None:
             unsealed.extend(map(bytes, keys))
             real_all(keys, values)
 
         monkeypatch.setattr(codec, "unseal", counting)
-        monkeypatch.setattr(codec, "unseal_all", counting_all)
+        monkeypatch.setattr(_codec_runs, "unseal_all", counting_all)
         window = ["persona", "u198", "a198", "u199", "a199"]
         assert texts(store.get("c", limit=4, system=True)) == window
         windowed = len(unsealed)
