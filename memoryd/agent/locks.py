@@ -2,8 +2,9 @@
 
 A run marks itself active (`run_active`: one run id runs once at a time in a process)
 and holds its conversation's lock (`conversation_lock`: created on demand, dropped when
-unused); `run_turn` does both with one pass through the registry's guard on the way in
-and one on the way out. They are plain context-manager objects, not generators, as
+unused); `run_turn` does both. A conversation's lock entry is kept under the guard of
+its stripe, and the active runs need no guard, so runs on different conversations do
+not queue on a lock of the whole process. They are plain context-manager objects, not generators, as
 every run enters and leaves them.
 """
 
@@ -15,8 +16,23 @@ from types import TracebackType
 
 __all__ = ["active_runs", "conversation_lock", "run_active", "run_turn"]
 
-_guard = threading.Lock()
-_active: set[str] = set()
+_STRIPES = 64
+_guards = tuple(threading.Lock() for _ in range(_STRIPES))
+"""Each conversation's entry in `_locks` is made, counted and dropped under the guard
+of its stripe (its key's hash modulo `_STRIPES`), so runs on different conversations
+seldom share a guard. One guard for every run made concurrent callers queue on it:
+a thread the interpreter switched out while holding it stalled every other, and eight
+callers ran at a third of their rate."""
+
+_active: dict[str, object] = {}
+"""The runs running in this process, each to its claim's token. A claim is one
+``setdefault`` and a release one ``pop``: each a single dict operation on a str key,
+which the interpreter does at once, so they need no guard."""
+
+
+def _guard(key: Hashable) -> threading.Lock:
+    """The guard of ``key``'s stripe."""
+    return _guards[hash(key) % _STRIPES]
 
 
 class _Entry:
@@ -39,28 +55,37 @@ def _running(run_id: str) -> ValueError:
     )
 
 
-def _claim_run(run_id: str) -> None:
-    """Mark ``run_id`` active (call under ``_guard``)."""
-    if run_id in _active:
+def _claim_run(run_id: str) -> object:
+    """Mark ``run_id`` active; its token, for `_release_run`."""
+    token = object()
+    if _active.setdefault(run_id, token) is not token:
         raise _running(run_id)
-    _active.add(run_id)
+    return token
+
+
+def _release_run(run_id: str, token: object) -> None:
+    """Unmark ``run_id``, claimed with ``token``."""
+    if _active.get(run_id) is token:
+        del _active[run_id]
 
 
 def _join(key: Hashable) -> threading.Lock:
-    """Count one more user of ``key``'s lock, made on demand (call under ``_guard``)."""
-    entry = _locks.get(key)
-    if entry is None:
-        entry = _locks[key] = _Entry()
-    entry.users += 1
-    return entry.lock
+    """Count one more user of ``key``'s lock, made on demand."""
+    with _guard(key):
+        entry = _locks.get(key)
+        if entry is None:
+            entry = _locks[key] = _Entry()
+        entry.users += 1
+        return entry.lock
 
 
 def _leave(key: Hashable) -> None:
-    """Count one user of ``key``'s lock less, dropping it when unused (under ``_guard``)."""
-    entry = _locks[key]
-    entry.users -= 1
-    if not entry.users:
-        del _locks[key]
+    """Count one user of ``key``'s lock less, dropping it when unused."""
+    with _guard(key):
+        entry = _locks[key]
+        entry.users -= 1
+        if not entry.users:
+            del _locks[key]
 
 
 class run_turn:  # noqa: N801 (used like the function-style context managers beside it)
@@ -74,7 +99,7 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         ValueError: On entry, when the run is already running in this process.
     """
 
-    __slots__ = ("_key", "_lock", "_run_id")
+    __slots__ = ("_key", "_lock", "_run_id", "_token")
 
     def __init__(self, run_id: str, key: Hashable) -> None:
         self._run_id = run_id
@@ -82,21 +107,17 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
 
     def __enter__(self) -> None:
         run_id, key = self._run_id, self._key
-        with _guard:  # `_claim_run` and `_join` in one pass, inline: every run comes here
-            if run_id in _active:
-                raise _running(run_id)
-            entry = _locks.get(key)
-            if entry is None:
-                entry = _locks[key] = _Entry()
-            entry.users += 1
-            _active.add(run_id)
-        lock = self._lock = entry.lock
+        token = self._token = _claim_run(run_id)
+        try:
+            lock = self._lock = _join(key)
+        except BaseException:
+            _release_run(run_id, token)
+            raise
         try:
             lock.acquire()
         except BaseException:
-            with _guard:
-                _leave(key)
-                _active.discard(run_id)
+            _leave(key)
+            _release_run(run_id, token)
             raise
 
     def __exit__(
@@ -106,13 +127,8 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         trace: TracebackType | None,
     ) -> None:
         self._lock.release()
-        key = self._key
-        with _guard:  # `_leave`, inline
-            entry = _locks[key]
-            entry.users -= 1
-            if not entry.users:
-                del _locks[key]
-            _active.discard(self._run_id)
+        _leave(self._key)
+        _release_run(self._run_id, self._token)
 
 
 class conversation_lock:  # noqa: N801 (a context manager named like the function it was)
@@ -128,13 +144,11 @@ class conversation_lock:  # noqa: N801 (a context manager named like the functio
         self._key = key
 
     def __enter__(self) -> None:
-        with _guard:
-            lock = self._lock = _join(self._key)
+        lock = self._lock = _join(self._key)
         try:
             lock.acquire()
         except BaseException:
-            with _guard:
-                _leave(self._key)
+            _leave(self._key)
             raise
 
     def __exit__(
@@ -144,8 +158,7 @@ class conversation_lock:  # noqa: N801 (a context manager named like the functio
         trace: TracebackType | None,
     ) -> None:
         self._lock.release()
-        with _guard:
-            _leave(self._key)
+        _leave(self._key)
 
 
 class run_active:  # noqa: N801 (a context manager named like the function it was)
@@ -158,14 +171,13 @@ class run_active:  # noqa: N801 (a context manager named like the function it wa
         ValueError: On entry, when the run is already running in this process.
     """
 
-    __slots__ = ("_run_id",)
+    __slots__ = ("_run_id", "_token")
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
 
     def __enter__(self) -> None:
-        with _guard:
-            _claim_run(self._run_id)
+        self._token = _claim_run(self._run_id)
 
     def __exit__(
         self,
@@ -173,11 +185,9 @@ class run_active:  # noqa: N801 (a context manager named like the function it wa
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        with _guard:
-            _active.discard(self._run_id)
+        _release_run(self._run_id, self._token)
 
 
 def active_runs() -> frozenset[str]:
     """The ids of the runs running in this process now."""
-    with _guard:
-        return frozenset(_active)
+    return frozenset(_active.copy())

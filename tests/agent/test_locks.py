@@ -110,3 +110,73 @@ def test_conversation_lock_alone_is_shared_with_run_turn() -> None:
     thread.join(5)
     assert got.is_set()
     assert _idle()
+
+
+def test_conversations_sharing_a_guard_stripe_keep_their_own_locks() -> None:
+    """Two keys of one stripe (1 and 1 + stripes hash alike modulo the stripes): holding
+    one does not hold the other, and a second holder of the first waits for it."""
+    first, second = 1, 1 + locks._STRIPES
+    assert locks._guard(first) is locks._guard(second)
+    entered = threading.Event()
+    release = threading.Event()
+    order: list[str] = []
+
+    def holder() -> None:
+        with conversation_lock(first):
+            entered.set()
+            release.wait(10)
+            order.append("holder leaves")
+
+    def waiter() -> None:
+        with conversation_lock(first):
+            order.append("waiter enters")
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert entered.wait(10)
+    with run_turn("r-other", second):  # the same stripe, another key: not held
+        order.append("other key")
+    blocked = threading.Thread(target=waiter)
+    blocked.start()
+    blocked.join(0.2)
+    assert blocked.is_alive()  # waits for the holder
+    release.set()
+    thread.join(10)
+    blocked.join(10)
+    assert order == ["other key", "holder leaves", "waiter enters"]
+    assert _idle()
+
+
+def _race(run_id: str, threads: int) -> tuple[int, int]:
+    """``threads`` threads claim ``run_id`` at once; the winner holds it until every
+    other was refused. How many entered, how many were refused."""
+    start = threading.Barrier(threads)
+    entered: list[int] = []
+    refused: list[int] = []
+    done = threading.Event()
+
+    def claim(n: int) -> None:
+        start.wait(10)
+        try:
+            with run_active(run_id):
+                entered.append(n)
+                done.wait(10)
+        except ValueError:
+            refused.append(n)
+            if len(refused) == threads - 1:
+                done.set()
+
+    running = [threading.Thread(target=claim, args=(n,)) for n in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join(10)
+    return len(entered), len(refused)
+
+
+def test_many_threads_claiming_one_run_id_let_exactly_one_in() -> None:
+    """The active-run claim needs no guard, yet of 16 threads racing for one run id at a
+    time exactly one enters, in every one of 200 rounds."""
+    for round_ in range(200):
+        assert _race(f"race-{round_}", 16) == (1, 15)
+    assert _idle()
