@@ -99,20 +99,30 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         ValueError: On entry, when the run is already running in this process.
     """
 
-    __slots__ = ("_key", "_lock", "_run_id", "_token")
+    __slots__ = ("_guard", "_key", "_lock", "_run_id", "_token")
 
     def __init__(self, run_id: str, key: Hashable) -> None:
         self._run_id = run_id
         self._key = key
 
     def __enter__(self) -> None:
+        # `_claim_run` and `_join` inline, the stripe's guard kept for the exit: every
+        # run comes here.
         run_id, key = self._run_id, self._key
-        token = self._token = _claim_run(run_id)
+        token = self._token = object()
+        if _active.setdefault(run_id, token) is not token:
+            raise _running(run_id)
+        guard = self._guard = _guards[hash(key) % _STRIPES]
         try:
-            lock = self._lock = _join(key)
+            with guard:
+                entry = _locks.get(key)
+                if entry is None:
+                    entry = _locks[key] = _Entry()
+                entry.users += 1
         except BaseException:
             _release_run(run_id, token)
             raise
+        lock = self._lock = entry.lock
         try:
             lock.acquire()
         except BaseException:
@@ -127,8 +137,15 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         trace: TracebackType | None,
     ) -> None:
         self._lock.release()
-        _leave(self._key)
-        _release_run(self._run_id, self._token)
+        key = self._key
+        with self._guard:  # `_leave`, inline
+            entry = _locks[key]
+            entry.users -= 1
+            if not entry.users:
+                del _locks[key]
+        run_id = self._run_id
+        if _active.get(run_id) is self._token:  # `_release_run`, inline
+            del _active[run_id]
 
 
 class conversation_lock:  # noqa: N801 (a context manager named like the function it was)
