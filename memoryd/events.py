@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memoryd._event_kinds import KINDS, SCHEMA_VERSION, EventKind
+from memoryd._lazy import lazy_names
 
 if TYPE_CHECKING:
     from memoryd._event_records import Change, Event
@@ -51,19 +52,7 @@ _RECORDS = frozenset({"Change", "Event"})
 """The names defined in `memoryd._event_records`, loaded on first use (`__getattr__`)."""
 
 
-def __getattr__(name: str) -> Any:
-    """Load `Event` and `Change` on first use, then keep them as attributes of this module.
-
-    Raises:
-        AttributeError: ``name`` is not an attribute of this module.
-    """
-    if name not in _RECORDS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from memoryd import _event_records  # noqa: PLC0415 (dataclasses: only once a record is used)
-
-    value = getattr(_event_records, name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(globals(), __name__, "memoryd._event_records", _RECORDS)
 
 
 # plain str constants for the hot loops (an enum attribute lookup costs more)

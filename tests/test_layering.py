@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memoryd._event_records",
             "memoryd._ids",
             "memoryd._json_values",
+            "memoryd._lazy",
             "memoryd._message_checks",
             "memoryd._message_batch",
             "memoryd._version",

@@ -19,8 +19,9 @@ that only reads does not load `dataclasses`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memoryd._lazy import lazy_names
 from memoryd.store._argument_checks import (
     HIDDEN_PREFIX,
     MAX_IDEMPOTENCY_KEY_BYTES,
@@ -102,16 +103,4 @@ _WRITES = frozenset(
 """The names defined in `memoryd.store._write_requests`, loaded on first use."""
 
 
-def __getattr__(name: str) -> Any:
-    """Load the write requests and their builders on first use, then keep them here.
-
-    Raises:
-        AttributeError: ``name`` is not an attribute of this module.
-    """
-    if name not in _WRITES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from memoryd.store import _write_requests  # noqa: PLC0415 (dataclasses: only for writes)
-
-    value = getattr(_write_requests, name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(globals(), __name__, "memoryd.store._write_requests", _WRITES)
