@@ -241,6 +241,15 @@ class _CountingLoop(asyncio.SelectorEventLoop):
         return self.threadsafe_calls + self.fd_wakes
 
 
+class _ReaderlessLoop(_CountingLoop):
+    """A loop that watches no descriptors: ``add_reader`` raises ``NotImplementedError``,
+    as `asyncio.AbstractEventLoop`'s does and Windows' proactor loop's, and as a loop
+    written for a GUI toolkit may."""
+
+    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:
+        raise NotImplementedError
+
+
 def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
     store: StoreHandle,
 ) -> None:
@@ -283,14 +292,21 @@ def _no_descriptor_left() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-@pytest.mark.parametrize("descriptors", [True, False], ids=["eventfd", "none-left"])
-def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, descriptors: bool) -> None:
+@pytest.mark.parametrize(
+    ("descriptors", "loop_type"),
+    [(True, _CountingLoop), (False, _CountingLoop), (False, _ReaderlessLoop)],
+    ids=["eventfd", "none-left", "loop-watches-none"],
+)
+def test_the_answers_to_one_batch_wake_the_loop_once(
+    store: StoreHandle, descriptors: bool, loop_type: type[_CountingLoop]
+) -> None:
     """Each committed batch wakes the loop once, however many of its writes it answers:
     twenty writes cost as many cross-thread wake-ups as commits, not twenty. The loop is
     woken through an eventfd it watches (no ``call_soon_threadsafe``); when the process
-    has no descriptor left for one, its writes still succeed, woken with
-    ``call_soon_threadsafe``."""
-    loop = _CountingLoop()
+    has no descriptor left for one, or the loop watches no descriptors, its writes still
+    succeed, woken with ``call_soon_threadsafe``, and no eventfd is left open."""
+    loop = loop_type()
+    open_before = len(os.listdir("/proc/self/fd"))
     try:
         before = []
 
@@ -302,8 +318,11 @@ def test_the_answers_to_one_batch_wake_the_loop_once(store: StoreHandle, descrip
                 *(store.submit(_add(store, f"c{i}", "x")) for i in range(20))
             )
 
-        with contextlib.nullcontext() if descriptors else _no_descriptor_left():
+        no_eventfd = loop_type is _CountingLoop and not descriptors
+        with _no_descriptor_left() if no_eventfd else contextlib.nullcontext():
             assert loop.run_until_complete(main()) == [1] * 20
+        if loop_type is _ReaderlessLoop:
+            assert len(os.listdir("/proc/self/fd")) == open_before  # its eventfd was closed
         commits = store.stats()["commits"] - before[0]
         # the actor may split the hand-off over a commit or two, never one per write
         assert commits < 20
