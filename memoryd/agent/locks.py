@@ -2,10 +2,10 @@
 
 A run marks itself active (`run_active`: one run id runs once at a time in a process)
 and holds its conversation's lock (`conversation_lock`: created on demand, dropped when
-unused); `run_turn` does both. A conversation's lock entry is kept under the guard of
-its stripe, and the active runs need no guard, so runs on different conversations do
-not queue on a lock of the whole process. They are plain context-manager objects, not generators, as
-every run enters and leaves them.
+unused); `run_turn` does both, one after the other. A conversation's lock entry is kept
+under the guard of its stripe, and the active runs need no guard, so runs on different
+conversations do not queue on a lock of the whole process. They are plain
+context-manager objects, not generators, as every run enters and leaves them.
 """
 
 from __future__ import annotations
@@ -99,35 +99,18 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         ValueError: On entry, when the run is already running in this process.
     """
 
-    __slots__ = ("_guard", "_key", "_lock", "_run_id", "_token")
+    __slots__ = ("_conversation", "_run_id", "_token")
 
     def __init__(self, run_id: str, key: Hashable) -> None:
         self._run_id = run_id
-        self._key = key
+        self._conversation = conversation_lock(key)
 
     def __enter__(self) -> None:
-        # `_claim_run` and `_join` inline, the stripe's guard kept for the exit: every
-        # run comes here.
-        run_id, key = self._run_id, self._key
-        token = self._token = object()
-        if _active.setdefault(run_id, token) is not token:
-            raise _running(run_id)
-        guard = self._guard = _guards[hash(key) % _STRIPES]
+        token = self._token = _claim_run(self._run_id)
         try:
-            with guard:
-                entry = _locks.get(key)
-                if entry is None:
-                    entry = _locks[key] = _Entry()
-                entry.users += 1
+            self._conversation.__enter__()
         except BaseException:
-            _release_run(run_id, token)
-            raise
-        lock = self._lock = entry.lock
-        try:
-            lock.acquire()
-        except BaseException:
-            _leave(key)
-            _release_run(run_id, token)
+            _release_run(self._run_id, token)
             raise
 
     def __exit__(
@@ -136,16 +119,8 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self._lock.release()
-        key = self._key
-        with self._guard:  # `_leave`, inline
-            entry = _locks[key]
-            entry.users -= 1
-            if not entry.users:
-                del _locks[key]
-        run_id = self._run_id
-        if _active.get(run_id) is self._token:  # `_release_run`, inline
-            del _active[run_id]
+        self._conversation.__exit__(kind, error, trace)
+        _release_run(self._run_id, self._token)
 
 
 class conversation_lock:  # noqa: N801 (a context manager named like the function it was)
