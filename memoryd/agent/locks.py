@@ -20,14 +20,14 @@ _STRIPES = 64
 _guards = tuple(threading.Lock() for _ in range(_STRIPES))
 """Each conversation's entry in `_locks` is made, counted and dropped under the guard
 of its stripe (its key's hash modulo `_STRIPES`), so runs on different conversations
-seldom share a guard. One guard for every run made concurrent callers queue on it:
-a thread the interpreter switched out while holding it stalled every other, and eight
-callers ran at a third of their rate."""
+seldom share a guard. A single guard for every run makes concurrent callers queue on
+it: a thread the interpreter switches out while holding it stalls every other (eight
+callers measured at a third of their rate)."""
 
 _active: dict[str, object] = {}
 """The runs running in this process, each to its claim's token. A claim is one
-``setdefault`` and a release one ``pop``: each a single dict operation on a str key,
-which the interpreter does at once, so they need no guard."""
+``setdefault`` (a single dict operation on a str key, which the interpreter does at
+once), and only the claim's owner removes its token, so neither needs a guard."""
 
 
 def _guard(key: Hashable) -> threading.Lock:
