@@ -388,22 +388,11 @@ def unpack_wire(
         TypeError: ``data`` is not a bytes-like object.
     """
     if max_memory is None and type(data) is bytes and 0 < len(data) <= max_bytes:
-        # `unpack_bounded`'s decode without its layers (an answer per call on the
-        # client); any failure is decoded again there, for its error
-        size = len(data)
+        # `unpack_bounded`'s decode without its checks of the input's type and length,
+        # done here (an answer per call on the client); any failure is decoded again
+        # there, for its error
         try:
-            return msgpack.unpackb(
-                data,
-                raw=False,
-                use_list=True,
-                strict_map_key=True,
-                ext_hook=_refuse_ext,
-                max_ext_len=0,
-                max_bin_len=0,
-                max_str_len=size,
-                max_array_len=size,
-                max_map_len=size,
-            )
+            return _unpackb(data, len(data), allow_bytes=False)
         except Exception:  # the same decode below raises its error
             pass
     return unpack_bounded(
