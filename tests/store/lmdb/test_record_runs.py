@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import pytest
 
 import memoryd
@@ -19,9 +18,9 @@ from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.messages import assistant, user
 from memoryd.store import lookup
-from memoryd.store.lmdb import keys, reads
-from memoryd.store.lmdb.layout import get, meta_of
-from tests.store.lmdb._damage import flip_event_bit
+from memoryd.store.lmdb import reads
+from memoryd.store.lmdb.layout import meta_of
+from tests.store.lmdb._damage import delete_event, flip_event_bit
 
 
 def _packed(store: Any, cid: str, limit: int | None) -> list[dict[str, Any]]:
@@ -42,18 +41,6 @@ READS: dict[str, Callable[[Any, str, int | None], list[dict[str, Any]]]] = {
     "decoded": _dict,
     "packed": _packed,
 }
-
-
-def _delete_event(data: Path, cid: str, version: int) -> None:
-    env = lmdb.open(str(data), max_dbs=8, subdir=True)
-    try:
-        names = env.open_db(keys.NAMES_DB, create=False)
-        events = env.open_db(keys.EVENTS_DB, create=False)
-        with env.begin(write=True) as txn:
-            conv = keys.decode_conv_num(bytes(get(txn, names, cid.encode())))
-            assert txn.delete(keys.event_key(conv, version), db=events)
-    finally:
-        env.close()
 
 
 def _one_message_events(data: Path, count: int) -> list[dict[str, Any]]:
@@ -105,7 +92,7 @@ def test_a_flipped_bit_in_a_run_names_its_version(tmp_path: Path, read: str, dam
 def test_a_missing_version_in_a_run_is_named(tmp_path: Path, read: str, missing: int) -> None:
     """A record deleted from the middle of a run is reported missing, by its version."""
     _one_message_events(tmp_path / "data", 60)
-    _delete_event(tmp_path / "data", "c", missing)
+    delete_event(tmp_path / "data", "c", missing)
     store = memoryd.LmdbStore.start(str(tmp_path / "data"))
     try:
         with pytest.raises(CorruptRecord, match=f"event {missing} of conversation 'c'.*missing"):
@@ -155,7 +142,7 @@ def test_a_later_run_checks_its_records_too(tmp_path: Path, read: str) -> None:
         assert READS[read](store, "c", 12) == (big + small)[-12:]
     finally:
         store.stop()
-    _delete_event(data, "c", 4)
+    delete_event(data, "c", 4)
     store = memoryd.LmdbStore.start(str(data))
     try:
         assert READS[read](store, "c", 5) == small[-5:]
