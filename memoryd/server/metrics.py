@@ -39,6 +39,8 @@ _COUNTERS = (
     ("fsyncs", "fsyncs of committed write transactions (this incarnation)"),
     ("commits", "write transactions committed (this incarnation)"),
     ("appends", "writes committed (this incarnation)"),
+    ("txn_build_s", "seconds spent building committed write transactions (this incarnation)"),
+    ("txn_commit_s", "seconds spent committing them: page writes and flushes (this incarnation)"),
 )
 _GAUGES = (
     ("mean_batch", "mean writes per commit: the group-commit batch size"),

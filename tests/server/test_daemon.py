@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -239,6 +240,8 @@ def test_healthz_metrics_and_openapi(daemon: Daemon, tcp_http: httpx.Client) -> 
     assert 'memoryd_http_requests_total{method="POST",op="add",status="200"}' in text
     assert 'memoryd_store_fsyncs_total{store="memoryd.default"}' in text
     assert "memoryd_store_mean_batch" in text
+    commit = re.search(r'memoryd_store_txn_commit_s_total\{store="memoryd.default"\} (\S+)', text)
+    assert commit is not None and float(commit.group(1)) > 0.0  # the add above committed
     assert "memoryd_store_restarts_total" in text
     doc = tcp_http.get("/v1/openapi.json", headers=auth).json()
     assert "/v1/conversations/{cid}/messages" in doc["paths"]

@@ -70,6 +70,9 @@ class AppendRun:
     latencies_us: list[float]
     fsyncs: int | None
     appended: int | None
+    commits: int | None = None
+    build_s: float | None = None
+    commit_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,6 +88,10 @@ class AppendResult:
     fsyncs_per_append: float | None
     batch: float | None
     stats_note: str | None
+    build_us: float | None = None
+    """Mean time the store took to build one write transaction (its ``txn_build_s``)."""
+    commit_us: float | None = None
+    """Mean time it took to commit one (``txn_commit_s``): page writes and flushes."""
 
 
 def _delta(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, key: str) -> Any:
@@ -179,6 +186,9 @@ def measure_appends(
         latencies_us=[ns / 1000 for lat in latencies for ns in lat],
         fsyncs=_delta(marks["before"], after, "fsyncs"),
         appended=_delta(marks["before"], after, "appends"),
+        commits=_delta(marks["before"], after, "commits"),
+        build_s=_delta(marks["before"], after, "txn_build_s"),
+        commit_s=_delta(marks["before"], after, "txn_commit_s"),
     )
 
 
@@ -192,6 +202,8 @@ def summarize(writers: int, runs: Sequence[AppendRun]) -> AppendResult:
     note = None
     if appended is not None and appended != total:
         note = f"stats() counted {appended} appends for {total} timed"
+    build_us = _per_commit_us(runs, "build_s")
+    commit_us = _per_commit_us(runs, "commit_s")
     return AppendResult(
         writers=writers,
         appends=total,
@@ -202,7 +214,20 @@ def summarize(writers: int, runs: Sequence[AppendRun]) -> AppendResult:
         fsyncs_per_append=None if fsyncs is None else fsyncs / total,
         batch=None if not fsyncs or appended is None else appended / fsyncs,
         stats_note=note,
+        build_us=build_us,
+        commit_us=commit_us,
     )
+
+
+def _per_commit_us(runs: Sequence[AppendRun], field: str) -> float | None:
+    """Mean µs per commit of a store's transaction timer, over the rounds (None when
+    the store does not report it)."""
+    commits = [r.commits for r in runs]
+    seconds = [getattr(r, field) for r in runs]
+    if any(c is None for c in commits) or any(s is None for s in seconds):
+        return None
+    total = sum(c or 0 for c in commits)
+    return sum(s or 0.0 for s in seconds) / total * 1e6 if total else None
 
 
 def _conversations(

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import os
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
@@ -180,6 +181,11 @@ class LmdbEngine:
         self.stale_readers_cleared = 0
         self.disk_full_refusals = 0
         """Writes refused because the disk was full (this incarnation)."""
+        self.build_s = 0.0
+        """Seconds spent building the committed write transactions (this incarnation)."""
+        self.commit_s = 0.0
+        """Seconds spent committing them: LMDB's page writes and, when durable, its two
+        flushes (data pages, then the meta page)."""
         self._disk_full = False
         self._commits_since_reader_check = 0
         self._gate_lock = threading.Lock()
@@ -499,6 +505,8 @@ class LmdbEngine:
     def _run(self, ops: Sequence[Op]) -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
         counters = self.counters.copy()
+        clock = time.perf_counter
+        started = clock()
         with self.env.begin(write=True) as txn:
             for op in ops:
                 try:
@@ -506,7 +514,11 @@ class LmdbEngine:
                 except (MemorydError, ValueError) as exc:
                     results.append((False, exc))
             counters.save(txn, self.dbs)
+            built = clock()
+        committed = clock()
         counters.committed()  # the transaction block exited cleanly: it is durable
+        self.build_s += built - started
+        self.commit_s += committed - built
         self.counters = counters
         position = counters.next_pos - 1
         with self.changed:
@@ -558,6 +570,8 @@ class LmdbEngine:
             "used_bytes": used,
             "map_growths": self.map_growths,
             "commits": self.commits,
+            "txn_build_s": self.build_s,
+            "txn_commit_s": self.commit_s,
             "held_batches": self.held_batches,
             "fsyncs": self.commits if self.durable else 0,
             "appends": self.writes,

@@ -255,6 +255,24 @@ def test_stats_reports_lmdb_counters(path: Path) -> None:
     assert stats["map_size"] > 0
 
 
+def test_stats_time_the_write_transactions(path: Path) -> None:
+    """'txn_build_s' and 'txn_commit_s' grow with each commit, and a read adds no time."""
+    store = lmdb_store(path)
+    first = store.stats()
+    assert first["txn_build_s"] == 0.0 and first["txn_commit_s"] == 0.0
+    store.add("c", [user("a")])
+    one = store.stats()
+    assert one["txn_build_s"] > 0.0
+    assert one["txn_commit_s"] > 0.0  # a durable commit waits for the disk
+    store.get("c")
+    assert store.stats()["txn_commit_s"] == one["txn_commit_s"]
+    for i in range(3):
+        store.add("c", [user(str(i))])
+    three = store.stats()
+    assert three["txn_commit_s"] > one["txn_commit_s"]
+    assert three["txn_build_s"] > one["txn_build_s"]
+
+
 def test_every_sequential_add_is_fsynced_before_it_returns(path: Path) -> None:
     """Adds made one after another cannot share a commit: each one costs an fsync."""
     store = lmdb_store(path)
