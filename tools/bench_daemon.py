@@ -586,12 +586,17 @@ def _cli_start_rounds(rounds: int = 3, runs: int = 11) -> None:
     )
 
 
-def _commits(address: str) -> tuple[int, int]:
-    """The daemon's default store's ``(appends, fsyncs)`` so far."""
+def _commits(address: str) -> tuple[int, int, float, float]:
+    """The daemon's default store's ``(appends, fsyncs, txn_build_s, txn_commit_s)`` so far."""
     import memoryd
 
     stats = memoryd.connect(address, token=TOKEN).stats()
-    return int(stats["appends"]), int(stats["fsyncs"])
+    return (
+        int(stats["appends"]),
+        int(stats["fsyncs"]),
+        float(stats["txn_build_s"]),
+        float(stats["txn_commit_s"]),
+    )
 
 
 # --------------------------------------------------------------------------- redis
@@ -681,6 +686,7 @@ def main() -> None:
         tcp_rounds: list[Rate] = []
         floor_rounds: list[Rate] = []
         appended = fsyncs = 0
+        build_s = commit_s = 0.0
         for turn in range(args.rounds):
             jobs_tcp = [(http, TOKEN, w + turn * CLIENTS, args.adds) for w in range(CLIENTS)]
             before = _commits(http)
@@ -688,6 +694,8 @@ def main() -> None:
             after = _commits(http)
             appended += after[0] - before[0]
             fsyncs += after[1] - before[1]
+            build_s += after[2] - before[2]
+            commit_s += after[3] - before[3]
             floor_rounds.append(_rate(_floor_writer, floor_jobs, args.adds, empty.pid))
         over_tcp, floor = _pooled(tcp_rounds), _pooled(floor_rounds)
         over_unix = _rate(_memoryd_writer, jobs_unix, args.adds, daemon.pid)
@@ -796,6 +804,22 @@ def main() -> None:
     print(
         f"group commit (TCP round): mean batch {appended / max(fsyncs, 1):.1f} appends, "
         f"{fsyncs / max(appended, 1):.3f} fsyncs per append"
+    )
+    tcp_s = sum(CLIENTS * args.adds / r.per_s for r in tcp_rounds)
+    print(
+        f"store actor (TCP rounds, its own timers): {commit_s / max(fsyncs, 1) * 1e6:.0f} µs "
+        f"committing each batch (page writes and flushes), {build_s / max(fsyncs, 1) * 1e6:.0f}"
+        f" µs building it; committing {commit_s / tcp_s:.0%} and building "
+        f"{build_s / tcp_s:.0%} of the rounds' time"
+    )
+    cpus = os.cpu_count() or 1
+    cpu_per_add = over_tcp.client_us + over_tcp.server_us
+    bound = cpus / cpu_per_add * 1e6
+    print(
+        f"CPU bound of the appends (TCP): {cpu_per_add:.0f} µs of CPU an append (client "
+        f"{over_tcp.client_us:.0f} + server {over_tcp.server_us:.0f}) on {cpus} CPUs allow at "
+        f"most {bound:.0f} appends/s = {bound / floor.per_s:.2f}x the floor, with every CPU "
+        f"busy all the time, commits included (measured: {over_tcp.per_s / bound:.0%} of it)"
     )
     print(f"\nCPU per append (us; {os.cpu_count()} CPUs)      client      server")
     cpu_rows = [
