@@ -290,6 +290,10 @@ class StoreRegistry:
             if handle is None:
                 return False
             handle.stop()
+            # forgotten once stopped: a daemon that starts and stops stores of ever new
+            # names keeps no trace of each one (a restart count starts again at 0)
+            self._names.discard(name)
+            self._incarnations.pop(name, None)
             return True
 
     def running(self) -> list[str]:

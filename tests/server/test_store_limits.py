@@ -188,3 +188,30 @@ def test_the_cli_prints_the_404_of_a_missing_store(daemon: Daemon) -> None:
     assert done.returncode == 1
     assert "store 'typo2' does not exist" in done.stderr
     assert not (daemon.data / "stores" / "typo2").exists()
+
+
+def test_stopped_stores_are_forgotten_by_the_registry(tmp_path: Path) -> None:
+    """Starting and stopping stores of ever new names leaves the registry no bigger: it
+    tracks the stores that run, not every name it ever started."""
+    from memoryd.server.stores import StoreRegistry
+
+    registry = StoreRegistry(
+        lambda name: memoryd.EphemeralStore.start(name=name),
+        max_message_bytes=1 << 20,
+        max_stores=2,
+    )
+    try:
+        for n in range(40):
+            handle, started = registry.start(f"s{n}", kind="ephemeral")
+            assert started
+            handle.add("c", [{"role": "user", "content": str(n)}])
+            registry.restarts()
+            assert registry.running() == [f"s{n}"]
+            assert registry.stop(f"s{n}") is True
+        assert registry.running() == []
+        assert len(registry._names) == 0 and registry._incarnations == {}
+        # and a name may come back: a fresh store under it, counted from 0
+        registry.start("s3", kind="ephemeral")
+        assert registry.restarts() == {"s3": 0}
+    finally:
+        memoryd.shutdown()
