@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import os
 import resource
@@ -250,6 +251,14 @@ class _ReaderlessLoop(_CountingLoop):
         raise NotImplementedError
 
 
+class _WatchlessLoop(_CountingLoop):
+    """A loop that can watch no more descriptors: ``add_reader`` raises ``OSError``
+    (``ENOSPC``), as epoll does once a user's ``max_user_watches`` are all taken."""
+
+    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device (epoll watches)")
+
+
 def test_writes_of_one_loop_iteration_share_one_hand_off_and_one_commit(
     store: StoreHandle,
 ) -> None:
@@ -294,8 +303,13 @@ def _no_descriptor_left() -> Iterator[None]:
 
 @pytest.mark.parametrize(
     ("descriptors", "loop_type"),
-    [(True, _CountingLoop), (False, _CountingLoop), (False, _ReaderlessLoop)],
-    ids=["eventfd", "none-left", "loop-watches-none"],
+    [
+        (True, _CountingLoop),
+        (False, _CountingLoop),
+        (False, _ReaderlessLoop),
+        (False, _WatchlessLoop),
+    ],
+    ids=["eventfd", "none-left", "loop-watches-none", "no-watch-left"],
 )
 def test_the_answers_to_one_batch_wake_the_loop_once(
     store: StoreHandle, descriptors: bool, loop_type: type[_CountingLoop]
@@ -321,7 +335,7 @@ def test_the_answers_to_one_batch_wake_the_loop_once(
         no_eventfd = loop_type is _CountingLoop and not descriptors
         with _no_descriptor_left() if no_eventfd else contextlib.nullcontext():
             assert loop.run_until_complete(main()) == [1] * 20
-        if loop_type is _ReaderlessLoop:
+        if loop_type in (_ReaderlessLoop, _WatchlessLoop):
             assert len(os.listdir("/proc/self/fd")) == open_before  # its eventfd was closed
         commits = store.stats()["commits"] - before[0]
         # the actor may split the hand-off over a commit or two, never one per write
