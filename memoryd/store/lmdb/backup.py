@@ -103,7 +103,7 @@ def _identity_of_copy(target: Path) -> identity.Identity:
         positions = env.open_db(keys.POSITIONS_DB, create=False)
         with env.begin() as txn:
             store_id = layout.get(txn, sys_db, layout.IDENTITY)
-            conversations = txn.stat(names)["entries"]
+            conversations = layout.kept_conversations(txn, names, sys_db)
             cursor = txn.cursor(db=positions)
             position = keys.decode_position_key(cursor.key()) if cursor.last() else 0
     finally:

@@ -204,6 +204,9 @@ class _Walk:
         self.metas: dict[int, layout.Meta] = {}
         self.histories: dict[int, list[dict[str, Any]]] = {}
         """Each conversation's live history, when its events are all there."""
+        self.unlogged_from = 1 << 64
+        self.unlogged_events = 0
+        """Events of unlogged hidden conversations: no position names them."""
 
     def problem(self, text: str) -> None:
         if len(self.report.problems) < _MAX_PROBLEMS:
@@ -251,6 +254,9 @@ class _Walk:
             self.problem(f"the data file belongs to another store than {identity.FILE_NAME}")
         live = values.get(layout.LIVE)
         self.live = 0 if live is None else int.from_bytes(live, "big")
+        unlogged = values.get(layout.UNLOGGED_FROM)
+        # absent: no conversation is unlogged yet (a store not written since it knew it)
+        self.unlogged_from = 1 << 64 if unlogged is None else int.from_bytes(unlogged, "big")
 
     def names_and_meta(self) -> None:
         for key, value in self.items(self.dbs.names, "name"):
@@ -307,6 +313,8 @@ class _Walk:
             if not meta.first <= version <= meta.version:
                 self.problem(f"{where}: outside the live versions {meta.first}-{meta.version}")
             seen.setdefault(conv, []).append((version, event.kind, list(event.messages)))
+            if layout.unlogged(conv, meta.cid, self.unlogged_from):
+                self.unlogged_events += 1
         for conv, meta in self.metas.items():
             found = seen.get(conv, [])
             wanted = meta.version - meta.first + 1 if meta.version else 0
@@ -341,6 +349,9 @@ class _Walk:
             if meta is None:
                 self.problem(f"position {last}: names conversation number {conv}, unknown")
                 continue
+            if layout.unlogged(conv, meta.cid, self.unlogged_from):
+                self.problem(f"position {last}: names {meta.cid!r}, which takes no positions")
+                continue
             stored = self.txn.get(bytes(value), db=self.dbs.events) is not None
             if stored:
                 referenced += 1
@@ -348,8 +359,12 @@ class _Walk:
                 self.problem(
                     f"position {last}: names event {version} of {meta.cid!r}, which is missing"
                 )
-        if referenced != events:
-            self.problem(f"{events} event records, but {referenced} positions name one")
+        logged = events - self.unlogged_events
+        if referenced != logged:
+            self.problem(
+                f"{logged} event records of conversations with positions, but {referenced} "
+                "positions name one"
+            )
         if self.known is not None and last < self.known.position:
             self.problem(
                 f"the change feed ends at position {last}; {identity.FILE_NAME} records "

@@ -291,7 +291,6 @@ class LmdbEngine:
                 stored_format = known.format.to_bytes(8, "big")
             stored_id = layout.get(txn, self.dbs.sys, layout.IDENTITY)
             self.counters = Counters.load(txn, self.dbs)
-            names = txn.stat(self.dbs.names)["entries"]
         found_format = int.from_bytes(stored_format, "big")
         if found_format != codec.STORE_FORMAT:
             raise _refuse(
@@ -303,7 +302,7 @@ class LmdbEngine:
             raise _refuse(
                 self.path, f"its data file belongs to another store than {identity.FILE_NAME}"
             )
-        conversations = min(names, self.counters.next_conv - 1)
+        conversations = self.counters.kept
         position = self.counters.next_pos - 1
         if conversations < known.conversations or position < known.position:
             raise _refuse(
@@ -315,8 +314,9 @@ class LmdbEngine:
         self._note_counters(force=True)
 
     def _note_counters(self, *, force: bool = False) -> None:
-        """Raise the identity file's counters when they doubled (or ``force``)."""
-        conversations = self.counters.next_conv - 1
+        """Raise the identity file's counters when they doubled (or ``force``). The
+        conversations counted are those the store keeps for good (`Counters.kept`)."""
+        conversations = self.counters.kept
         position = self.counters.next_pos - 1
         known = self.identity
         if (conversations, position) == (known.conversations, known.position):

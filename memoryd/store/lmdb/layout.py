@@ -8,6 +8,14 @@ the codec), and the key conv BE8 alone (empty value) once the index is complete.
 conversation first written before the index existed has no such marker: its reads
 fall back to one full read, and its next write fills the index.
 
+memoryd's own bookkeeping conversations (ids in `memoryd.store.requests.HIDDEN_PREFIX`,
+the run journals) numbered from the sys counter ``unlogged_from`` on are *unlogged*: their
+events take no change-feed position, and clearing one erases it (events, index,
+idempotency keys, metadata and name), so a finished run leaves nothing in the file. The
+counter is set once, to the next conversation number, when a store is first opened by a
+memoryd that knows it: hidden conversations numbered below it were written with
+positions, and are cleared as any other.
+
 Every value, in every sub-database (the index's entries and markers included), is
 sealed (`memoryd.codec.seal`: a checksum of key and value) by `put` and checked by
 `get`, so damaged bytes raise `CorruptRecord` instead of being read as content. Pure
@@ -24,6 +32,7 @@ import lmdb
 from memoryd import codec
 from memoryd.errors import CorruptRecord
 from memoryd.store.lmdb import keys
+from memoryd.store.requests import HIDDEN_PREFIX
 
 __all__ = [
     "DAMAGED",
@@ -32,16 +41,19 @@ __all__ = [
     "LIVE",
     "SYSTEM_DB",
     "SYS_DB",
+    "UNLOGGED_FROM",
     "Counters",
     "Dbs",
     "Meta",
     "counter",
     "get",
+    "kept_conversations",
     "meta_of",
     "open_dbs",
     "put",
     "put_meta",
     "system_key",
+    "unlogged",
 ]
 
 SYS_DB = b"sys"
@@ -49,6 +61,9 @@ SYSTEM_DB = b"system"
 """Sub-database: conv BE8 + ordinal BE8 -> a live system message; conv BE8 -> b"" (indexed)."""
 LIVE = b"live_conversations"
 """The sys key holding how many conversations hold messages."""
+UNLOGGED_FROM = b"unlogged_from"
+"""The sys key holding the first conversation number whose hidden conversations are
+unlogged (no change-feed positions; erased when cleared)."""
 FORMAT = b"format"
 """The sys key holding the store's format (`memoryd.codec.STORE_FORMAT`)."""
 IDENTITY = b"identity"
@@ -150,6 +165,39 @@ def meta_of(txn: lmdb.Transaction, dbs: Dbs, cid: str, *, index: bool = True) ->
     return Meta(conv, version, first, count, cid, indexed)
 
 
+def unlogged(conv: int, cid: str, unlogged_from: int) -> bool:
+    """True for a hidden conversation numbered from ``unlogged_from`` on: its events take
+    no position and a clear erases it."""
+    return conv >= unlogged_from and cid.startswith(HIDDEN_PREFIX)
+
+
+def kept_conversations(txn: lmdb.Transaction, names: Any, sys: Any) -> int:
+    """How many conversations the store keeps for good: every name entry but those of
+    unlogged hidden conversations, which a clear erases. Never decreases, so the identity
+    file records it as a lower bound. Reads the hidden ids' range of ``names`` only.
+
+    Args:
+        txn: a transaction of the environment.
+        names: its names sub-database.
+        sys: its sys sub-database.
+    """
+    total = int(txn.stat(names)["entries"])
+    raw = txn.get(UNLOGGED_FROM, db=sys)
+    if raw is None:
+        return total  # no conversation is unlogged yet
+    boundary = int.from_bytes(codec.unseal(UNLOGGED_FROM, raw), "big")
+    prefix = HIDDEN_PREFIX.encode("utf-8")
+    cursor = txn.cursor(db=names)
+    erasable = 0
+    if cursor.set_range(prefix):
+        for key, value in cursor:
+            if not bytes(key).startswith(prefix):
+                break
+            if keys.decode_conv_num(bytes(codec.unseal(bytes(key), value))) >= boundary:
+                erasable += 1
+    return total - erasable
+
+
 def put_meta(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
     """Write a conversation's metadata (sealed)."""
     value = codec.pack_meta(meta.version, meta.first, meta.count, meta.cid)
@@ -198,25 +246,41 @@ class Counters:
     saved_live: int
     cache: dict[str, Meta] = field(default_factory=dict)
     """Committed metadata the writer has seen (shared across batches)."""
-    dirty: dict[str, Meta] = field(default_factory=dict)
-    """Metadata this batch wrote; merged into ``cache`` only if the batch commits."""
+    dirty: dict[str, Meta | None] = field(default_factory=dict)
+    """Metadata this batch wrote (None: erased); merged into ``cache`` only if the batch
+    commits."""
+    unlogged_from: int = 1
+    """Hidden conversations numbered from here on are unlogged (`UNLOGGED_FROM`)."""
+    saved_unlogged: bool = True
+    """False until `UNLOGGED_FROM` is stored (a store first opened by this memoryd)."""
+    kept: int = 0
+    """Conversations kept for good (`kept_conversations`): never fewer than before."""
 
     @classmethod
     def load(cls, txn: lmdb.Transaction, dbs: Dbs) -> Counters:
         """Read the counters as committed."""
         live = counter(txn, dbs, LIVE, 0)
+        next_conv = _last_number(txn, dbs.meta, "metadata") + 1
+        unlogged_from = counter(txn, dbs, UNLOGGED_FROM, 0)
         return cls(
-            next_conv=_last_number(txn, dbs.meta, "metadata") + 1,
+            next_conv=next_conv,
             next_pos=_last_number(txn, dbs.positions, "position") + 1,
             live=live,
             saved_live=live,
+            unlogged_from=unlogged_from or next_conv,
+            saved_unlogged=unlogged_from > 0,
+            kept=kept_conversations(txn, dbs.names, dbs.sys),
         )
+
+    def unlogged(self, meta: Meta) -> bool:
+        """True for an unlogged hidden conversation (no positions; erased when cleared)."""
+        return unlogged(meta.conv, meta.cid, self.unlogged_from)
 
     def meta(self, txn: lmdb.Transaction, dbs: Dbs, cid: str) -> Meta | None:
         """The conversation's metadata as this batch sees it (cached; else read)."""
-        meta = self.dirty.get(cid)
-        if meta is None:
-            meta = self.cache.get(cid)
+        if cid in self.dirty:
+            return self.dirty[cid]
+        meta = self.cache.get(cid)
         if meta is None:
             meta = meta_of(txn, dbs, cid)
             if meta is not None:
@@ -227,7 +291,11 @@ class Counters:
         """The batch committed: its metadata becomes the cached state."""
         if len(self.cache) > _META_CACHE_SIZE:
             self.cache.clear()
-        self.cache.update(self.dirty)
+        for cid, meta in self.dirty.items():
+            if meta is None:
+                self.cache.pop(cid, None)
+            else:
+                self.cache[cid] = meta
         self.dirty = {}
 
     def save(self, txn: lmdb.Transaction, dbs: Dbs) -> None:
@@ -235,7 +303,19 @@ class Counters:
         if self.live != self.saved_live:
             put(txn, dbs.sys, LIVE, self.live.to_bytes(8, "big"))
             self.saved_live = self.live
+        if not self.saved_unlogged:
+            put(txn, dbs.sys, UNLOGGED_FROM, self.unlogged_from.to_bytes(8, "big"))
+            self.saved_unlogged = True
 
     def copy(self) -> Counters:
         """A copy for one batch, kept only if it commits (the cache is shared, read-mostly)."""
-        return Counters(self.next_conv, self.next_pos, self.live, self.saved_live, self.cache)
+        return Counters(
+            self.next_conv,
+            self.next_pos,
+            self.live,
+            self.saved_live,
+            self.cache,
+            unlogged_from=self.unlogged_from,
+            saved_unlogged=self.saved_unlogged,
+            kept=self.kept,
+        )

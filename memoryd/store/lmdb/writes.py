@@ -35,7 +35,7 @@ from memoryd.store.lmdb.layout import (
 from memoryd.store.lmdb.reads import event_range, history
 from memoryd.store.systems import Fold
 
-__all__ = ["append", "clear", "fork", "import_events", "pop"]
+__all__ = ["append", "clear", "erase", "fork", "import_events", "pop"]
 
 _APPENDED = EventKind.APPENDED.value
 _POPPED = EventKind.POPPED.value
@@ -144,12 +144,15 @@ def _write_record(
         ctr.next_conv += 1
         put(txn, dbs.names, cid.encode("utf-8"), keys.conv_num_bytes(conv))
         old = Meta(conv, 0, 1, 0, cid)
+        if not ctr.unlogged(old):
+            ctr.kept += 1
     first = version if kind == _CLEARED else old.first
     meta = Meta(old.conv, version, first, count, cid)
     event_key = keys.event_key(meta.conv, version)
     put(txn, dbs.events, event_key, record)
-    put(txn, dbs.positions, keys.position_key(ctr.next_pos), event_key)
-    ctr.next_pos += 1
+    if not ctr.unlogged(meta):  # an unlogged conversation's events take no position
+        put(txn, dbs.positions, keys.position_key(ctr.next_pos), event_key)
+        ctr.next_pos += 1
     put_meta(txn, dbs, meta)
     if fold is not None:
         _save_index(txn, dbs, meta, fold, fresh=fresh)
@@ -266,14 +269,41 @@ def append(
 
 
 def clear(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, cid: str, *, now: float) -> None:
-    """Delete the conversation's events and write a ``cleared`` marker (no-op when empty)."""
+    """Delete the conversation's events and write a ``cleared`` marker (no-op when empty);
+    an unlogged hidden conversation is erased instead (`erase`)."""
     meta = ctr.meta(txn, dbs, cid)
+    if meta is not None and ctr.unlogged(meta):
+        erase(txn, dbs, ctr, meta)
+        return
     if meta is None or meta.count == 0:
         return
     event = Event(version=meta.version + 1, kind=_CLEARED, messages=(), timestamp=now)
     fold = Fold(meta.count)  # a clear drops every entry: no rebuild needed
     _delete_live(txn, dbs, meta)
     _write_event(txn, dbs, ctr, meta, cid=cid, event=event, count=0, fold=fold)
+
+
+def erase(txn: lmdb.Transaction, dbs: Dbs, ctr: Counters, meta: Meta) -> None:
+    """Remove an unlogged hidden conversation from the file: its events, system-message
+    index, idempotency keys, metadata and name. It had no change-feed position, so
+    nothing names it any more; its id reads as never written (version 0)."""
+    head = keys.conv_num_bytes(meta.conv)
+    for db in (dbs.events, dbs.system, dbs.idem):
+        _delete_prefixed(txn, db, head)
+    txn.delete(head, db=dbs.meta)
+    txn.delete(meta.cid.encode("utf-8"), db=dbs.names)
+    if meta.count > 0:
+        ctr.live -= 1
+    ctr.dirty[meta.cid] = None
+
+
+def _delete_prefixed(txn: lmdb.Transaction, db: Any, head: bytes) -> None:
+    """Delete every key of ``db`` that starts with ``head``."""
+    cursor = txn.cursor(db=db)
+    if cursor.set_range(head):
+        while cursor.key() and bytes(cursor.key()).startswith(head):
+            if not cursor.delete():
+                break
 
 
 def _delete_live(txn: lmdb.Transaction, dbs: Dbs, meta: Meta) -> None:
