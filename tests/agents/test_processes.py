@@ -12,9 +12,14 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import lmdb
 import pytest
 
 import memoryd
+from memoryd.agents.lease import LEASE_PREFIX
+from memoryd.store.lmdb import keys
+from memoryd.store.lmdb.check import check_store
+from memoryd.store.requests import HIDDEN_PREFIX
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
 
@@ -81,6 +86,20 @@ def test_instances_killed_mid_run_are_all_resumed_by_a_new_process(
     assert out.strip() == f"recovered {INSTANCES}"
     done = Counter(effects.read_text().split("\n")[:-1])
     assert done == {f"k{n} {step}": 1 for n in range(INSTANCES) for step in range(4)}
+    if store_spec.startswith("lmdb:"):  # the killed runs' journals, resumed, left nothing
+        data = Path(store_spec.removeprefix("lmdb:"))
+        assert check_store(data).problems == []
+        env = lmdb.open(str(data), max_dbs=8, readonly=True, lock=False)
+        try:
+            with env.begin() as txn:
+                names = env.open_db(keys.NAMES_DB, txn=txn, create=False)
+                ids = [bytes(k).decode() for k, _ in txn.cursor(db=names)]
+        finally:
+            env.close()
+        # only the instances' leases (memo logs, kept while instances may run) are left
+        assert [i for i in ids if i.startswith(HIDDEN_PREFIX)] == sorted(
+            f"{LEASE_PREFIX}w/k{n}" for n in range(INSTANCES)
+        )
 
 
 def test_two_processes_over_one_daemon_never_run_one_instance_at_once(
