@@ -217,7 +217,12 @@ class RunJournal:
         else:
             batch, expected = added, live.version
         try:
-            version = store.add(journal_id(run_id), batch, expected_version=expected)
+            try:
+                version = store.add(journal_id(run_id), batch, expected_version=expected)
+            except ConflictError:
+                if live is not None:
+                    raise
+                version = self._reopen(store, run_id, batch)
         except ConflictError:
             self._live.pop(run_id, None)
             raise
@@ -225,6 +230,27 @@ class RunJournal:
             self._live[run_id] = _Live(version, self._clock())
         else:  # one record per run, kept up to date
             live.version, live.written_at = version, self._clock()
+
+    def _reopen(self, store: StoreHandle, run_id: str, batch: CheckedMessages) -> int:
+        """The first write of a run whose id ran before: a retried request, or a run id
+        given again. A journal left empty by that earlier run (finished or discarded; a
+        backend that keeps a cleared journal's versions) is written at its version, still
+        compare-and-set; one that holds messages belongs to a run still pending.
+
+        Raises:
+            ConflictError: The journal holds a pending run, or another writer won.
+        """
+        journal = journal_id(run_id)
+        version = store.version(journal)
+        if store.get(journal, limit=1):
+            raise ConflictError(
+                f"run {run_id!r} is already pending in store {store.name!r} (running in "
+                "another process, or waiting to be resumed): resume or discard it, or "
+                "start this run under another id",
+                expected=0,
+                actual=version,
+            )
+        return store.add(journal, batch, expected_version=version)
 
     def renew(self, run_id: str) -> bool:
         """Renew the lease of a run this process writes, if half of it has passed.

@@ -287,3 +287,29 @@ def test_short_steps_write_no_renewal(store: memoryd.StoreHandle) -> None:
     agent = memoryd.Agent(llm=ScriptedModel([*script, "done"]), memory=store, tools=[lookup])
     agent.run("go", conversation_id="job", run_id="short")
     assert seen == [[], ["appended"], ["appended", "appended"]]
+
+
+def test_a_run_id_given_again_while_its_run_is_pending_is_refused(
+    store: memoryd.StoreHandle,
+) -> None:
+    """A run id whose journal holds a pending run cannot start a second run: the first
+    journal write is refused with a clear error and the pending run is left as it was;
+    once that run is discarded, the id runs again from its input."""
+    calls: list[str] = []
+    agent = memoryd.Agent(
+        llm=ScriptedModel(tool_turns()), memory=store, tools=counting_tools(calls, crash_on="slow")
+    )
+    with pytest.raises(Crash):
+        agent.run("do it", conversation_id="job", run_id="r-1")
+    [pending] = agent.pending_runs("job")
+    again = memoryd.Agent(
+        llm=ScriptedModel([tool_turns()[0], "done"]), memory=store, tools=counting_tools(calls)
+    )
+    with pytest.raises(memoryd.ConflictError, match="'r-1' is already pending"):
+        again.run("do it", conversation_id="job", run_id="r-1")
+    assert again.pending_runs("job") == [pending]
+    again.discard("r-1")
+    result = again.run("do it", conversation_id="job", run_id="r-1")
+    assert result.text == "done"
+    # the refused run's first tool ran before its first journal write was refused
+    assert calls == ["lookup:k1", "slow:k2", "lookup:k1"]

@@ -14,6 +14,7 @@ import memoryd
 import supervisors
 from memoryd import AgentSystemStopped, CallTimeout, Overloaded, UnknownAgent
 from memoryd.agents import AgentSystem
+from memoryd.llm import ScriptedModel
 from tests.agents._agents import (
     Gate,
     call_at_gate,
@@ -23,6 +24,7 @@ from tests.agents._agents import (
     start,
     start_gated,
     stepping_model,
+    tool_steps_done,
 )
 from tests.helpers import Worker, wait_until
 
@@ -399,3 +401,44 @@ def test_stop_fails_the_waiting_callers_and_refuses_new_calls(
         system.call("w", "k", "more")
     (pending,) = system.pending_runs()  # the interrupted run stays resumable
     assert pending.conversation_id == "w/k" and log == ["0"]
+
+
+@pytest.fixture(params=["lmdb", "redis"])
+def any_store(request: pytest.FixtureRequest) -> memoryd.StoreHandle:
+    """An LMDB store (a cleared journal is erased) or a Redis one (it keeps its versions)."""
+    if request.param == "lmdb":
+        return memoryd.EphemeralStore.start(name=f"agents-{uuid.uuid4().hex[:8]}")
+    server = request.getfixturevalue("redis_server")
+    return memoryd.RedisStore.start(server.url, prefix=f"retry-{uuid.uuid4().hex[:8]}")
+
+
+def test_a_request_retried_after_a_failed_run_runs_again(
+    any_store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """A run that fails after a journaled tool step (the model errs) is retried with the
+    same request id: the retry runs from its input and succeeds, where its first journal
+    write used to meet the failed run's cleared journal and raise a ConflictError."""
+    log: list[str] = []
+    down = [True]
+
+    def make_model() -> ScriptedModel:
+        steps = stepping_model(2)
+
+        def decide(sent: list[dict[str, Any]]) -> dict[str, Any]:
+            if tool_steps_done(sent) == 1 and down[0]:  # after the first journaled step
+                raise RuntimeError("the model's provider is down")
+            return steps.complete(sent)
+
+        return ScriptedModel([decide] * 20)
+
+    agents = {"w": factory(any_store, make_model, note_tool(log))}
+    system = start(systems, agents, store=any_store)
+    with pytest.raises(RuntimeError, match="provider is down"):
+        system.call("w", "k", "job", request_id="req-1")
+    assert log == ["0"] and system.pending_runs() == []
+    down[0] = False
+    again = system.call("w", "k", "job", request_id="req-1")
+    assert again.text == "done 2 for job"
+    assert log == ["0", "0", "1"]
+    assert system.call("w", "k", "job", request_id="req-1").run_id == again.run_id
+    assert log == ["0", "0", "1"]  # answered from the commit: no third run
