@@ -180,21 +180,29 @@ def kept_conversations(txn: lmdb.Transaction, names: Any, sys: Any) -> int:
         txn: a transaction of the environment.
         names: its names sub-database.
         sys: its sys sub-database.
+
+    Raises:
+        CorruptRecord: the counter or a hidden conversation's name entry is damaged.
     """
     total = int(txn.stat(names)["entries"])
     raw = txn.get(UNLOGGED_FROM, db=sys)
     if raw is None:
         return total  # no conversation is unlogged yet
-    boundary = int.from_bytes(codec.unseal(UNLOGGED_FROM, raw), "big")
     prefix = HIDDEN_PREFIX.encode("utf-8")
-    cursor = txn.cursor(db=names)
-    erasable = 0
-    if cursor.set_range(prefix):
-        for key, value in cursor:
-            if not bytes(key).startswith(prefix):
-                break
-            if keys.decode_conv_num(bytes(codec.unseal(bytes(key), value))) >= boundary:
-                erasable += 1
+    key = UNLOGGED_FROM
+    try:
+        boundary = int.from_bytes(codec.unseal(key, raw), "big")
+        cursor = txn.cursor(db=names)
+        erasable = 0
+        if cursor.set_range(prefix):
+            for raw_key, value in cursor:
+                key = bytes(raw_key)
+                if not key.startswith(prefix):
+                    break
+                if keys.decode_conv_num(bytes(codec.unseal(key, value))) >= boundary:
+                    erasable += 1
+    except (CorruptRecord, ValueError) as exc:
+        raise CorruptRecord(f"entry {key!r}: {exc}; {DAMAGED}") from None
     return total - erasable
 
 

@@ -181,3 +181,23 @@ def test_hidden_conversations_an_older_memoryd_wrote_keep_their_positions(data: 
     store = memoryd.LmdbStore.start(str(data))
     assert texts(store.get("a")) == ["1", "2"]
     store.stop()
+
+
+def test_a_damaged_unlogged_from_counter_is_refused_at_open(data: Path) -> None:
+    """A flipped bit in the counter is a refusal naming it, never a misread boundary (which
+    would erase journals that have positions, or keep ones that have none)."""
+    store = memoryd.LmdbStore.start(str(data))
+    store.add(JOURNAL, [user("step")])
+    store.stop()
+    env = lmdb.open(str(data), max_dbs=8)
+    try:
+        sys_db = env.open_db(layout.SYS_DB, create=False)
+        with env.begin(write=True) as txn:
+            raw = bytearray(txn.get(layout.UNLOGGED_FROM, db=sys_db))
+            raw[-1] ^= 0x01
+            txn.put(layout.UNLOGGED_FROM, bytes(raw), db=sys_db)
+    finally:
+        env.close()
+    with pytest.raises(memoryd.StorageError, match="unlogged_from.*damaged"):
+        memoryd.LmdbStore.start(str(data))
+    assert any("unlogged_from" in p for p in check_store(data).problems)
