@@ -198,6 +198,6 @@ def test_a_damaged_unlogged_from_counter_is_refused_at_open(data: Path) -> None:
             txn.put(layout.UNLOGGED_FROM, bytes(raw), db=sys_db)
     finally:
         env.close()
-    with pytest.raises(memoryd.StorageError, match="unlogged_from.*damaged"):
+    with pytest.raises(memoryd.StorageError, match=r"unlogged_from.*damaged"):
         memoryd.LmdbStore.start(str(data))
     assert any("unlogged_from" in p for p in check_store(data).problems)
