@@ -24,7 +24,7 @@ functions of an open transaction, like the reads and writes beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import lmdb
@@ -317,13 +317,4 @@ class Counters:
 
     def copy(self) -> Counters:
         """A copy for one batch, kept only if it commits (the cache is shared, read-mostly)."""
-        return Counters(
-            self.next_conv,
-            self.next_pos,
-            self.live,
-            self.saved_live,
-            self.cache,
-            unlogged_from=self.unlogged_from,
-            saved_unlogged=self.saved_unlogged,
-            kept=self.kept,
-        )
+        return replace(self, dirty={})
