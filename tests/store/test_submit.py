@@ -243,12 +243,11 @@ class _CountingLoop(asyncio.SelectorEventLoop):
 
 
 class _ReaderlessLoop(_CountingLoop):
-    """A loop that watches no descriptors: ``add_reader`` raises ``NotImplementedError``,
-    as `asyncio.AbstractEventLoop`'s does and Windows' proactor loop's, and as a loop
-    written for a GUI toolkit may."""
+    """A loop that watches no descriptors: its ``add_reader`` is
+    `asyncio.AbstractEventLoop`'s own, which refuses (as Windows' proactor loop's does,
+    and as a loop written for a GUI toolkit may)."""
 
-    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:
-        raise NotImplementedError
+    add_reader = asyncio.AbstractEventLoop.add_reader
 
 
 class _WatchlessLoop(_CountingLoop):
