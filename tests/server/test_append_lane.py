@@ -269,6 +269,13 @@ def test_an_add_to_a_store_stopped_since_its_head_came_in_is_a_503(tmp_path: Pat
     assert pending is not None
     store.stop()
     pending.body = body
+    status, media, answer = _answer_of(appends, pending)
+    assert (status, media) == (503, b"application/json")
+    assert json.loads(answer)["error"]["type"] == "StoreUnavailable"
+
+
+def _answer_of(appends: Any, pending: Any) -> tuple[int, bytes, bytes]:
+    """Start an admitted add on the lane in a fresh event loop; its one answer."""
     answers: list[tuple[int, bytes, bytes]] = []
 
     async def run() -> None:
@@ -282,9 +289,8 @@ def test_an_add_to_a_store_stopped_since_its_head_came_in_is_a_503(tmp_path: Pat
         await asyncio.wait_for(answered.wait(), 30)
 
     asyncio.run(run())
-    [(status, media, answer)] = answers
-    assert (status, media) == (503, b"application/json")
-    assert json.loads(answer)["error"]["type"] == "StoreUnavailable"
+    [answer] = answers
+    return answer
 
 
 _HOLD_WRITE_LOCK = """
@@ -328,20 +334,7 @@ def test_an_add_its_store_does_not_confirm_in_time_is_a_504(tmp_path: Path) -> N
         pending = appends.admit(b"/v1/stores/al-slow/conversations/c/messages", headers, None)
         assert pending is not None
         pending.body = body
-        answers: list[tuple[int, bytes, bytes]] = []
-
-        async def run() -> None:
-            answered = asyncio.Event()
-
-            def done(status: int, media: bytes, answer: bytes) -> None:
-                answers.append((status, media, answer))
-                answered.set()
-
-            appends.start(pending, done)
-            await asyncio.wait_for(answered.wait(), 30)
-
-        asyncio.run(run())
-        [(status, media, answer)] = answers
+        status, media, answer = _answer_of(appends, pending)
         assert (status, media) == (504, b"application/json")
         assert json.loads(answer)["error"]["type"] == "WriteTimeout"
         assert holder.stdin is not None
