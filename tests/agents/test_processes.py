@@ -100,6 +100,10 @@ def test_instances_killed_mid_run_are_all_resumed_by_a_new_process(
         assert [i for i in ids if i.startswith(HIDDEN_PREFIX)] == sorted(
             f"{LEASE_PREFIX}w/k{n}" for n in range(INSTANCES)
         )
+    if store_spec.startswith("remote:"):  # a daemon over LMDB erases them as well
+        address, _, name = store_spec.removeprefix("remote:").rpartition("/")
+        stats = memoryd.connect(address, store=name).stats()
+        assert stats["conversations_ever"] == 2 * INSTANCES  # conversations and leases
 
 
 def test_two_processes_over_one_daemon_never_run_one_instance_at_once(
