@@ -251,27 +251,14 @@ def test_the_lane_counts_its_adds_in_the_metrics(daemon: Daemon) -> None:
         store.close()
 
 
-def test_an_add_to_a_store_stopped_since_its_head_came_in_is_a_503(tmp_path: Path) -> None:
-    """The lane writes to the store it found at the head; stopped meanwhile, the add is
-    answered 503 `StoreUnavailable` (clients retry it with the same key), never a 500."""
-    config = ServerConfig(data=tmp_path)
-    stores = StoreRegistry(
-        lmdb_stores(tmp_path, max_message_bytes=1 << 20), max_message_bytes=1 << 20
-    )
+def _appends_lane(data: Path) -> Any:
+    """The append lane of a daemon app over the data directory ``data`` (no server)."""
+    config = ServerConfig(data=data)
+    stores = StoreRegistry(lmdb_stores(data, max_message_bytes=1 << 20), max_message_bytes=1 << 20)
     ctx = ServerContext(config=config, stores=stores, metrics=Metrics(stores))
     lane = FastLane.over(create_app(ctx))
     assert lane is not None and lane.appends is not None
-    appends = lane.appends
-    store = memoryd.EphemeralStore.start(name="al-stopped")
-    body = _body(messages=[user("late")])
-    headers = [_MSGPACK_BODY, (b"content-length", b"%d" % len(body))]
-    pending = appends.admit(b"/v1/stores/al-stopped/conversations/c/messages", headers, None)
-    assert pending is not None
-    store.stop()
-    pending.body = body
-    status, media, answer = _answer_of(appends, pending)
-    assert (status, media) == (503, b"application/json")
-    assert json.loads(answer)["error"]["type"] == "StoreUnavailable"
+    return lane.appends
 
 
 def _answer_of(appends: Any, pending: Any) -> tuple[int, bytes, bytes]:
@@ -293,6 +280,22 @@ def _answer_of(appends: Any, pending: Any) -> tuple[int, bytes, bytes]:
     return answer
 
 
+def test_an_add_to_a_store_stopped_since_its_head_came_in_is_a_503(tmp_path: Path) -> None:
+    """The lane writes to the store it found at the head; stopped meanwhile, the add is
+    answered 503 `StoreUnavailable` (clients retry it with the same key), never a 500."""
+    appends = _appends_lane(tmp_path)
+    store = memoryd.EphemeralStore.start(name="al-stopped")
+    body = _body(messages=[user("late")])
+    headers = [_MSGPACK_BODY, (b"content-length", b"%d" % len(body))]
+    pending = appends.admit(b"/v1/stores/al-stopped/conversations/c/messages", headers, None)
+    assert pending is not None
+    store.stop()
+    pending.body = body
+    status, media, answer = _answer_of(appends, pending)
+    assert (status, media) == (503, b"application/json")
+    assert json.loads(answer)["error"]["type"] == "StoreUnavailable"
+
+
 _HOLD_WRITE_LOCK = """
 import sys, lmdb
 env = lmdb.open(sys.argv[1], subdir=True, max_dbs=64, create=False)
@@ -308,14 +311,7 @@ def test_an_add_its_store_does_not_confirm_in_time_is_a_504(tmp_path: Path) -> N
     """A write the store does not confirm within its deadline is answered 504
     `WriteTimeout` (the outcome is unknown; clients retry it with the same key), and
     the retry once the store is free writes it once."""
-    config = ServerConfig(data=tmp_path)
-    stores = StoreRegistry(
-        lmdb_stores(tmp_path, max_message_bytes=1 << 20), max_message_bytes=1 << 20
-    )
-    ctx = ServerContext(config=config, stores=stores, metrics=Metrics(stores))
-    lane = FastLane.over(create_app(ctx))
-    assert lane is not None and lane.appends is not None
-    appends = lane.appends
+    appends = _appends_lane(tmp_path)
     data = tmp_path / "slow"
     store = memoryd.LmdbStore.start(data, name="al-slow", call_timeout_s=0.5)
     holder: subprocess.Popen[str] | None = None
