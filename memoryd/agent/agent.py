@@ -52,7 +52,7 @@ from typing import Any
 import structlog
 
 from memoryd import messages as msgs
-from memoryd.agent.journal import RunJournal, RunRecord
+from memoryd.agent.journal import RunJournal, RunRecord, StepWrite
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
     base_version,
@@ -170,9 +170,10 @@ class _Run:
         inputs: How many messages of the turn are the run's input.
         session: The active session when the run is one of its turns.
         memos: The memos the session's handlers returned, in order.
+        writing: The journal write of its last tool step, until it is waited for.
     """
 
-    __slots__ = ("base", "cid", "inputs", "memos", "run_id", "session")
+    __slots__ = ("base", "cid", "inputs", "memos", "run_id", "session", "writing")
 
     def __init__(
         self, run_id: str, cid: str, base: int | None, inputs: int, session: Session | None
@@ -183,6 +184,7 @@ class _Run:
         self.inputs = inputs
         self.session = session
         self.memos: list[Any] = []
+        self.writing: StepWrite | None = None
 
 
 def _input_messages(value: Any) -> CheckedMessages:
@@ -499,9 +501,10 @@ class Agent(SessionMethods):
         )
 
     def _save_step(self, run: _Run, turn: CheckedMessages, added: CheckedMessages) -> None:
-        """Make one tool step durable (its call and all its results: one write)."""
+        """Send one tool step to the journal (its call and all its results: one write);
+        `_settle` waits until it is durable."""
         if self._journal is not None:
-            self._journal.step(
+            run.writing = self._journal.begin_step(
                 run.run_id,
                 cid=run.cid,
                 base_version=0 if run.base is None else run.base,
@@ -511,15 +514,25 @@ class Agent(SessionMethods):
                 agent=self.agent_type,
             )
 
+    @staticmethod
+    def _settle(run: _Run) -> None:
+        """Wait until the run's last tool step is durable (its write was sent before
+        the LLM call that follows it, which ran meanwhile)."""
+        writing, run.writing = run.writing, None
+        if writing is not None:
+            writing.wait()
+
     def _boundary(self, run: _Run, *, tool: bool) -> None:
-        """A step boundary: before a tool call, renew the run's lease; then let the
-        owner stop the run here.
+        """A step boundary: before a tool call, wait for the last step's write and
+        renew the run's lease; then let the owner stop the run here.
 
         The boundary before an LLM call renews nothing: it follows the run's start
         (no journal yet), a tool step's write or a resume's claim, and each of those
-        writes the lease's heartbeat itself.
+        writes the lease's heartbeat itself. A run stopped there (`RunInterrupted`)
+        still waits for that write (`_loop`).
         """
         if tool and self._journal is not None:
+            self._settle(run)
             self._journal.renew(run.run_id)
         if self.step_hook is not None:
             self.step_hook(run.run_id)
@@ -538,6 +551,20 @@ class Agent(SessionMethods):
         return turn
 
     def _loop(self, run: _Run, history: list[Message], turn: CheckedMessages) -> CheckedMessages:
+        """Run `_steps`; however they end, the last tool step's write has been waited
+        for (the turn's commit follows it; a stopped run leaves it for the resume)."""
+        try:
+            turn = self._steps(run, history, turn)
+            self._settle(run)
+        except BaseException:
+            try:
+                self._settle(run)
+            except Exception as exc:  # the run's own error matters more
+                log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
+            raise
+        return turn
+
+    def _steps(self, run: _Run, history: list[Message], turn: CheckedMessages) -> CheckedMessages:
         """Continue a turn from wherever it is: the input, a tool call, or its results.
 
         Every message joins the turn checked once where it was made (the input in

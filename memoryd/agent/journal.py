@@ -8,7 +8,10 @@ of one write per tool step):
   their results: one write however many calls ran in parallel) are appended to the
   run's journal conversation ``memoryd.run/<run id>``; the first such write also holds
   a header (the conversation, its base version, how many messages are the input, the
-  owner) and the input itself;
+  owner) and the input itself. The run makes its next LLM call while the store
+  commits that write, and waits for it before its next tool call (`StepWrite`): no
+  tool runs before the steps before it are durable, and a real LLM call hides the
+  write's fsync;
 * the turn's commit clears the journal in the same write (`StoreHandle.add`'s
   ``then_clear``), so k tool steps cost k + 1 writes and a finished run leaves
   nothing listed: journal ids start with `memoryd.store.requests.HIDDEN_PREFIX`, which
@@ -36,7 +39,8 @@ from typing import Any
 from memoryd import messages as msgs
 from memoryd.errors import ConflictError, UnknownRun
 from memoryd.messages import CheckedMessages
-from memoryd.store.handle import StoreHandle
+from memoryd.store import requests
+from memoryd.store.handle import PendingWrite, StoreHandle
 from memoryd.store.requests import HIDDEN_PREFIX
 
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "OWNER",
     "RunJournal",
     "RunRecord",
+    "StepWrite",
     "journal_id",
     "owner_gone",
 ]
@@ -136,6 +141,47 @@ class _Live:
     written_at: float
 
 
+class StepWrite:
+    """A tool step's journal write on its way to the store (`RunJournal.begin_step`)."""
+
+    __slots__ = ("_batch", "_first", "_journal", "_pending", "_run_id", "_sent_at", "_store")
+
+    def __init__(
+        self,
+        journal: RunJournal,
+        store: StoreHandle,
+        run_id: str,
+        batch: CheckedMessages,
+        pending: PendingWrite,
+        *,
+        first: bool,
+    ) -> None:
+        self._journal, self._store, self._run_id = journal, store, run_id
+        self._batch, self._pending, self._first = batch, pending, first
+        self._sent_at = journal._clock()  # the lease runs from here, not from the wait
+
+    def wait(self) -> None:
+        """Wait until the step is durable.
+
+        Raises:
+            ConflictError: Another process took the run over (its lease ran out);
+                the run is no longer this journal's to write.
+            WriteTimeout, StoreUnavailable: As `StoreHandle.add`.
+        """
+        journal, run_id = self._journal, self._run_id
+        try:
+            try:
+                version = self._pending.result()
+            except ConflictError:
+                if not self._first:
+                    raise
+                version = journal._reopen(self._store, run_id, self._batch)
+        except ConflictError:
+            journal._live.pop(run_id, None)
+            raise
+        journal._written(run_id, version, self._sent_at)
+
+
 class RunJournal:
     """Reads and writes run journals in one store.
 
@@ -180,10 +226,36 @@ class RunJournal:
         added: CheckedMessages,
         agent: str | None = None,
     ) -> None:
-        """Record a tool step: ONE compare-and-set write of the messages it ``added``.
+        """Record a tool step and wait until it is durable (`begin_step`, then `StepWrite.wait`)."""
+        self.begin_step(
+            run_id,
+            cid=cid,
+            base_version=base_version,
+            inputs=inputs,
+            turn=turn,
+            added=added,
+            agent=agent,
+        ).wait()
+
+    def begin_step(
+        self,
+        run_id: str,
+        *,
+        cid: str,
+        base_version: int,
+        inputs: int,
+        turn: CheckedMessages,
+        added: CheckedMessages,
+        agent: str | None = None,
+    ) -> StepWrite:
+        """Send a tool step's record: ONE compare-and-set write of the messages it ``added``.
 
         The run's first step writes the header and the whole ``turn`` instead.
-        Messages are written as they were checked, without a second check.
+        Messages are written as they were checked, without a second check. The write
+        is durable once the returned `StepWrite` is waited for: the run may make its
+        next LLM call meanwhile, but waits for it before its next tool call, before its
+        commit, and before it stops (no tool runs before the steps before it are
+        recorded). The run's next step is sent after that wait.
 
         Args:
             run_id: The run id.
@@ -195,8 +267,7 @@ class RunJournal:
             agent: The agent type, recorded in the header for recovery.
 
         Raises:
-            ConflictError: Another process took the run over (its lease ran out);
-                the run is no longer this journal's to write.
+            StoreUnavailable: The store is not running (nothing was sent).
         """
         store = self.store
         live = self._live.get(run_id)
@@ -216,20 +287,22 @@ class RunJournal:
             batch, expected = head.join(turn), 0
         else:
             batch, expected = added, live.version
-        try:
-            try:
-                version = store.add(journal_id(run_id), batch, expected_version=expected)
-            except ConflictError:
-                if live is not None:
-                    raise
-                version = self._reopen(store, run_id, batch)
-        except ConflictError:
-            self._live.pop(run_id, None)
-            raise
+        request = requests.add(
+            journal_id(run_id),
+            batch,
+            idempotency_key=None,
+            expected_version=expected,
+            max_bytes=store.max_message_bytes,
+        )
+        return StepWrite(self, store, run_id, batch, store.begin(request), first=live is None)
+
+    def _written(self, run_id: str, version: int, sent_at: float) -> None:
+        """A step write of ``run_id`` sent at ``sent_at`` is durable at ``version``."""
+        live = self._live.get(run_id)
         if live is None:
-            self._live[run_id] = _Live(version, self._clock())
+            self._live[run_id] = _Live(version, sent_at)
         else:  # one record per run, kept up to date
-            live.version, live.written_at = version, self._clock()
+            live.version, live.written_at = version, sent_at
 
     def _reopen(self, store: StoreHandle, run_id: str, batch: CheckedMessages) -> int:
         """The first write of a run whose id ran before: a retried request, or a run id

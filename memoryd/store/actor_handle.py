@@ -26,7 +26,7 @@ from memoryd.errors import NotWritten, StoreUnavailable, WriteTimeout
 from memoryd.store import lookup
 from memoryd.store.actor import Submission, submit
 from memoryd.store.config import StoreConfig
-from memoryd.store.handle import StoreHandle
+from memoryd.store.handle import PendingWrite, StoreHandle
 from memoryd.store.loop_link import POLL_S, LoopReply, link_of
 from memoryd.store.reply import Reply
 from memoryd.store.requests import WriteRequest
@@ -106,21 +106,57 @@ class ActorStoreHandle(StoreHandle):
         self._refuse(request)
         return self._write_until(request, time.monotonic() + self.call_timeout_s)
 
-    def _write_until(self, request: WriteRequest, deadline: float) -> Any:
+    def _write_until(
+        self,
+        request: WriteRequest,
+        deadline: float,
+        posted: tuple[pykka.ActorRef[Any], Reply] | None = None,
+    ) -> Any:
+        """Send the write (unless it is ``posted`` already) and wait for its answer,
+        sending it again while it surely was never attempted."""
         while True:
-            ref = whereis(self.name)
-            if ref is None:
-                self._engine(deadline)  # waits for the restart, or raises
-                continue
-            reply = Reply()
-            if not submit(ref, Submission(((request, reply),), threading.get_ident())):
-                continue  # nothing was sent
+            ref, reply = posted or self._post(request, deadline, Reply())
+            posted = None
             try:
                 return self._await(ref, reply, deadline)
             except (pykka.ActorDeadError, NotWritten):
                 if time.monotonic() >= deadline:
                     raise self._unavailable("stopped before the write") from None
                 continue  # never attempted: safe to send again
+
+    def _post(
+        self, request: WriteRequest, deadline: float, reply: Reply
+    ) -> tuple[pykka.ActorRef[Any], Reply]:
+        """Put the write into the store actor's inbox; waits while the store restarts.
+
+        Raises:
+            StoreUnavailable: the store is not running, or did not come back in time.
+        """
+        while True:
+            ref = whereis(self.name)
+            if ref is None:
+                self._engine(deadline)  # waits for the restart, or raises
+                continue
+            if submit(ref, Submission(((request, reply),), threading.get_ident())):
+                return ref, reply
+            # nothing was sent: look the actor up again
+
+    def begin(self, request: WriteRequest) -> PendingWrite:
+        """Put the write into the store actor's inbox and return; see `StoreHandle.begin`.
+
+        Its reply joins its batch's wake-ups in turn (`answer_in_turn`) only once
+        ``result()`` waits: a writer still busy elsewhere must not hold up the
+        waiters woken after it.
+        """
+        self._refuse(request)
+        deadline = time.monotonic() + self.call_timeout_s
+        posted = self._post(request, deadline, Reply(in_turn=False))
+
+        def wait() -> Any:
+            posted[1].join_turns()
+            return self._write_until(request, deadline, posted)
+
+        return PendingWrite(request, wait)
 
     def _await(self, ref: pykka.ActorRef[Any], reply: Reply, deadline: float) -> Any:
         """Wait for the write's answer.

@@ -10,7 +10,7 @@ import abc
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from memoryd import messages as msgs
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INLINE_READ_LIMIT",
+    "PendingWrite",
     "StoreHandle",
     "WouldWait",
     "without_waiting",
@@ -56,6 +57,40 @@ def without_waiting() -> Iterator[None]:
 def would_wait() -> bool:
     """True inside `without_waiting`: a backend raises `WouldWait` rather than wait."""
     return _NO_WAITING.get()
+
+
+class PendingWrite:
+    """A write handed to its store and not waited for yet (`StoreHandle.begin`).
+
+    Args:
+        request: the write.
+        wait: blocks until the store answers, and returns its raw answer or raises
+            what the write raises; called at most once.
+    """
+
+    __slots__ = ("_outcome", "_request", "_wait")
+
+    def __init__(self, request: WriteRequest, wait: Callable[[], Any]) -> None:
+        self._request = request
+        self._wait: Callable[[], Any] | None = wait
+        self._outcome: tuple[bool, Any] = (False, None)
+
+    def result(self) -> Any:
+        """Wait for the write: what its `StoreHandle` method returns, or what it raises.
+
+        Asked again, it answers the same without waiting.
+        """
+        wait, self._wait = self._wait, None
+        if wait is not None:
+            try:
+                self._outcome = (True, requests.result(self._request, wait()))
+            except BaseException as exc:
+                self._outcome = (False, exc)
+                raise
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
 
 
 class StoreHandle(abc.ABC):
@@ -252,6 +287,23 @@ class StoreHandle(abc.ABC):
         to the store: it may still commit (retry with its idempotency key).
         """
         return requests.result(request, await self._write_async(request))
+
+    def begin(self, request: WriteRequest) -> PendingWrite:
+        """Send a write built by `memoryd.store.requests`; wait for it later.
+
+        The caller goes on with other work while the store commits (a run's journal
+        write overlaps its next LLM call), then calls ``result()`` on the answer,
+        which returns what the matching method (`add`, `record`, ...) returns and
+        raises what it raises. A store served by a store actor has the write in its
+        inbox when this returns; a store without one (`RemoteStore`) writes it here
+        and now.
+
+        Raises:
+            StoreUnavailable: the store is not running (nothing was sent). A store
+                without an actor raises here whatever its write raises.
+        """
+        answer = self._write(request)
+        return PendingWrite(request, lambda: answer)
 
     async def _write_async(self, request: WriteRequest) -> Any:
         import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)

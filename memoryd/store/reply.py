@@ -113,6 +113,8 @@ class Reply:
         notify: called once in the answering thread right after the answer, e.g. to
             wake an event loop with ``loop.call_soon_threadsafe``; whatever it raises
             is swallowed (the waiter is gone), so the actor is never disturbed.
+        in_turn: False for a writer that is not waiting yet (`StoreHandle.begin`): its
+            answer is handed over at once, not in turn, until `join_turns`.
     """
 
     __slots__ = (
@@ -126,14 +128,14 @@ class Reply:
         "_value",
     )
 
-    def __init__(self, notify: Callable[[], object] | None = None) -> None:
+    def __init__(self, notify: Callable[[], object] | None = None, *, in_turn: bool = True) -> None:
         self._ready = threading.Lock()
         self._ready.acquire()
         self._answered = False
         self._value: Any = None
         self._error: BaseException | None = None
         self._notify = notify
-        self._in_turn = notify is None
+        self._in_turn = in_turn and notify is None
         """True when `answer_in_turn` leaves the wake-up to the previous waiter."""
         self._turn: list[Reply] = []
         """The reply whose waiter this one's waiter wakes (`answer_in_turn`); popped once."""
@@ -162,6 +164,11 @@ class Reply:
         if self._notify is not None:
             with contextlib.suppress(Exception):  # e.g. a closed event loop: nobody waits
                 self._notify()
+
+    def join_turns(self) -> None:
+        """Be woken in turn from now on (a reply made with ``in_turn=False`` whose
+        writer is about to wait): an answer given before this was handed over at once."""
+        self._in_turn = self._notify is None
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for the answer; True once it is there.

@@ -302,8 +302,11 @@ def test_a_run_id_given_again_while_its_run_is_pending_is_refused(
     with pytest.raises(Crash):
         agent.run("do it", conversation_id="job", run_id="r-1")
     [pending] = agent.pending_runs("job")
+    # the refused run makes its next LLM call while its first journal write is refused
     again = memoryd.Agent(
-        llm=ScriptedModel([tool_turns()[0], "done"]), memory=store, tools=counting_tools(calls)
+        llm=ScriptedModel([tool_turns()[0], "refused", "done"]),
+        memory=store,
+        tools=counting_tools(calls),
     )
     with pytest.raises(memoryd.ConflictError, match="'r-1' is already pending"):
         again.run("do it", conversation_id="job", run_id="r-1")
