@@ -152,6 +152,8 @@ class _Inbox(queue.Queue[Any]):
         self.gathered_since: float | None = None
         """When the last wait for expected writes began (a batch held back for its
         writers); None when there was none since the actor last took it."""
+        self.last_put = 0.0
+        """When the last message was put (``time.monotonic()``)."""
 
     def expect(self, count: int, linger_s: float) -> None:
         """Let the actor's next wait for a message last until ``count`` writes are queued,
@@ -170,20 +172,40 @@ class _Inbox(queue.Queue[Any]):
         return super().get(block, timeout)
 
     def _gather(self, count: int, linger_s: float) -> None:
-        """Wait until ``count`` writes or another message are queued, or ``linger_s`` passes."""
+        """Wait until ``count`` writes or another message are queued, or no write has
+        come for ``linger_s``."""
         with self.mutex:
             if self._writes >= count or self._others:
                 return  # nothing to wait for
             self.gathered_since = time.monotonic()
             self._wanted = count
             try:
-                self.not_empty.wait_for(
-                    lambda: self._writes >= count or self._others > 0, timeout=linger_s
+                self._wait_quiet(
+                    lambda: self._writes >= count or self._others > 0,
+                    linger_s,
+                    since=self.gathered_since,
                 )
             finally:
                 self._wanted = 1
 
+    def _wait_quiet(self, done: Callable[[], bool], gap_s: float, *, since: float) -> bool:
+        """With the mutex held, wait until ``done()``, or until no write has been put for
+        ``gap_s`` (counted from ``since`` at the earliest); returns ``done()``.
+
+        A put short of the count wakes nobody, so the wait checks on its own, when
+        each gap runs out, whether a write came meanwhile: writers that arrive one
+        after another (threads taking the interpreter lock in turn) all join the
+        batch, while a batch whose writers went quiet waits one gap.
+        """
+        while True:
+            left = gap_s - (time.monotonic() - max(self.last_put, since))
+            if left <= 0:
+                return done()
+            if self.not_empty.wait_for(done, timeout=left):
+                return True
+
     def _put(self, item: Any) -> None:
+        self.last_put = time.monotonic()
         self.queue.append(item)
         if type(item) is Submission:
             self._writes += len(item.pairs)
@@ -228,14 +250,13 @@ class _Inbox(queue.Queue[Any]):
                 taken.append(item)
         return taken
 
-    def wait_for(self, count: int, timeout: float) -> bool:
-        """Block until ``count`` writes are queued or ``timeout`` passes; True if they are."""
+    def wait_for(self, count: int, gap_s: float, *, since: float) -> bool:
+        """Block until ``count`` writes are queued, or no write has been put for
+        ``gap_s`` (counted from ``since`` at the earliest); True if they are."""
         with self.mutex:
             self._wanted = max(count, 1)
             try:
-                return self.not_empty.wait_for(
-                    lambda: self._writes >= count, timeout=max(timeout, 0.0)
-                )
+                return self._wait_quiet(lambda: self._writes >= count, gap_s, since=since)
             finally:
                 self._wanted = 1
 
@@ -382,12 +403,12 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
         """
         self._flush_scheduled = False
         while not force and self._pending and not self._ready():
-            linger = self._policy.linger_left(time.monotonic() - self._first_arrival)
             missing = self._policy.expected() - len(self._writers)
             if self._engine is not None:
                 self._engine.held_batches += 1
-            if not self._inbox.wait_for(missing, linger):
-                break  # the linger ran out: commit what is here
+            gap = self._policy.linger_left(0.0)
+            if not self._inbox.wait_for(missing, gap, since=self._first_arrival):
+                break  # no write came for a linger: commit what is here
             for queued in self._inbox.take_submissions():
                 self._accept(queued)  # they join this batch
             if not self._inbox.empty():
@@ -422,8 +443,8 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
         return self._inbox.writes()
 
     def _ready(self) -> bool:
-        waited = time.monotonic() - self._first_arrival
-        return self._policy.ready(self._writers, waited_s=waited)
+        quiet = time.monotonic() - max(self._first_arrival, self._inbox.last_put)
+        return self._policy.ready(self._writers, waited_s=quiet)
 
     def _note_waiting(self) -> None:
         """Count the writes queued behind a batch, before its writers are answered.

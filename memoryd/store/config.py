@@ -32,8 +32,9 @@ class StoreConfig:
         max_message_bytes: the largest message accepted (compact JSON, UTF-8).
         call_timeout_s: the deadline of every call made through a handle.
         max_batch: the most writes committed in one transaction (or pipeline).
-        max_linger_s: the longest a batch waits for writers expected from the
-            recent commits (group commit); 0 commits at once.
+        max_linger_s: the longest a batch waits for the next write of the writers
+            expected from the recent commits (group commit), counted from the latest
+            write; 0 commits at once.
 
     Raises:
         ValueError: a field is out of range (the message names it).

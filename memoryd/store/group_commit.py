@@ -5,8 +5,14 @@ every writer that is about to write. Writers answered by one commit come back a
 moment later; without waiting for them, concurrent writers split into groups
 that alternate (two groups of four instead of one of eight). The policy knows
 which writers were active in the last few commits and holds a batch back until
-they have all arrived, or until a short linger runs out, so a writer that went
-quiet costs at most one linger. A single writer never waits.
+they have all arrived, or until no write has come for a short linger, so a writer
+that went quiet costs at most one linger. The linger counts from the latest write,
+not the first: writers that share one interpreter lock come back one after another,
+and eight of them may take longer than one linger to all arrive, while each comes
+well within one of the one before. Cutting such a batch short leaves the rest to run
+their code while the actor builds and commits, each slowing the other, and the next
+batch is cut short the same way. A batch waits at most one linger per expected
+writer. A single writer never waits.
 
 Writer identities are only hints (a server's worker threads rotate between
 requests of one client), so the count expected is also capped by the most
@@ -25,7 +31,7 @@ class GroupCommit:
     """Decides whether the pending writes should be committed now.
 
     Args:
-        max_linger_s: the longest a batch is held back for expected writers.
+        max_linger_s: the longest a batch is held back for the next expected write.
         memory: how many recent commits define the set of active writers.
 
     Raises:
@@ -59,7 +65,8 @@ class GroupCommit:
 
         Args:
             pending: the writers with a write in the batch.
-            waited_s: how long the oldest pending write has waited.
+            waited_s: how long since the latest write arrived (since the batch's
+                first write arrived, or its wait began, if none came after).
         """
         count = len(pending) if isinstance(pending, set | frozenset) else len(set(pending))
         if count == 0:
@@ -69,7 +76,8 @@ class GroupCommit:
         return waited_s >= min(self.max_linger_s, self._last_commit_s)
 
     def linger_left(self, waited_s: float) -> float:
-        """How much longer a batch whose oldest write waited ``waited_s`` may be held back."""
+        """How much longer a batch may be held back for the next write, when the latest
+        write arrived ``waited_s`` ago."""
         return max(min(self.max_linger_s, self._last_commit_s) - waited_s, 0.0)
 
     def committed(

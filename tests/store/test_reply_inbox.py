@@ -62,7 +62,7 @@ def test_the_inbox_waits_for_a_count_of_messages() -> None:
     """wait_for(n) returns True once n messages are queued, False at its timeout."""
     inbox = _Inbox()
     inbox.put("a")
-    assert not inbox.wait_for(3, 0.02)
+    assert not inbox.wait_for(3, 0.02, since=time.monotonic())
 
     def put_two() -> None:
         time.sleep(0.02)
@@ -72,15 +72,63 @@ def test_the_inbox_waits_for_a_count_of_messages() -> None:
 
     feeder = threading.Thread(target=put_two)
     feeder.start()
-    assert inbox.wait_for(3, 5.0)
+    assert inbox.wait_for(3, 5.0, since=time.monotonic())
     feeder.join()
     assert [inbox.get_nowait() for _ in range(3)] == ["a", "b", "c"]
+
+
+def _put_every(inbox: _Inbox, items: list[object], interval_s: float) -> threading.Thread:
+    def feed() -> None:
+        for item in items:
+            time.sleep(interval_s)
+            inbox.put(item)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    return feeder
+
+
+def test_writes_arriving_one_after_another_all_join_the_wait() -> None:
+    """The gap counts from the latest write: five writes 0.05 s apart (0.25 s in all) are
+    all waited for with a gap of 0.2 s, longer than the gap but each well within it."""
+    inbox = _Inbox()
+    started = time.monotonic()
+    feeder = _put_every(inbox, ["a", "b", "c", "d", "e"], 0.05)
+    assert inbox.wait_for(5, 0.2, since=started)
+    assert time.monotonic() - started >= 0.2
+    feeder.join()
+
+
+def test_a_wait_ends_one_gap_after_the_last_write() -> None:
+    """Writers that went quiet cost one gap after the last write: two writes, then
+    nothing; the wait for five gives up about 0.2 s after the second."""
+    inbox = _Inbox()
+    started = time.monotonic()
+    feeder = _put_every(inbox, ["a", "b"], 0.05)
+    assert not inbox.wait_for(5, 0.2, since=started)
+    waited = time.monotonic() - started
+    assert 0.3 <= waited < 5.0  # two puts 0.05 s apart, then one whole gap
+    feeder.join()
+    assert inbox.writes() == 2
+
+
+def test_an_expected_batch_gathers_writes_arriving_one_after_another() -> None:
+    """After a commit the actor expects its writers back: its next get() returns once
+    all of them came, though they took longer than one linger to, one by one."""
+    inbox = _Inbox()
+    inbox.expect(4, 0.2)
+    writes = [Submission(((requests.clear(f"c{n}"), Reply()),), n) for n in range(4)]
+    feeder = _put_every(inbox, list(writes), 0.06)
+    assert inbox.get(timeout=None) is writes[0]
+    assert inbox.writes() == 3  # the others were in by then
+    assert inbox.gathered_since is not None
+    feeder.join()
 
 
 def test_after_a_counted_wait_one_message_wakes_a_plain_get() -> None:
     """The count is reset: the actor loop's blocking get() wakes for a single message."""
     inbox = _Inbox()
-    assert not inbox.wait_for(5, 0.01)
+    assert not inbox.wait_for(5, 0.01, since=time.monotonic())
     got: list[str] = []
     getter = threading.Thread(target=lambda: got.append(inbox.get(timeout=5.0)))
     getter.start()
