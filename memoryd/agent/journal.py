@@ -265,9 +265,6 @@ class RunJournal:
             turn: The turn so far.
             added: The messages this step added (the end of ``turn``).
             agent: The agent type, recorded in the header for recovery.
-
-        Raises:
-            StoreUnavailable: The store is not running (nothing was sent).
         """
         store = self.store
         live = self._live.get(run_id)

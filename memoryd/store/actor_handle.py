@@ -148,9 +148,12 @@ class ActorStoreHandle(StoreHandle):
         ``result()`` waits: a writer still busy elsewhere must not hold up the
         waiters woken after it.
         """
-        self._refuse(request)
         deadline = time.monotonic() + self.call_timeout_s
-        posted = self._post(request, deadline, Reply(in_turn=False))
+        try:
+            self._refuse(request)
+            posted = self._post(request, deadline, Reply(in_turn=False))
+        except Exception as exc:  # nothing was sent: result() raises it
+            return PendingWrite.failed(request, exc)
 
         def wait() -> Any:
             posted[1].join_turns()

@@ -75,6 +75,13 @@ class PendingWrite:
         self._wait: Callable[[], Any] | None = wait
         self._outcome: tuple[bool, Any] = (False, None)
 
+    @classmethod
+    def failed(cls, request: WriteRequest, error: Exception) -> PendingWrite:
+        """A write that failed before it was sent: ``result()`` raises ``error``."""
+        pending = cls(request, lambda: None)
+        pending._wait, pending._outcome = None, (False, error)
+        return pending
+
     def result(self) -> Any:
         """Wait for the write: what its `StoreHandle` method returns, or what it raises.
 
@@ -294,15 +301,14 @@ class StoreHandle(abc.ABC):
         The caller goes on with other work while the store commits (a run's journal
         write overlaps its next LLM call), then calls ``result()`` on the answer,
         which returns what the matching method (`add`, `record`, ...) returns and
-        raises what it raises. A store served by a store actor has the write in its
-        inbox when this returns; a store without one (`RemoteStore`) writes it here
-        and now.
-
-        Raises:
-            StoreUnavailable: the store is not running (nothing was sent). A store
-                without an actor raises here whatever its write raises.
+        raises what it raises, ``StoreUnavailable`` included. A store served by a
+        store actor has the write in its inbox when this returns; a store without one
+        (`RemoteStore`) writes it here and now.
         """
-        answer = self._write(request)
+        try:
+            answer = self._write(request)
+        except Exception as exc:  # raised by result(), as every backend's errors are
+            return PendingWrite.failed(request, exc)
         return PendingWrite(request, lambda: answer)
 
     async def _write_async(self, request: WriteRequest) -> Any:

@@ -47,6 +47,10 @@ class Store(Protocol):
         """Empty the conversation with one ``cleared`` event."""
         ...
 
+    def begin(self, request: Any) -> Any:
+        """Send a write built by `memoryd.store.requests`; return a `PendingWrite`."""
+        ...
+
     def pop(self, cid: Any) -> Message | None:
         """Remove and return the last message, or return None when there is none."""
         ...

@@ -6,10 +6,17 @@ from __future__ import annotations
 import pytest
 
 import memoryd
+from memoryd.store import requests
 from memoryd.testing._messages import assistant, texts, user
 from memoryd.testing._store import Store, assert_nothing_written
 
 __all__ = ["WriteContract"]
+
+
+def _add(cid: str, text: str, *, expected: int) -> requests.Add:
+    return requests.add(
+        cid, [user(text)], idempotency_key=None, expected_version=expected, max_bytes=1 << 20
+    )
 
 
 class WriteContract:
@@ -103,6 +110,39 @@ class WriteContract:
             store.add("c", [user("b")], idempotency_key="k", expected_version=0)
         assert store.add("c", [user("b")], idempotency_key="k", expected_version=1) == 2
         assert texts(store.get("c")) == ["a", "b"]
+
+    # --- begun writes (`StoreHandle.begin`) ---------------------------------------------------
+
+    def test_a_begun_write_answers_as_its_method_does(self, store: Store) -> None:
+        """begin(<an add>).result() returns the new version, and the messages are stored;
+        begun writes of one caller are written in the order they were begun."""
+        first = store.begin(_add("c", "a", expected=0))
+        second = store.begin(_add("c", "b", expected=1))
+        assert (first.result(), second.result()) == (1, 2)
+        assert second.result() == 2  # asked again: the same answer, no second write
+        assert texts(store.get("c")) == ["a", "b"]
+        assert store.begin(requests.clear("c")).result() is None
+        assert store.get("c") == []
+
+    def test_a_begun_write_refused_raises_from_result(self, store: Store) -> None:
+        """A begun add at a stale expected version raises ConflictError from result(), and
+        again when asked again; nothing is written."""
+        store.add("c", [user("a")])
+        before = (store.version("c"), store.get("c"))
+        pending = store.begin(_add("c", "b", expected=0))
+        for _ in range(2):
+            with pytest.raises(memoryd.ConflictError):
+                pending.result()
+        assert_nothing_written(store, "c", before)
+
+    def test_a_begun_write_to_a_stopped_store_raises_from_result(self, store: Store) -> None:
+        """begin() itself never raises for the store's sake: a stopped store's
+        StoreUnavailable comes from result(), where every other error comes from."""
+        store.add("c", [user("a")])
+        store.stop()
+        pending = store.begin(_add("c", "b", expected=1))
+        with pytest.raises(memoryd.StoreUnavailable):
+            pending.result()
 
     # --- pop ----------------------------------------------------------------------------------
 

@@ -431,3 +431,24 @@ def test_outside_a_block_the_caller_wakes_at_once() -> None:
     woke: list[str] = []
     assert not at_end_of_answers("a", _Waiter("a", woke))
     assert woke == []
+
+
+def test_a_reply_nobody_waits_for_yet_does_not_hold_up_its_batch() -> None:
+    """A begun write's reply (``in_turn=False``) is answered at once, not in turn: the
+    waiter answered after it is woken though the begun writer never waits (in turn, it
+    would wait for that writer to wake and pass the turn on)."""
+    begun, waited = Reply(in_turn=False), Reply()
+    threads, got = _waiters([waited])
+    answer_in_turn([(begun, True, "begun"), (waited, True, "waited")])
+    assert _joined(threads) and got == {0: "waited"}
+    assert begun.wait(0.0) and begun.result() == "begun"
+
+
+def test_a_begun_reply_joins_the_turns_once_its_writer_waits() -> None:
+    """After `Reply.join_turns` the reply is woken in turn like any other, and passes the
+    turn on: both waiters of the batch wake."""
+    first, second = Reply(in_turn=False), Reply()
+    first.join_turns()
+    threads, got = _waiters([first, second])
+    answer_in_turn([(first, True, 1), (second, True, 2)])
+    assert _joined(threads) and got == {0: 1, 1: 2}
