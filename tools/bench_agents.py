@@ -46,6 +46,8 @@ from memoryd.agents import AgentSystem
 
 STEPS = 10
 KILL_AT = 6
+MODEL_LATENCY_S = 0.001
+"""How long the model of the latency row takes to answer: about one LMDB commit here."""
 
 
 # -- memoryd agents ----------------------------------------------------------------------------
@@ -59,15 +61,19 @@ class Stepping:
     Args:
         steps: Tool steps per turn.
         tool: The tool's name.
+        latency_s: How long each answer takes (a sleep, as a model's network wait).
     """
 
-    def __init__(self, steps: int, tool: str = "step") -> None:
+    def __init__(self, steps: int, tool: str = "step", latency_s: float = 0.0) -> None:
         self.steps = steps
         self.tool = tool
+        self.latency_s = latency_s
 
     def complete(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
+        if self.latency_s:
+            time.sleep(self.latency_s)
         done = 0
         for message in reversed(messages):
             role = message.get("role")
@@ -84,9 +90,9 @@ class Stepping:
         return {"role": "assistant", "content": "done"}
 
 
-def stepping(steps: int, tool: str = "step") -> Stepping:
+def stepping(steps: int, tool: str = "step", latency_s: float = 0.0) -> Stepping:
     """A model calling ``tool`` ``steps`` times per turn, then answering."""
-    return Stepping(steps, tool)
+    return Stepping(steps, tool, latency_s)
 
 
 @memoryd.tool
@@ -127,8 +133,11 @@ def memory(store: memoryd.StoreHandle) -> Any:
     return DefaultProvider(store, window=WINDOW) if WINDOW else store
 
 
-def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, float]:
-    """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run."""
+def memoryd_steps(
+    workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
+) -> tuple[float, float]:
+    """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run; the model
+    answers in ``latency_s``."""
     data = tempfile.mkdtemp(prefix="bench-agents-")
     try:
         store = memoryd.LmdbStore.start(data, name="bench-steps")
@@ -136,7 +145,7 @@ def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, flo
 
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
-                llm=stepping(STEPS),
+                llm=stepping(STEPS, latency_s=latency_s),
                 memory=memory(store),
                 tools=[step],
                 journal=agent_journal,
@@ -160,16 +169,19 @@ def memoryd_steps(workers: int, runs: int, *, journal: bool) -> tuple[float, flo
         shutdown_and_remove(data)
 
 
-def journal_on_off(workers: int, runs: int, rounds: int) -> tuple[float, float, float]:
+def journal_on_off(
+    workers: int, runs: int, rounds: int, latency_s: float = 0.0
+) -> tuple[float, float, float]:
     """Runs/s with the journal on and off, measured in ``rounds`` alternating rounds (total
     runs over total time, so a moment of load on the machine lands on both sides), and
     fsyncs per run with it on."""
     on_s = off_s = fsyncs = 0.0
     for _ in range(rounds):
-        rate, per_run = memoryd_steps(workers, runs, journal=True)
+        rate, per_run = memoryd_steps(workers, runs, journal=True, latency_s=latency_s)
         on_s += workers * runs / rate
         fsyncs += per_run / rounds
-        off_s += workers * runs / memoryd_steps(workers, runs, journal=False)[0]
+        off = memoryd_steps(workers, runs, journal=False, latency_s=latency_s)[0]
+        off_s += workers * runs / off
     total = rounds * workers * runs
     return total / on_s, total / off_s, fsyncs
 
@@ -518,6 +530,17 @@ def main() -> None:
         row(f"durable 10-step runs, {workers} concurrent (vs DBOS)", ours, theirs, "runs/s")
         row(f"journal on vs off, {workers} concurrent", ours, off, "runs/s")
         fsync_notes.append(f"{workers} concurrent: {fsyncs:.2f} fsyncs per 10-step run")
+    # A model that takes about one commit to answer: the run makes its next LLM call while
+    # its step's commit runs, so the journal's commits hide behind the model.
+    slow_on, slow_off, _ = journal_on_off(
+        1, max(runs // 5, 4), 1 if args.quick else 3, latency_s=MODEL_LATENCY_S
+    )
+    row(
+        f"journal on vs off, 1 at a time, model answering in {MODEL_LATENCY_S * 1e3:g} ms",
+        slow_on,
+        slow_off,
+        "runs/s",
+    )
     count = 20 if args.quick else 100
     md_wall, md_inner, md_twice = recovery("memoryd", count)
     db_wall, db_inner, db_twice = recovery("dbos", count)
