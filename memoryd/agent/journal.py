@@ -215,28 +215,6 @@ class RunJournal:
         """True once this journal wrote (or claimed) the run's journal."""
         return run_id in self._live
 
-    def step(
-        self,
-        run_id: str,
-        *,
-        cid: str,
-        base_version: int,
-        inputs: int,
-        turn: CheckedMessages,
-        added: CheckedMessages,
-        agent: str | None = None,
-    ) -> None:
-        """Record a tool step and wait until it is durable (`begin_step`, then `StepWrite.wait`)."""
-        self.begin_step(
-            run_id,
-            cid=cid,
-            base_version=base_version,
-            inputs=inputs,
-            turn=turn,
-            added=added,
-            agent=agent,
-        ).wait()
-
     def begin_step(
         self,
         run_id: str,
