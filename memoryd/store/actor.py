@@ -149,17 +149,19 @@ class _Inbox(queue.Queue[Any]):
         self._others = 0
         self._expect = 1
         self._expect_s = 0.0
+        self._hold_s = 0.0
         self.gathered_since: float | None = None
         """When the last wait for expected writes began (a batch held back for its
         writers); None when there was none since the actor last took it."""
         self.last_put = 0.0
         """When the last message was put (``time.monotonic()``)."""
 
-    def expect(self, count: int, linger_s: float) -> None:
+    def expect(self, count: int, linger_s: float, hold_s: float) -> None:
         """Let the actor's next wait for a message last until ``count`` writes are queued,
-        another message is, or ``linger_s`` passed."""
+        another message is, no write came for ``linger_s``, or ``hold_s`` passed."""
         self._expect = count
         self._expect_s = linger_s
+        self._hold_s = hold_s
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Remove and return the next message (``queue.Queue.get``), after the writes
@@ -168,29 +170,33 @@ class _Inbox(queue.Queue[Any]):
         if count > 1:
             self._expect = 1
             if block and timeout is None:
-                self._gather(count, self._expect_s)
+                self._gather(count, self._expect_s, self._hold_s)
         return super().get(block, timeout)
 
-    def _gather(self, count: int, linger_s: float) -> None:
-        """Wait until ``count`` writes or another message are queued, or no write has
-        come for ``linger_s``."""
+    def _gather(self, count: int, linger_s: float, hold_s: float) -> None:
+        """Wait until ``count`` writes or another message are queued, no write has come
+        for ``linger_s``, or ``hold_s`` passed."""
         with self.mutex:
             if self._writes >= count or self._others:
                 return  # nothing to wait for
-            self.gathered_since = time.monotonic()
+            since = self.gathered_since = time.monotonic()
             self._wanted = count
             try:
                 self._wait_quiet(
                     lambda: self._writes >= count or self._others > 0,
                     linger_s,
-                    since=self.gathered_since,
+                    since=since,
+                    until=since + hold_s,
                 )
             finally:
                 self._wanted = 1
 
-    def _wait_quiet(self, done: Callable[[], bool], gap_s: float, *, since: float) -> bool:
-        """With the mutex held, wait until ``done()``, or until no write has been put for
-        ``gap_s`` (counted from ``since`` at the earliest); returns ``done()``.
+    def _wait_quiet(
+        self, done: Callable[[], bool], gap_s: float, *, since: float, until: float
+    ) -> bool:
+        """With the mutex held, wait until ``done()``, until no write has been put for
+        ``gap_s`` (counted from ``since`` at the earliest), or until ``until`` (a
+        ``time.monotonic()``); returns ``done()``.
 
         A put short of the count wakes nobody, so the wait checks on its own, when
         each gap runs out, whether a write came meanwhile: writers that arrive one
@@ -198,7 +204,8 @@ class _Inbox(queue.Queue[Any]):
         batch, while a batch whose writers went quiet waits one gap.
         """
         while True:
-            left = gap_s - (time.monotonic() - max(self.last_put, since))
+            now = time.monotonic()
+            left = min(gap_s - (now - max(self.last_put, since)), until - now)
             if left <= 0:
                 return done()
             if self.not_empty.wait_for(done, timeout=left):
@@ -250,13 +257,16 @@ class _Inbox(queue.Queue[Any]):
                 taken.append(item)
         return taken
 
-    def wait_for(self, count: int, gap_s: float, *, since: float) -> bool:
-        """Block until ``count`` writes are queued, or no write has been put for
-        ``gap_s`` (counted from ``since`` at the earliest); True if they are."""
+    def wait_for(self, count: int, gap_s: float, *, since: float, until: float) -> bool:
+        """Block until ``count`` writes are queued, no write has been put for ``gap_s``
+        (counted from ``since`` at the earliest), or until ``until`` (a
+        ``time.monotonic()``); True if they are."""
         with self.mutex:
             self._wanted = max(count, 1)
             try:
-                return self._wait_quiet(lambda: self._writes >= count, gap_s, since=since)
+                return self._wait_quiet(
+                    lambda: self._writes >= count, gap_s, since=since, until=until
+                )
             finally:
                 self._wanted = 1
 
@@ -406,9 +416,11 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
             missing = self._policy.expected() - len(self._writers)
             if self._engine is not None:
                 self._engine.held_batches += 1
-            gap = self._policy.linger_left(0.0)
-            if not self._inbox.wait_for(missing, gap, since=self._first_arrival):
-                break  # no write came for a linger: commit what is here
+            policy, since = self._policy, self._first_arrival
+            if not self._inbox.wait_for(
+                missing, policy.linger(), since=since, until=since + policy.hold_limit()
+            ):
+                break  # no write came for a linger, or the hold ran out: commit what is here
             for queued in self._inbox.take_submissions():
                 self._accept(queued)  # they join this batch
             if not self._inbox.empty():
@@ -430,7 +442,7 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
             if self._pending:
                 self._first_arrival = time.monotonic()
             elif (expected := self._policy.expected()) > 1:
-                self._inbox.expect(expected, self._policy.linger_left(0.0))
+                self._inbox.expect(expected, self._policy.linger(), self._policy.hold_limit())
 
     @property
     def _inbox(self) -> _Inbox:
@@ -443,8 +455,9 @@ class StoreActor(SupervisedActor, abc.ABC, Generic[C, E]):
         return self._inbox.writes()
 
     def _ready(self) -> bool:
-        quiet = time.monotonic() - max(self._first_arrival, self._inbox.last_put)
-        return self._policy.ready(self._writers, waited_s=quiet)
+        now, since = time.monotonic(), self._first_arrival
+        quiet = now - max(since, self._inbox.last_put)
+        return self._policy.ready(self._writers, waited_s=quiet, held_s=now - since)
 
     def _note_waiting(self) -> None:
         """Count the writes queued behind a batch, before its writers are answered.

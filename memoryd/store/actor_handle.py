@@ -146,18 +146,20 @@ class ActorStoreHandle(StoreHandle):
 
         Its reply joins its batch's wake-ups in turn (`answer_in_turn`) only once
         ``result()`` waits: a writer still busy elsewhere must not hold up the
-        waiters woken after it.
+        waiters woken after it. The call's deadline counts from that wait: the
+        caller's own work in between (an LLM call) does not eat into it.
         """
-        deadline = time.monotonic() + self.call_timeout_s
         try:
             self._refuse(request)
-            posted = self._post(request, deadline, Reply(in_turn=False))
+            posted = self._post(
+                request, time.monotonic() + self.call_timeout_s, Reply(in_turn=False)
+            )
         except Exception as exc:  # nothing was sent: result() raises it
             return PendingWrite.failed(request, exc)
 
         def wait() -> Any:
             posted[1].join_turns()
-            return self._write_until(request, deadline, posted)
+            return self._write_until(request, time.monotonic() + self.call_timeout_s, posted)
 
         return PendingWrite(request, wait)
 

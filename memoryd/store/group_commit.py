@@ -60,25 +60,39 @@ class GroupCommit:
         peak = max(self._concurrency, default=len(active))
         return min(len(active), peak)
 
-    def ready(self, pending: Iterable[Hashable], *, waited_s: float) -> bool:
+    def ready(self, pending: Iterable[Hashable], *, waited_s: float, held_s: float = 0.0) -> bool:
         """True if the batch should be committed now.
 
         Args:
             pending: the writers with a write in the batch.
             waited_s: how long since the latest write arrived (since the batch's
                 first write arrived, or its wait began, if none came after).
+            held_s: how long since the batch's first write arrived (or its wait
+                began); past `hold_limit` the batch is committed, whatever comes.
         """
         count = len(pending) if isinstance(pending, set | frozenset) else len(set(pending))
         if count == 0:
             return False
         if count >= self._expected:
             return True
-        return waited_s >= min(self.max_linger_s, self._last_commit_s)
+        return waited_s >= self.linger() or held_s >= self.hold_limit()
+
+    def linger(self) -> float:
+        """How long a batch waits for its next write: ``max_linger_s``, or the last
+        commit's duration if shorter (waiting longer than a commit takes costs more than
+        a second commit)."""
+        return min(self.max_linger_s, self._last_commit_s)
+
+    def hold_limit(self) -> float:
+        """The longest a batch is held in all: one linger per expected writer. Writes
+        arriving one after another keep a batch waiting only so long (a thread sending
+        writes without waiting for them counts as one writer however many it sends)."""
+        return self.linger() * max(self._expected, 1)
 
     def linger_left(self, waited_s: float) -> float:
         """How much longer a batch may be held back for the next write, when the latest
         write arrived ``waited_s`` ago."""
-        return max(min(self.max_linger_s, self._last_commit_s) - waited_s, 0.0)
+        return max(self.linger() - waited_s, 0.0)
 
     def committed(
         self, writers: Iterable[Hashable], *, duration_s: float, waiting: int = 0

@@ -70,3 +70,15 @@ def test_linger_left_counts_down_from_the_bounded_linger() -> None:
     assert policy.linger_left(0.0) == pytest.approx(0.0004)
     assert policy.linger_left(0.0001) == pytest.approx(0.0003)
     assert policy.linger_left(0.01) == 0.0
+
+
+def test_a_batch_is_held_one_linger_per_expected_writer_at_most() -> None:
+    """Writes that keep arriving within the linger hold a batch short of its expected
+    writers until ``hold_limit`` (one linger per expected writer), and no longer."""
+    policy = GroupCommit(max_linger_s=0.001)
+    policy.committed({"a", "b", "c", "d"}, duration_s=0.002)  # linger 0.001 s, 4 expected
+    assert policy.linger() == pytest.approx(0.001)
+    assert policy.hold_limit() == pytest.approx(0.004)
+    assert not policy.ready({"a"}, waited_s=0.0005, held_s=0.0039)
+    assert policy.ready({"a"}, waited_s=0.0005, held_s=0.004)
+    assert policy.ready({"a"}, waited_s=0.001, held_s=0.001)  # quiet for a linger

@@ -62,7 +62,7 @@ def test_the_inbox_waits_for_a_count_of_messages() -> None:
     """wait_for(n) returns True once n messages are queued, False at its timeout."""
     inbox = _Inbox()
     inbox.put("a")
-    assert not inbox.wait_for(3, 0.02, since=time.monotonic())
+    assert not inbox.wait_for(3, 0.02, since=time.monotonic(), until=time.monotonic() + 60)
 
     def put_two() -> None:
         time.sleep(0.02)
@@ -72,7 +72,7 @@ def test_the_inbox_waits_for_a_count_of_messages() -> None:
 
     feeder = threading.Thread(target=put_two)
     feeder.start()
-    assert inbox.wait_for(3, 5.0, since=time.monotonic())
+    assert inbox.wait_for(3, 5.0, since=time.monotonic(), until=time.monotonic() + 60)
     feeder.join()
     assert [inbox.get_nowait() for _ in range(3)] == ["a", "b", "c"]
 
@@ -94,7 +94,7 @@ def test_writes_arriving_one_after_another_all_join_the_wait() -> None:
     inbox = _Inbox()
     started = time.monotonic()
     feeder = _put_every(inbox, ["a", "b", "c", "d", "e"], 0.05)
-    assert inbox.wait_for(5, 0.2, since=started)
+    assert inbox.wait_for(5, 0.2, since=started, until=started + 60)
     assert time.monotonic() - started >= 0.2
     feeder.join()
 
@@ -105,18 +105,31 @@ def test_a_wait_ends_one_gap_after_the_last_write() -> None:
     inbox = _Inbox()
     started = time.monotonic()
     feeder = _put_every(inbox, ["a", "b"], 0.05)
-    assert not inbox.wait_for(5, 0.2, since=started)
+    assert not inbox.wait_for(5, 0.2, since=started, until=started + 60)
     waited = time.monotonic() - started
     assert 0.3 <= waited < 5.0  # two puts 0.05 s apart, then one whole gap
     feeder.join()
     assert inbox.writes() == 2
 
 
+def test_writes_that_keep_coming_hold_a_wait_no_longer_than_its_limit() -> None:
+    """A stream of writes each within the gap, never reaching the count (one thread
+    sending writes without waiting for them), holds the wait until ``until``, not for
+    as long as it streams."""
+    inbox = _Inbox()
+    started = time.monotonic()
+    feeder = _put_every(inbox, ["w"] * 40, 0.05)  # two seconds of writes 0.05 s apart
+    assert not inbox.wait_for(100, 0.2, since=started, until=started + 0.5)
+    waited = time.monotonic() - started
+    assert 0.5 <= waited < 1.5
+    feeder.join()
+
+
 def test_an_expected_batch_gathers_writes_arriving_one_after_another() -> None:
     """After a commit the actor expects its writers back: its next get() returns once
     all of them came, though they took longer than one linger to, one by one."""
     inbox = _Inbox()
-    inbox.expect(4, 0.2)
+    inbox.expect(4, 0.2, 60.0)
     writes = [Submission(((requests.clear(f"c{n}"), Reply()),), n) for n in range(4)]
     feeder = _put_every(inbox, list(writes), 0.06)
     assert inbox.get(timeout=None) is writes[0]
@@ -128,7 +141,7 @@ def test_an_expected_batch_gathers_writes_arriving_one_after_another() -> None:
 def test_after_a_counted_wait_one_message_wakes_a_plain_get() -> None:
     """The count is reset: the actor loop's blocking get() wakes for a single message."""
     inbox = _Inbox()
-    assert not inbox.wait_for(5, 0.01, since=time.monotonic())
+    assert not inbox.wait_for(5, 0.01, since=time.monotonic(), until=time.monotonic() + 60)
     got: list[str] = []
     getter = threading.Thread(target=lambda: got.append(inbox.get(timeout=5.0)))
     getter.start()
@@ -307,7 +320,7 @@ def test_a_get_after_expect_waits_for_the_expected_writes() -> None:
     """After expect(3), the actor's wait for a message ignores the first two writes and
     returns the first once the third is queued; the wait is recorded as a hold."""
     inbox = _Inbox()
-    inbox.expect(3, 10.0)
+    inbox.expect(3, 10.0, 60.0)
     thread, got = _getter(inbox)
     first = _write("a")
     inbox.put(first)
@@ -324,7 +337,7 @@ def test_a_get_after_expect_waits_for_the_expected_writes() -> None:
 def test_another_message_ends_the_wait_for_expected_writes() -> None:
     """A control message (a stop, a stats ask) is not held back by the expected writes."""
     inbox = _Inbox()
-    inbox.expect(8, 10.0)
+    inbox.expect(8, 10.0, 60.0)
     thread, got = _getter(inbox)
     write = _write("a")
     inbox.put(write)
@@ -338,7 +351,7 @@ def test_another_message_ends_the_wait_for_expected_writes() -> None:
 def test_the_wait_for_expected_writes_ends_at_its_linger() -> None:
     """Writers that do not come cost the linger: the write that came is then taken."""
     inbox = _Inbox()
-    inbox.expect(8, 0.05)
+    inbox.expect(8, 0.05, 60.0)
     write = _write("a")
     inbox.put(write)
     thread, got = _getter(inbox)
@@ -350,7 +363,7 @@ def test_expect_applies_to_one_wait_only() -> None:
     """The next get after the expected one returns the first write at once; expecting
     writes already queued does not wait (nor count as a hold)."""
     inbox = _Inbox()
-    inbox.expect(2, 0.0)
+    inbox.expect(2, 0.0, 0.0)
     inbox.put(_write("a"))
     inbox.put(_write("b"))
     inbox.get()

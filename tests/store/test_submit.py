@@ -170,6 +170,28 @@ def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -
     assert ticks > 50  # the loop kept turning while the write waited
 
 
+def test_a_begun_write_gets_its_whole_deadline_once_waited_for(store: StoreHandle) -> None:
+    """The deadline of a begun write counts from ``result()``: a caller busy for longer
+    than the handle's 2 s deadline before it waits, on a commit held for 2.5 s, still
+    gets the version (counted from ``begin``, the wait would have timed out)."""
+    release = threading.Event()
+
+    def hold(point: str, name: str) -> None:
+        if point == "before_commit" and name == store.name:
+            release.wait(10)
+
+    store_actor.fault_hook = hold
+    try:
+        pending = store.begin(_add(store, "c", "held"))
+        threading.Timer(2.5, release.set).start()
+        time.sleep(2.2)  # the caller's own work, past the 2 s deadline
+        assert pending.result() == 1
+    finally:
+        release.set()
+        store_actor.fault_hook = None
+    assert [m["content"] for m in store.get("c")] == ["held"]
+
+
 def test_a_lone_fast_writer_is_never_held_back(store: StoreHandle) -> None:
     """One writer awaiting each write in turn: no batch waits for a second writer.
 
