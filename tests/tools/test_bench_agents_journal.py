@@ -1,0 +1,41 @@
+"""The journal rows of ``tools/bench_agents.py`` measure what they say; no speed is asserted.
+
+The rows compare the same 10-step agent runs with the journal on and off, on a durable
+LMDB store, with the benchmark's instant model or one that takes a set time to answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import bench_agents  # noqa: E402
+
+RUNS = 3
+
+
+def assert_k_plus_one(fsyncs_per_run: float) -> None:
+    """11 fsyncs per 10-step run (k + 1), and one more in all: the instance's lease,
+    taken at its activation by the first run."""
+    total = round(fsyncs_per_run * RUNS)
+    assert RUNS * (bench_agents.STEPS + 1) <= total <= RUNS * (bench_agents.STEPS + 1) + 1
+
+
+def test_a_run_at_a_time_pays_one_synced_commit_per_step_and_one_for_its_turn() -> None:
+    """With the journal on, one run at a time: k + 1 fsyncs per run."""
+    on, off, fsyncs = bench_agents.journal_on_off(1, RUNS, 1)
+    assert on > 0 and off > 0
+    assert_k_plus_one(fsyncs)
+
+
+def test_the_latency_row_waits_for_its_model_on_both_sides() -> None:
+    """A model answering in 1 ms makes every run take at least its 11 answers' time, with
+    the journal on and off: neither side can run more than 1 / 11 ms runs a second."""
+    latency = bench_agents.MODEL_LATENCY_S
+    on, off, fsyncs = bench_agents.journal_on_off(1, RUNS, 1, latency_s=latency)
+    ceiling = 1 / ((bench_agents.STEPS + 1) * latency)
+    assert 0 < on <= ceiling and 0 < off <= ceiling
+    assert_k_plus_one(fsyncs)
