@@ -140,8 +140,10 @@ def test_a_write_to_a_restarting_store_lands(store: StoreHandle) -> None:
     assert whereis(store.name) is not None
 
 
-def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -> None:
-    """WriteTimeout at the handle's deadline; the loop kept turning all along."""
+@contextlib.contextmanager
+def _commits_held(store: StoreHandle) -> Iterator[threading.Event]:
+    """Hold every commit of ``store`` (for at most 10 s) until the yielded event is set;
+    on the way out the event is set and the hook removed."""
     release = threading.Event()
 
     def hold(point: str, name: str) -> None:
@@ -150,6 +152,15 @@ def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -
 
     store_actor.fault_hook = hold
     try:
+        yield release
+    finally:
+        release.set()
+        store_actor.fault_hook = None
+
+
+def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -> None:
+    """WriteTimeout at the handle's deadline; the loop kept turning all along."""
+    with _commits_held(store) as release:
 
         async def main() -> tuple[int, bool]:
             ticks = 0
@@ -163,9 +174,6 @@ def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -
             return ticks, held_still
 
         ticks, held_still = asyncio.run(main())
-    finally:
-        release.set()
-        store_actor.fault_hook = None
     assert held_still  # the handle's 2 s deadline answered, not the 10 s hold
     assert ticks > 50  # the loop kept turning while the write waited
 
@@ -174,21 +182,11 @@ def test_a_begun_write_gets_its_whole_deadline_once_waited_for(store: StoreHandl
     """The deadline of a begun write counts from ``result()``: a caller busy for longer
     than the handle's 2 s deadline before it waits, on a commit held for 2.5 s, still
     gets the version (counted from ``begin``, the wait would have timed out)."""
-    release = threading.Event()
-
-    def hold(point: str, name: str) -> None:
-        if point == "before_commit" and name == store.name:
-            release.wait(10)
-
-    store_actor.fault_hook = hold
-    try:
+    with _commits_held(store) as release:
         pending = store.begin(_add(store, "c", "held"))
         threading.Timer(2.5, release.set).start()
         time.sleep(2.2)  # the caller's own work, past the 2 s deadline
         assert pending.result() == 1
-    finally:
-        release.set()
-        store_actor.fault_hook = None
     assert [m["content"] for m in store.get("c")] == ["held"]
 
 
@@ -468,14 +466,7 @@ def test_loop_writes_of_a_batch_never_attempted_are_sent_again_after_the_restart
 
 def test_every_held_loop_write_times_out(store: StoreHandle) -> None:
     """Several writes in flight on one loop, one watchdog: each gets WriteTimeout."""
-    release = threading.Event()
-
-    def hold(point: str, name: str) -> None:
-        if point == "before_commit" and name == store.name:
-            release.wait(10)
-
-    store_actor.fault_hook = hold
-    try:
+    with _commits_held(store):
 
         async def main() -> list[BaseException | int]:
             return await asyncio.gather(
@@ -484,9 +475,6 @@ def test_every_held_loop_write_times_out(store: StoreHandle) -> None:
             )
 
         outcomes = asyncio.run(main())
-    finally:
-        release.set()
-        store_actor.fault_hook = None
     assert [type(o) for o in outcomes] == [WriteTimeout] * 3
 
 
