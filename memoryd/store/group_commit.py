@@ -89,11 +89,6 @@ class GroupCommit:
         writes without waiting for them counts as one writer however many it sends)."""
         return self.linger() * max(self._expected, 1)
 
-    def linger_left(self, waited_s: float) -> float:
-        """How much longer a batch may be held back for the next write, when the latest
-        write arrived ``waited_s`` ago."""
-        return max(self.linger() - waited_s, 0.0)
-
     def committed(
         self, writers: Iterable[Hashable], *, duration_s: float, waiting: int = 0
     ) -> None:

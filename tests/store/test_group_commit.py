@@ -63,13 +63,15 @@ def test_rotating_writer_ids_of_one_client_do_not_make_it_wait() -> None:
     assert policy.ready({"t4"}, waited_s=0.0)
 
 
-def test_linger_left_counts_down_from_the_bounded_linger() -> None:
-    """What is left of a batch's linger: min(cap, last commit) minus the time waited."""
+def test_the_linger_is_bounded_by_the_last_commit() -> None:
+    """A batch's linger is min(cap, last commit): a batch short of its writers is ready
+    once no write came for that long, and not before."""
     policy = GroupCommit(max_linger_s=0.001)
     policy.committed({"a", "b"}, duration_s=0.0004)
-    assert policy.linger_left(0.0) == pytest.approx(0.0004)
-    assert policy.linger_left(0.0001) == pytest.approx(0.0003)
-    assert policy.linger_left(0.01) == 0.0
+    assert policy.linger() == pytest.approx(0.0004)
+    assert not policy.ready({"a"}, waited_s=0.0003)
+    assert policy.ready({"a"}, waited_s=0.0004)
+    assert policy.ready({"a"}, waited_s=0.01)
 
 
 def test_a_batch_is_held_one_linger_per_expected_writer_at_most() -> None:
