@@ -78,9 +78,11 @@ class PendingWrite:
     @classmethod
     def failed(cls, request: WriteRequest, error: Exception) -> PendingWrite:
         """A write that failed before it was sent: ``result()`` raises ``error``."""
-        pending = cls(request, lambda: None)
-        pending._wait, pending._outcome = None, (False, error)
-        return pending
+
+        def fail() -> Any:
+            raise error
+
+        return cls(request, fail)
 
     def result(self) -> Any:
         """Wait for the write: what its `StoreHandle` method returns, or what it raises.
