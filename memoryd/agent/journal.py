@@ -40,7 +40,7 @@ from memoryd import messages as msgs
 from memoryd.errors import ConflictError, UnknownRun
 from memoryd.messages import CheckedMessages
 from memoryd.store import requests
-from memoryd.store.handle import PendingWrite, StoreHandle
+from memoryd.store.handle import StoreHandle
 from memoryd.store.requests import HIDDEN_PREFIX
 
 __all__ = [
@@ -142,23 +142,16 @@ class _Live:
 
 
 class StepWrite:
-    """A tool step's journal write on its way to the store (`RunJournal.begin_step`)."""
+    """A tool step's journal write on its way to the store (`RunJournal.begin_step`).
 
-    __slots__ = ("_batch", "_first", "_journal", "_pending", "_run_id", "_sent_at", "_store")
+    Args:
+        settle: Waits for the write and records the run's new journal version.
+    """
 
-    def __init__(
-        self,
-        journal: RunJournal,
-        store: StoreHandle,
-        run_id: str,
-        batch: CheckedMessages,
-        pending: PendingWrite,
-        *,
-        first: bool,
-    ) -> None:
-        self._journal, self._store, self._run_id = journal, store, run_id
-        self._batch, self._pending, self._first = batch, pending, first
-        self._sent_at = journal._clock()  # the lease runs from here, not from the wait
+    __slots__ = ("_settle",)
+
+    def __init__(self, settle: Callable[[], None]) -> None:
+        self._settle = settle
 
     def wait(self) -> None:
         """Wait until the step is durable.
@@ -168,18 +161,7 @@ class StepWrite:
                 the run is no longer this journal's to write.
             WriteTimeout, StoreUnavailable: As `StoreHandle.add`.
         """
-        journal, run_id = self._journal, self._run_id
-        try:
-            try:
-                version = self._pending.result()
-            except ConflictError:
-                if not self._first:
-                    raise
-                version = journal._reopen(self._store, run_id, self._batch)
-        except ConflictError:
-            journal._live.pop(run_id, None)
-            raise
-        journal._written(run_id, version, self._sent_at)
+        self._settle()
 
 
 class RunJournal:
@@ -269,15 +251,27 @@ class RunJournal:
             expected_version=expected,
             max_bytes=store.max_message_bytes,
         )
-        return StepWrite(self, store, run_id, batch, store.begin(request), first=live is None)
+        pending = store.begin(request)
+        sent_at = self._clock()  # the lease runs from here, not from the wait
 
-    def _written(self, run_id: str, version: int, sent_at: float) -> None:
-        """A step write of ``run_id`` sent at ``sent_at`` is durable at ``version``."""
-        live = self._live.get(run_id)
-        if live is None:
-            self._live[run_id] = _Live(version, sent_at)
-        else:  # one record per run, kept up to date
-            live.version, live.written_at = version, sent_at
+        def settle() -> None:
+            try:
+                try:
+                    version = pending.result()
+                except ConflictError:
+                    if live is not None:
+                        raise
+                    version = self._reopen(store, run_id, batch)
+            except ConflictError:
+                self._live.pop(run_id, None)
+                raise
+            record = self._live.get(run_id)
+            if record is None:
+                self._live[run_id] = _Live(version, sent_at)
+            else:  # one record per run, kept up to date
+                record.version, record.written_at = version, sent_at
+
+        return StepWrite(settle)
 
     def _reopen(self, store: StoreHandle, run_id: str, batch: CheckedMessages) -> int:
         """The first write of a run whose id ran before: a retried request, or a run id
