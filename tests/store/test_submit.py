@@ -178,14 +178,15 @@ def test_a_held_commit_times_out_without_blocking_the_loop(store: StoreHandle) -
     assert ticks > 50  # the loop kept turning while the write waited
 
 
-def test_a_begun_write_gets_its_whole_deadline_once_waited_for(store: StoreHandle) -> None:
+def test_a_begun_write_gets_its_whole_deadline_once_waited_for() -> None:
     """The deadline of a begun write counts from ``result()``: a caller busy for longer
-    than the handle's 2 s deadline before it waits, on a commit held for 2.5 s, still
+    than the handle's 0.3 s deadline before it waits, on a commit held for 0.5 s, still
     gets the version (counted from ``begin``, the wait would have timed out)."""
+    store = memoryd.EphemeralStore.start(name="begun-deadline", call_timeout_s=0.3)
     with _commits_held(store) as release:
         pending = store.begin(_add(store, "c", "held"))
-        threading.Timer(2.5, release.set).start()
-        time.sleep(2.2)  # the caller's own work, past the 2 s deadline
+        threading.Timer(0.5, release.set).start()
+        time.sleep(0.4)  # the caller's own work, past the 0.3 s deadline
         assert pending.result() == 1
     assert [m["content"] for m in store.get("c")] == ["held"]
 
