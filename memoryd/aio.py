@@ -82,6 +82,7 @@ class AsyncStore:
         data: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
+        supersede: bool = False,
     ) -> int:
         """`StoreHandle.record`, awaited; returns the new version."""
         return await self.handle.submit(
@@ -93,6 +94,7 @@ class AsyncStore:
                 idempotency_key=idempotency_key,
                 expected_version=expected_version,
                 max_bytes=self.handle.max_message_bytes,
+                supersede=supersede,
             )
         )
 

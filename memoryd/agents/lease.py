@@ -1,7 +1,8 @@
 """Instance leases: one process at a time runs an agent instance over a shared store.
 
-A lease is a hidden conversation ``memoryd.run/lease/<type>/<key>`` of ``memo`` events,
-each written compare-and-set on its version: ``{"owner", "state", "lease_s"}``. It is
+A lease is a hidden conversation ``memoryd.run/lease/<type>/<key>`` holding one ``memo``
+event, ``{"owner", "state", "lease_s"}``: each write is compare-and-set on the version and
+supersedes the one before (`StoreHandle.record`), so the log never grows. It is
 held while its newest memo says ``held``, by a live owner, and is younger than
 ``lease_s``; a process takes a free or expired lease with one write, renews it while
 the instance is live and releases it when the instance is passivated. A lease holds no
@@ -73,8 +74,12 @@ class InstanceLease:
         return version, owner
 
     def _write(self, state: str, expected: int) -> int:
+        """One compare-and-set memo that supersedes the lease's earlier ones: however
+        often an instance is activated or its lease renewed, its log holds one event."""
         data = {"owner": OWNER, "state": state, "lease_s": self.lease_s}
-        return self.store.record(self.id, "memo", data=data, expected_version=expected)
+        return self.store.record(
+            self.id, "memo", data=data, expected_version=expected, supersede=True
+        )
 
     def acquire(self, deadline: float, *, poll_s: float = 0.01) -> None:
         """Take the lease, waiting while another live process holds it.

@@ -373,6 +373,8 @@ class RemoteStore(StoreHandle):
                 "idempotency_key": key,
                 "expected_version": request.expected_version,
             }
+            if request.supersede:
+                record["supersede"] = True
             return self._call("POST", self._conv(request.cid, "record"), body=record, retry=True)[
                 "version"
             ]

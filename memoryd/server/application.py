@@ -106,6 +106,7 @@ _BODIES = {
         "data": "object",
         "idempotency_key": "string",
         "expected_version": "integer",
+        "supersede": "boolean",
     },
     "start_store": {"kind": "string", "exclusive": "boolean"},
 }

@@ -161,7 +161,7 @@ async def fork(request: Request) -> Response:
 async def record_event(request: Request) -> Response:
     """Append a ``memo`` or ``compacted`` event (the message history is unchanged)."""
     body = await checked_body(
-        request, "record", {"kind", "messages", "data", *_CONDITIONS}, {"kind"}
+        request, "record", {"kind", "messages", "data", "supersede", *_CONDITIONS}, {"kind"}
     )
     cid = request.path_params["cid"]
     return await submit(
@@ -174,6 +174,7 @@ async def record_event(request: Request) -> Response:
             data=body.get("data"),
             **_conditions(body),
             max_bytes=s.max_message_bytes,
+            supersede=body.get("supersede", False),
         ),
         version_answer,
     )

@@ -37,6 +37,7 @@ __all__ = [
     "pop",
     "record",
     "result",
+    "supersede_refused",
 ]
 
 # --------------------------------------------------------------------------- request values
@@ -78,7 +79,11 @@ class Fork:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Record:
-    """Append a ``memo`` or ``compacted`` event to ``cid``; its history is unchanged."""
+    """Append a ``memo`` or ``compacted`` event to ``cid``; its history is unchanged.
+
+    ``supersede``: the memo replaces the conversation's earlier events, which leave its
+    log (a conversation that holds no messages only: a lease, a state record).
+    """
 
     cid: str
     kind: str
@@ -86,6 +91,7 @@ class Record:
     data: dict[str, Any] | None = None
     idempotency_key: str | None = None
     expected_version: int | None = None
+    supersede: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -177,6 +183,7 @@ def record(
     idempotency_key: str | None,
     expected_version: int | None,
     max_bytes: int,
+    supersede: bool = False,
 ) -> Record:
     """The request of `StoreHandle.record` (its checks and errors)."""
     cid = msgs.validate_conversation_id(cid)
@@ -185,6 +192,12 @@ def record(
             f"record() writes only the kinds {sorted(RECORD_KINDS)}, not {kind!r}; "
             "use add, clear, pop or fork for the others"
         )
+    if not isinstance(supersede, bool):
+        raise ValueError(f"supersede must be True or False, not {supersede!r}")
+    if supersede and kind != "memo":
+        raise ValueError(
+            f"only a memo may supersede a conversation's earlier events, not a {kind!r} event"
+        )
     return Record(
         cid=cid,
         kind=kind,
@@ -192,6 +205,17 @@ def record(
         data=check_data(data, max_bytes),
         idempotency_key=check_idempotency_key(idempotency_key),
         expected_version=check_optional_count(expected_version, "expected_version"),
+        supersede=supersede,
+    )
+
+
+def supersede_refused(cid: str, count: int) -> ValueError:
+    """The error of a superseding memo aimed at a conversation that holds messages (the
+    store raises it; nothing is written)."""
+    return ValueError(
+        f"{cid!r} holds {count} message(s): a superseding memo would drop them from its "
+        "log; supersede only a conversation that holds no messages (a lease, a state "
+        "record). Nothing was written"
     )
 
 

@@ -171,12 +171,19 @@ class StoreHandle(abc.ABC):
         data: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
+        supersede: bool = False,
     ) -> int:
         """Append a ``memo`` or ``compacted`` event; the history `get` returns is unchanged.
 
         Providers use it: a session's memo is the ``data`` of the newest ``memo``
         event; a summary is a ``compacted`` event whose ``messages`` hold the summary
         and whose ``data`` names the versions it replaces. Read them with `events`.
+
+        A memo written with ``supersede=True`` replaces the conversation's earlier
+        events: they leave its log, as a clear's do, and `events` returns the memo
+        alone. The version goes on counting, so compare-and-set still works. A state
+        kept as memos (an instance's lease) stays one event however often it is
+        written. Only a conversation that holds no messages may be superseded.
 
         Args:
             cid: the conversation id.
@@ -185,6 +192,7 @@ class StoreHandle(abc.ABC):
             data: a JSON-compatible mapping (str keys) stored with the event.
             idempotency_key: as in `add`.
             expected_version: as in `add`.
+            supersede: drop the conversation's earlier events (a ``memo`` only).
 
         Returns:
             The conversation's new version.
@@ -193,7 +201,9 @@ class StoreHandle(abc.ABC):
             InvalidConversationId: a bad ``cid``.
             InvalidMessage: a bad or oversized message.
             ValueError: an unknown ``kind``, or ``data`` that is not a JSON-compatible
-                mapping or is larger than the store's ``max_message_bytes``.
+                mapping or is larger than the store's ``max_message_bytes``; a
+                superseding event that is not a memo, or aimed at a conversation
+                holding messages (nothing is written).
             ConflictError: ``expected_version`` did not match.
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.
@@ -207,6 +217,7 @@ class StoreHandle(abc.ABC):
                 idempotency_key=idempotency_key,
                 expected_version=expected_version,
                 max_bytes=self.max_message_bytes,
+                supersede=supersede,
             )
         )
 

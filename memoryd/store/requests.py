@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         pop,
         record,
         result,
+        supersede_refused,
     )
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "pop",
     "record",
     "result",
+    "supersede_refused",
 ]
 
 _WRITES = frozenset(
@@ -98,6 +100,7 @@ _WRITES = frozenset(
         "pop",
         "record",
         "result",
+        "supersede_refused",
     }
 )
 """The names defined in `memoryd.store._write_requests`, loaded on first use."""

@@ -87,8 +87,10 @@ class Store(Protocol):
         data: Any = None,
         idempotency_key: str | None = None,
         expected_version: int | None = None,
+        supersede: bool = False,
     ) -> int:
-        """Append a ``memo`` or ``compacted`` event; return the new version."""
+        """Append a ``memo`` or ``compacted`` event; return the new version. A memo
+        with ``supersede`` drops the conversation's earlier events from its log."""
         ...
 
     def import_events(self, cid: Any, events: Any) -> int:

@@ -96,7 +96,7 @@ def test_instances_killed_mid_run_are_all_resumed_by_a_new_process(
                 ids = [bytes(k).decode() for k, _ in txn.cursor(db=names)]
         finally:
             env.close()
-        # only the instances' leases (memo logs, kept while instances may run) are left
+        # only the instances' leases (one memo each, kept while instances may run) are left
         assert [i for i in ids if i.startswith(HIDDEN_PREFIX)] == sorted(
             f"{LEASE_PREFIX}w/k{n}" for n in range(INSTANCES)
         )

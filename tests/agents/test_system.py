@@ -14,6 +14,7 @@ import memoryd
 import supervisors
 from memoryd import AgentSystemStopped, CallTimeout, Overloaded, UnknownAgent
 from memoryd.agents import AgentSystem
+from memoryd.agents.lease import LEASE_PREFIX
 from memoryd.llm import ScriptedModel
 from tests.agents._agents import (
     Gate,
@@ -442,3 +443,28 @@ def test_a_request_retried_after_a_failed_run_runs_again(
     assert log == ["0", "0", "1"]
     assert system.call("w", "k", "job", request_id="req-1").run_id == again.run_id
     assert log == ["0", "0", "1"]  # answered from the commit: no third run
+
+
+def test_an_instance_lease_stays_one_event_however_often_it_is_written(
+    any_store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """Three activations, each with a renewal and a passivation, write the instance's
+    lease nine times; its log holds the last write alone (a superseding memo), where it
+    used to keep one event per write for ever."""
+    now = [0.0]
+    agents = {"a": lambda key: memoryd.Agent(llm=ScriptedModel(["ok"] * 3), memory=any_store)}
+    system = start(
+        systems, agents, store=any_store, idle_after_s=10.0, clock=lambda: now[0], lease_s=0.2
+    )
+    lease = f"{LEASE_PREFIX}a/k"
+    for _ in range(3):
+        assert system.call("a", "k", "hi").text == "ok"
+        held = any_store.version(lease)
+        wait_until(lambda held=held: any_store.version(lease) > held, timeout=5)  # a renewal
+        now[0] += 10.0
+        wait_until(lambda: system.instances() == [], timeout=5)  # passivated: released
+    assert any_store.version(lease) >= 9
+    (event,) = any_store.events(lease)
+    assert event.kind == "memo" and event.data is not None
+    assert event.data["state"] == "released"
+    assert any_store.conversations(include_empty=True) == ["a/k"]

@@ -91,6 +91,7 @@ def _apply(request: WriteRequest, now: float, txn: Any, dbs: Dbs, ctr: Counters)
             idempotency_key=request.idempotency_key,
             expected_version=request.expected_version,
             now=now,
+            supersede=request.supersede,
         )
     if isinstance(request, Import):
         return writes.import_events(txn, dbs, ctr, request.cid, request.events)

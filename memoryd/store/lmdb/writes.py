@@ -33,6 +33,7 @@ from memoryd.store.lmdb.layout import (
     system_key,
 )
 from memoryd.store.lmdb.reads import event_range, history
+from memoryd.store.requests import supersede_refused
 from memoryd.store.systems import Fold
 
 __all__ = ["append", "clear", "erase", "fork", "import_events", "pop"]
@@ -134,10 +135,12 @@ def _write_record(
     idempotency_key: str | None,
     count: int,
     fold: Fold | None,
+    starts_log: bool = False,
 ) -> Meta:
     """Write an encoded event record with its position, metadata, idempotency key, and
     the system-message index change ``fold`` (already applied to the event; None: the
-    caller saves the index)."""
+    caller saves the index). The log starts anew at a ``cleared`` event, or at one that
+    ``starts_log`` (a superseding memo)."""
     fresh = old is None or not old.indexed
     if old is None:
         conv = ctr.next_conv
@@ -146,7 +149,7 @@ def _write_record(
         old = Meta(conv, 0, 1, 0, cid)
         if not ctr.unlogged(old):
             ctr.kept += 1
-    first = version if kind == _CLEARED else old.first
+    first = version if kind == _CLEARED or starts_log else old.first
     meta = Meta(old.conv, version, first, count, cid)
     event_key = keys.event_key(meta.conv, version)
     put(txn, dbs.events, event_key, record)
@@ -215,17 +218,22 @@ def append(
     idempotency_key: str | None,
     expected_version: int | None,
     now: float,
+    supersede: bool = False,
 ) -> int:
     """Write one event at the next version: an ``appended`` event (`StoreHandle.add`)
     or a ``memo``/``compacted`` one (`StoreHandle.record`); returns the new version.
 
     A repeated idempotency key returns the original version and writes nothing.
     Only ``appended`` events change the message count; the fields were checked by
-    the handle, so the record is packed without another walk.
+    the handle, so the record is packed without another walk. A superseding memo
+    deletes the conversation's live events first and starts its log anew, as a
+    clear does (their change-feed positions, if any, then name versions below the
+    first live one, which the feed skips).
 
     Raises:
         ConflictError: ``expected_version`` is not the current version.
-        ValueError: an ``appended`` event without messages, or another kind.
+        ValueError: an ``appended`` event without messages, or another kind; a
+            superseding memo aimed at a conversation that holds messages.
     """
     if kind == _APPENDED:
         if not messages:
@@ -237,6 +245,10 @@ def append(
     )
     if done is not None:
         return done
+    if supersede and meta is not None:
+        if meta.count:
+            raise supersede_refused(cid, meta.count)  # before anything is written
+        _delete_live(txn, dbs, meta)
     version = (0 if meta is None else meta.version) + 1
     record = codec.pack_event_fields(
         version=version,
@@ -264,6 +276,7 @@ def append(
         idempotency_key=idempotency_key,
         count=count,
         fold=fold,
+        starts_log=supersede,
     )
     return version
 

@@ -30,7 +30,16 @@ from memoryd.store import importing
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import Connections
 from memoryd.store.redis.scripts import ScriptKeys
-from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
+from memoryd.store.requests import (
+    Add,
+    Clear,
+    Fork,
+    Import,
+    Pop,
+    Record,
+    WriteRequest,
+    supersede_refused,
+)
 from memoryd.store.systems import Fold
 
 __all__ = ["Plan", "Planner", "Reads", "Result", "View", "Views", "WriterState"]
@@ -249,7 +258,12 @@ class Planner:
             )
             return self._make(index, request.cid, view, chained, event)
         if isinstance(request, Record):
+            if request.supersede:  # refused on a current view, not a cached one
+                self._fresh_views([request.cid])
             view = self.writer.views[request.cid]
+            if request.supersede and view.count:
+                self.results[index] = (False, supersede_refused(request.cid, view.count))
+                return None
             event = _Event(
                 request.kind,
                 request.messages,
@@ -257,6 +271,7 @@ class Planner:
                 data=request.data,
                 idem=request.idempotency_key,
                 expected=request.expected_version,
+                clear=request.supersede,  # the stream is emptied first: the memo alone is left
             )
             return self._make(index, request.cid, view, chained, event)
         if isinstance(request, Clear | Pop):
