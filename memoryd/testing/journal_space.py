@@ -57,6 +57,19 @@ class JournalSpaceContract:
         assert handle.get(_JOURNAL) == []
         assert handle.conversations(prefix=HIDDEN_PREFIX) == []
 
+    def test_a_cleared_journal_reads_as_never_written(self, handle: memoryd.StoreHandle) -> None:
+        """A clear of a hidden conversation erases it, memos and all (a finished run leaves
+        nothing): version 0, no events, not listed even by its prefix; it may start again."""
+        handle.add(_JOURNAL, [user("step")])
+        handle.record(_JOURNAL, "memo", data={"owner": "p1"})
+        handle.add("c", [user("q")], then_clear=_JOURNAL)
+        assert (handle.version(_JOURNAL), handle.events(_JOURNAL)) == (0, [])
+        assert handle.conversations(prefix=HIDDEN_PREFIX, include_empty=True) == []
+        assert handle.add(_JOURNAL, [user("again")], expected_version=0) == 1
+        handle.clear(_JOURNAL)
+        assert (handle.version(_JOURNAL), handle.events(_JOURNAL)) == (0, [])
+        assert texts(handle.get("c")) == ["q"]
+
     def test_a_refused_add_clears_nothing(self, handle: memoryd.StoreHandle) -> None:
         """A conflicting add leaves then_clear's messages where they were."""
         handle.add(_JOURNAL, [user("step")])

@@ -34,7 +34,7 @@ from memoryd.events import EventKind
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import CONNECTION_ERRORS, Connections
 from memoryd.store.redis.plan import Plan, Planner, Reads, Result, View, WriterState
-from memoryd.store.requests import Add, Fork, Pop, Record, WriteRequest
+from memoryd.store.requests import Add, Fork, Pop, Record, WriteRequest, hidden
 
 __all__ = ["Batch", "Counters"]
 
@@ -298,8 +298,12 @@ class Batch:
         """Add committed writes to the change feed (Redis Cluster: after the commit).
 
         Args:
-            fed: per write, the conversation, its version and the lowest version to feed.
+            fed: per write, the conversation, its version and the lowest version to feed;
+                memoryd's own bookkeeping (hidden ids) is never fed.
         """
+        fed = [entry for entry in fed if not hidden(entry[0])]
+        if not fed:
+            return
         keys = self.writer.keys
         try:
             pipe = self.connections.pipeline()

@@ -38,6 +38,7 @@ from memoryd.store.requests import (
     Pop,
     Record,
     WriteRequest,
+    hidden,
     supersede_refused,
 )
 from memoryd.store.systems import Fold
@@ -45,6 +46,7 @@ from memoryd.store.systems import Fold
 __all__ = ["Plan", "Planner", "Reads", "Result", "View", "Views", "WriterState"]
 
 _POPPED = EventKind.POPPED.value
+_CLEARED = EventKind.CLEARED.value
 _WRITE_SHA = hashlib.sha1(lua.WRITE.encode("utf-8"), usedforsecurity=False).hexdigest()
 _VIEWS_CACHED = 1 << 16
 
@@ -287,6 +289,8 @@ class Planner:
     ) -> Plan | None:
         self._fresh_views([request.cid])
         view = self.writer.views[request.cid]
+        if isinstance(request, Clear) and hidden(request.cid) and view.version:
+            return self._plan_erase(index, request.cid)
         if view.count == 0:
             self.results[index] = (True, None)
             return None
@@ -300,6 +304,14 @@ class Planner:
         plan = self._make(index, request.cid, view, chained, event)
         plan.popped = last[0]
         return plan
+
+    def _plan_erase(self, index: int, cid: str) -> Plan:
+        """A clear of memoryd's own bookkeeping (a finished run's journal): `scripts.ERASE`
+        deletes every key of it, so a run leaves nothing behind; its id reads as never
+        written. Erased with or without messages, as LMDB erases it."""
+        keys = lua.erase_keys(self.writer.prefix, cid)
+        command = ("EVAL", lua.ERASE, len(keys), *keys)
+        return Plan(index=index, cid=cid, kind=_CLEARED, command=command, after=View(0, 1, 0))
 
     def _plan_fork(self, index: int, request: Fork, chained: dict[str, str]) -> Plan | None:
         source_meta = lua.conv_keys(self.writer.prefix, request.source).meta
@@ -377,7 +389,7 @@ class Planner:
             current,
             first,
             count,
-            "0" if writer.cluster else "1",
+            "0" if writer.cluster or hidden(cid) else "1",
             cid.encode("utf-8").hex(),
             lua.MAX_TOKENS,
             index_words[0],
@@ -429,7 +441,7 @@ class Planner:
             event.kind,
             len(event.messages),
             payload,
-            "0" if writer.cluster else "1",
+            "0" if writer.cluster or hidden(cid) else "1",
             hexid,
             lua.MAX_TOKENS,
             "1" if index in self.resent else "0",

@@ -27,6 +27,11 @@ conversation lands in one Redis Cluster slot)::
                existed has none until its next write fills it)
     {P}:feed   stream: the global change feed, id "<position>-0", fields c (H), v
     {P}:fed    hash: "#" -> last position; H -> last version fed
+
+memoryd's own bookkeeping (ids in `memoryd.store.requests.HIDDEN_PREFIX`: run journals,
+instance leases) is never fed, since the change feed never shows it, and a clear of such
+a conversation erases its keys (`ERASE`), as LMDB erases it from its file: a finished
+run leaves no key behind.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
+    "ERASE",
     "FEED",
     "HISTORY",
     "IMPORT",
@@ -48,6 +54,7 @@ __all__ = [
     "check_prefix",
     "cid_of_hex",
     "conv_keys",
+    "erase_keys",
     "feed_keys",
     "import_keys",
     "redact",
@@ -114,6 +121,11 @@ def import_keys(prefix: str, cid: str, *, cluster: bool) -> tuple[str, ...]:
     keys = conv_keys(prefix, cid)
     head = tuple(keys) if cluster else (*keys, *feed_keys(prefix))
     return (*head, system_key(prefix, cid))
+
+
+def erase_keys(prefix: str, cid: str) -> tuple[str, ...]:
+    """The keys `ERASE` deletes for ``cid``: the five of `conv_keys`, the system index."""
+    return (*conv_keys(prefix, cid), system_key(prefix, cid))
 
 
 def resent_keys(prefix: str, cid: str) -> tuple[str, str, str]:
@@ -301,6 +313,14 @@ An import passes its first live version as the lowest: the versions below it wer
 deleted by a clear (``tail`` would skip them), and a log imported from a cleared
 marker at version 1,000,000 must not feed a million empty positions.
 """
+
+ERASE = """
+-- KEYS: the conversation's stream, meta, idem, tokens (two generations), system index.
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+return {'ok', 0}
+"""
+"""Remove a bookkeeping conversation (a finished run's journal): every key of it, in one
+atomic step; its id then reads as never written (version 0). See `erase_keys`."""
 
 IMPORT_STATE = """
 -- KEYS: stream, meta.  ARGV: 1 lowest version, 2 highest version.
