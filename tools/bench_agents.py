@@ -19,6 +19,9 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
   and messaging 1,000 agents, five rounds of each alternating (total over total time,
   so the whole-heap garbage collections either side sets off are paid for); 10,000
   instances with max_active=256: live threads and RSS.
+* floor: the 8-run journal ratio's shape with no memoryd (`benchlib.journal_floor`):
+  threads doing steps at the journal-off runs' pace, one record per step group-committed
+  to a bare LMDB file. What the machine allows, beside memoryd's own ratio.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchlib.journal_floor import floor_on_off
 
 import memoryd
 from memoryd.agents import AgentSystem
@@ -530,6 +535,16 @@ def main() -> None:
         row(f"durable 10-step runs, {workers} concurrent (vs DBOS)", ours, theirs, "runs/s")
         row(f"journal on vs off, {workers} concurrent", ours, off, "runs/s")
         fsync_notes.append(f"{workers} concurrent: {fsyncs:.2f} fsyncs per 10-step run")
+        if workers > 1:  # what the machine allows at this concurrency, without memoryd
+            step_s = 1 / (off * (STEPS + 1))  # the journal-off runs' own pace per step
+            floor = floor_on_off(workers, runs // workers, STEPS, step_s, 1 if args.quick else 3)
+            row(
+                f"floor: journal on vs off, {workers} threads, bare LMDB group commit, "
+                f"{step_s * 1e6:.0f} us steps (no memoryd)",
+                floor.on,
+                floor.off,
+                "runs/s",
+            )
     # A model that takes about one commit to answer: the run makes its next LLM call while
     # its step's commit runs, so the journal's commits hide behind the model.
     slow_on, slow_off, _ = journal_on_off(

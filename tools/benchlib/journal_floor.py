@@ -1,0 +1,151 @@
+"""The floor of a durable journal's cost on this machine, with no memoryd at all.
+
+`tools/bench_agents.py` compares agent runs with the journal on and off. This measures
+the same shape with nothing but threads and py-lmdb: each of ``workers`` threads runs
+``steps`` steps of pure-Python work (holding the interpreter lock, as an agent's step
+does) and, with the journal on, hands one small record per step to a committing thread
+and waits until it is durable; every run ends with one durable record either way. The
+committing thread gathers the records that arrive together into one transaction (group
+commit, fsynced as LMDB always does). Its ``on / off`` is what the machine allows: what
+is left above memoryd's own ratio is memoryd's cost.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+import lmdb
+
+__all__ = ["Floor", "floor_on_off"]
+
+_LINGER_S = 0.002
+"""How long a batch waits for the rest of its writers after the first."""
+
+
+def spin(seconds: float) -> None:
+    """Pure-Python work for ``seconds`` (it holds the interpreter lock, as a step does)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+class _Committer:
+    """One thread owning one LMDB environment; writers wait for their record's commit."""
+
+    def __init__(self, path: str, writers: int) -> None:
+        self.env = lmdb.open(path, map_size=1 << 30)
+        self.expect = writers
+        self.commits = 0
+        self._cond = threading.Condition()
+        self._queue: list[tuple[bytes, threading.Lock]] = []
+        self._stopped = False
+        self._next = 0
+        self._thread = threading.Thread(target=self._serve, name="journal-floor", daemon=True)
+        self._thread.start()
+
+    def write(self, record: bytes) -> None:
+        """Return once ``record`` is committed."""
+        done = threading.Lock()
+        done.acquire()
+        with self._cond:
+            self._queue.append((record, done))
+            if len(self._queue) >= self.expect:
+                self._cond.notify()
+        done.acquire()
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                until = time.monotonic() + _LINGER_S
+                while len(self._queue) < self.expect and not self._stopped:
+                    left = until - time.monotonic()
+                    if left <= 0 and self._queue:
+                        break
+                    self._cond.wait(max(left, _LINGER_S / 4))
+                batch, self._queue = self._queue, []
+                if self._stopped and not batch:
+                    return
+            with self.env.begin(write=True) as txn:
+                for record, _ in batch:
+                    self._next += 1
+                    txn.put(self._next.to_bytes(8, "big"), record)
+            self.commits += 1
+            for _, done in batch:
+                done.release()
+
+    def stop(self) -> int:
+        """Stop serving; returns how many records the file holds."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join()
+        entries = int(self.env.stat()["entries"])
+        self.env.close()
+        return entries
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Runs/s with the journal on and off, and what the journal-on side wrote."""
+
+    on: float
+    off: float
+    records_on: int
+    """Records in the file after the journal-on rounds: a run's steps and its end."""
+    commits_on: int
+    """Transactions (each fsynced) that the journal-on rounds took."""
+
+
+def _rate(
+    committer: _Committer, workers: int, runs: int, steps: int, step_s: float, journal: bool
+) -> float:
+    def work() -> None:
+        for _ in range(runs):
+            for _ in range(steps):
+                spin(step_s)
+                if journal:
+                    committer.write(b"s" * 200)
+            committer.write(b"t" * 400)  # the turn's commit
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return workers * runs / (time.perf_counter() - started)
+
+
+def floor_on_off(workers: int, runs: int, steps: int, step_s: float, rounds: int) -> Floor:
+    """Alternating rounds of both sides (total runs over total time), on a fresh file each.
+
+    Args:
+        workers: concurrent runs.
+        runs: runs per worker and round.
+        steps: steps per run.
+        step_s: the Python work of one step, in seconds.
+        rounds: rounds of each side.
+    """
+    on_s = off_s = 0.0
+    records = commits = 0
+    for _ in range(rounds):
+        for journal in (True, False):
+            path = tempfile.mkdtemp(prefix="journal-floor-")
+            try:
+                committer = _Committer(path, workers)
+                rate = _rate(committer, workers, runs, steps, step_s, journal)
+                taken = committer.commits
+                held = committer.stop()
+            finally:
+                shutil.rmtree(path, ignore_errors=True)
+            if journal:
+                on_s += workers * runs / rate
+                records, commits = records + held, commits + taken
+            else:
+                off_s += workers * runs / rate
+    total = rounds * workers * runs
+    return Floor(on=total / on_s, off=total / off_s, records_on=records, commits_on=commits)
