@@ -15,6 +15,7 @@ from memoryd import messages as msgs
 from memoryd.errors import InvalidMessage
 from memoryd.events import Event
 from memoryd.store._argument_checks import (
+    HIDDEN_PREFIX,
     MAX_IMPORT_VERSION,
     RECORD_KINDS,
     check_data,
@@ -82,7 +83,7 @@ class Record:
     """Append a ``memo`` or ``compacted`` event to ``cid``; its history is unchanged.
 
     ``supersede``: the memo replaces the conversation's earlier events, which leave its
-    log (a conversation that holds no messages only: a lease, a state record).
+    log (memoryd's own bookkeeping without messages only: an instance's lease).
     """
 
     cid: str
@@ -197,6 +198,13 @@ def record(
     if supersede and kind != "memo":
         raise ValueError(
             f"only a memo may supersede a conversation's earlier events, not a {kind!r} event"
+        )
+    if supersede and not cid.startswith(HIDDEN_PREFIX):
+        # A superseded log starts past version 1 with no cleared marker, which an import
+        # refuses (it cannot tell it from a truncated file); exports skip hidden ids.
+        raise ValueError(
+            f"supersede is for memoryd's own bookkeeping (ids starting with "
+            f"{HIDDEN_PREFIX!r}, which exports skip), not {cid!r}"
         )
     return Record(
         cid=cid,

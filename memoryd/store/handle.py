@@ -181,9 +181,12 @@ class StoreHandle(abc.ABC):
 
         A memo written with ``supersede=True`` replaces the conversation's earlier
         events: they leave its log, as a clear's do, and `events` returns the memo
-        alone. The version goes on counting, so compare-and-set still works. A state
-        kept as memos (an instance's lease) stays one event however often it is
-        written. Only a conversation that holds no messages may be superseded.
+        alone. The version goes on counting, so compare-and-set still works, and a
+        state kept as memos (an instance's lease) stays one event however often it is
+        written. It is for memoryd's own bookkeeping (ids in
+        `memoryd.store.requests.HIDDEN_PREFIX`, which exports skip: an import would
+        refuse a log that starts past version 1 without a cleared marker), and only
+        for a conversation that holds no messages.
 
         Args:
             cid: the conversation id.
@@ -192,7 +195,8 @@ class StoreHandle(abc.ABC):
             data: a JSON-compatible mapping (str keys) stored with the event.
             idempotency_key: as in `add`.
             expected_version: as in `add`.
-            supersede: drop the conversation's earlier events (a ``memo`` only).
+            supersede: drop the conversation's earlier events (a ``memo`` to a hidden
+                id only).
 
         Returns:
             The conversation's new version.
@@ -202,8 +206,8 @@ class StoreHandle(abc.ABC):
             InvalidMessage: a bad or oversized message.
             ValueError: an unknown ``kind``, or ``data`` that is not a JSON-compatible
                 mapping or is larger than the store's ``max_message_bytes``; a
-                superseding event that is not a memo, or aimed at a conversation
-                holding messages (nothing is written).
+                superseding event that is not a memo, aimed at an id outside the
+                hidden space, or at a conversation holding messages (nothing is written).
             ConflictError: ``expected_version`` did not match.
             WriteTimeout: no answer in time; retry with the same idempotency key.
             StoreUnavailable: the store is not running.

@@ -9,6 +9,7 @@ import pytest
 
 import memoryd
 import supervisors
+from memoryd.store.requests import HIDDEN_PREFIX
 from memoryd.testing._messages import assistant, system, texts, user
 from memoryd.testing._refused import ONE_MIB
 from memoryd.testing._store import Store, StoreFactory
@@ -71,42 +72,39 @@ class RecordContract:
         assert [(e.kind, e.data) for e in store.events("c")] == [("memo", {"k": "v"})]
 
     def test_a_superseding_memo_leaves_itself_alone_in_the_log(self, store: Store) -> None:
-        """Each superseding memo replaces the events before it; the version counts on,
-        compare-and-set still holds, the change feed skips what was dropped, and a
-        restart keeps it so."""
-        assert store.record("state", "memo", data={"n": 1}) == 1
-        assert store.record("state", "memo", data={"n": 2}, supersede=True) == 2
-        assert store.record("state", "memo", data={"n": 3}, expected_version=2, supersede=True) == 3
+        """Each superseding memo (to a hidden id) replaces the events before it; the version
+        counts on, compare-and-set still holds, and a restart keeps it so."""
+        lease = f"{HIDDEN_PREFIX}lease/t/k"
+        assert store.record(lease, "memo", data={"n": 1}) == 1
+        assert store.record(lease, "memo", data={"n": 2}, supersede=True) == 2
+        assert store.record(lease, "memo", data={"n": 3}, expected_version=2, supersede=True) == 3
         with pytest.raises(memoryd.ConflictError):
-            store.record("state", "memo", data={"n": 4}, expected_version=2, supersede=True)
-        assert [(e.version, e.kind, e.data) for e in store.events("state")] == [
-            (3, "memo", {"n": 3})
-        ]
-        assert [e.version for e in store.events("state", after=2)] == [3]
-        assert store.version("state") == 3
-        assert "state" not in store.conversations()
-        fed = [c.version for c in store.tail() if c.conversation_id == "state"]
-        assert fed[-1:] == [3]
-        assert 2 not in fed
+            store.record(lease, "memo", data={"n": 4}, expected_version=2, supersede=True)
+        assert [(e.version, e.kind, e.data) for e in store.events(lease)] == [(3, "memo", {"n": 3})]
+        assert [e.version for e in store.events(lease, after=2)] == [3]
+        assert store.version(lease) == 3
+        assert store.conversations(prefix=HIDDEN_PREFIX, include_empty=True) == [lease]
         supervisors.kill(store.name)
-        assert [(e.version, e.data) for e in store.events("state")] == [(3, {"n": 3})]
-        assert store.record("state", "memo", data={"n": 5}, expected_version=3) == 4
-        assert [e.version for e in store.events("state")] == [3, 4]
+        assert [(e.version, e.data) for e in store.events(lease)] == [(3, {"n": 3})]
+        assert store.record(lease, "memo", data={"n": 5}, expected_version=3) == 4
+        assert [e.version for e in store.events(lease)] == [3, 4]
 
     def test_a_superseding_memo_never_drops_messages(self, store: Store) -> None:
         """A conversation holding messages is refused (nothing written); once cleared, it
         may be superseded."""
-        store.add("c", [user("a")])
-        store.record("c", "memo", data={"k": 1})
+        cid = f"{HIDDEN_PREFIX}kept"
+        store.add(cid, [user("a")])
         with pytest.raises(ValueError, match="holds 1 message"):
-            store.record("c", "memo", data={"k": 2}, supersede=True)
-        assert store.version("c") == 2
-        assert [e.kind for e in store.events("c")] == ["appended", "memo"]
-        assert texts(store.get("c")) == ["a"]
-        store.clear("c")
-        assert store.record("c", "memo", data={"k": 3}, supersede=True) == 4
-        assert [(e.kind, e.data) for e in store.events("c")] == [("memo", {"k": 3})]
-        assert store.get("c") == []
+            store.record(cid, "memo", data={"k": 2}, supersede=True)
+        assert store.version(cid) == 1
+        assert [e.kind for e in store.events(cid)] == ["appended"]
+        assert texts(store.get(cid)) == ["a"]
+        store.clear(cid)
+        version = store.record(cid, "memo", data={"k": 3}, supersede=True)
+        assert [(e.version, e.kind, e.data) for e in store.events(cid)] == [
+            (version, "memo", {"k": 3})
+        ]
+        assert store.get(cid) == []
 
     @pytest.mark.parametrize(
         ("kind", "options", "error"),
@@ -123,6 +121,7 @@ class RecordContract:
             pytest.param("memo", {"data": {"big": "x" * ONE_MIB}}, ValueError, id="data-too-big"),
             pytest.param("compacted", {"supersede": True}, ValueError, id="supersede-compacted"),
             pytest.param("memo", {"supersede": "yes"}, ValueError, id="supersede-not-bool"),
+            pytest.param("memo", {"supersede": True}, ValueError, id="supersede-visible-id"),
         ],
     )
     def test_record_refuses_bad_input(
