@@ -53,22 +53,24 @@ class _Committer:
         done.acquire()
         with self._cond:
             self._queue.append((record, done))
-            if len(self._queue) >= self.expect:
+            if len(self._queue) in (1, self.expect):  # a batch begins, or is full
                 self._cond.notify()
         done.acquire()
 
     def _serve(self) -> None:
         while True:
             with self._cond:
-                until = time.monotonic() + _LINGER_S
-                while len(self._queue) < self.expect and not self._stopped:
-                    left = until - time.monotonic()
-                    if left <= 0 and self._queue:
-                        break
-                    self._cond.wait(max(left, _LINGER_S / 4))
-                batch, self._queue = self._queue, []
-                if self._stopped and not batch:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()  # idle: no polling, so the runs have the CPU
+                if not self._queue:
                     return
+                until = time.monotonic() + _LINGER_S
+                while len(self._queue) < self.expect:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                batch, self._queue = self._queue, []
             with self.env.begin(write=True) as txn:
                 for record, _ in batch:
                     self._next += 1
