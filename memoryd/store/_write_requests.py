@@ -222,8 +222,8 @@ def supersede_refused(cid: str, count: int) -> ValueError:
     store raises it; nothing is written)."""
     return ValueError(
         f"{cid!r} holds {count} message(s): a superseding memo would drop them from its "
-        "log; supersede only a conversation that holds no messages (a lease, a state "
-        "record). Nothing was written"
+        "log; supersede only bookkeeping that holds no messages (such as a lease). "
+        "Nothing was written"
     )
 
 

@@ -56,7 +56,8 @@ Result = tuple[bool, Any]
 @dataclass(slots=True)
 class View:
     """What the writer knows of one conversation; exact when its version is current,
-    since a version is never reused."""
+    since a version is never reused (but by memoryd's bookkeeping once erased, whose
+    writes are all compare-and-set: see `Planner._plan_erase`)."""
 
     version: int
     first: int
