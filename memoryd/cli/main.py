@@ -57,6 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
             backend=args.backend,
             require_durable=not args.redis_not_durable,
             max_stores=args.max_stores,
+            head_timeout_s=args.head_timeout,
         )
     except ValueError as exc:
         print(f"memoryd serve: {exc}", file=sys.stderr)

@@ -119,6 +119,14 @@ def _serve(sub: Any, *, full: bool) -> None:
         help="the most named stores that may run at once (default 256); a write that would "
         "start one more is refused",
     )
+    serve.add_argument(
+        "--head-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a connection may take to send a request's head, or idle between "
+        "requests, before it gets a 408 and is closed (default 10, from 0.1 to 3600)",
+    )
     serve.add_argument("--no-auth", action="store_true", help="TCP without a token (loopback only)")
     serve.add_argument("--socket", help="the Unix socket (default DATA/memoryd.sock)")
     serve.add_argument(

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["DECODE_THREADS", "ServerConfig", "is_loopback", "parse_listen"]
+__all__ = [
+    "DECODE_THREADS",
+    "DEFAULT_HEAD_TIMEOUT_S",
+    "MAX_HEAD_TIMEOUT_S",
+    "ServerConfig",
+    "is_loopback",
+    "parse_listen",
+]
 
 DECODE_THREADS = 2
 """How many large request bodies are decoded at once (each in a worker thread)."""
@@ -54,6 +61,13 @@ def _positive_int(value: object, name: str) -> None:
         raise ValueError(f"{name} must be an int >= 1, not {value!r}")
 
 
+DEFAULT_HEAD_TIMEOUT_S = 10.0
+"""How long a connection may take to send a request's head unless told otherwise."""
+
+MAX_HEAD_TIMEOUT_S = 3600.0
+"""The longest head timeout a daemon takes: a connection may hold a slot no longer."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ServerConfig:
     """How the daemon serves a data directory.
@@ -79,6 +93,8 @@ class ServerConfig:
             Cluster node) holding every store, or None for LMDB in ``data``.
         require_durable: refuse a ``backend`` that does not fsync every write
             (``RedisStore.start(require_durable=...)``); False only with a backend.
+        head_timeout_s: how long a connection may take to send a request's head, and
+            how long it may stay idle between requests (408 and closed after it).
     """
 
     data: Path
@@ -97,6 +113,7 @@ class ServerConfig:
     fault_injection: bool = False
     backend: str | None = None
     require_durable: bool = True
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not self.require_durable and self.backend is None:
@@ -142,6 +159,16 @@ class ServerConfig:
             _positive_int(getattr(self, name), name)
         if not isinstance(self.grace_s, int | float) or not math.isfinite(self.grace_s):
             raise ValueError(f"grace_s must be a finite number, not {self.grace_s!r}")
+        timeout = self.head_timeout_s
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0.1 <= timeout <= MAX_HEAD_TIMEOUT_S
+        ):
+            raise ValueError(
+                f"--head-timeout must be a number of seconds from 0.1 to "
+                f"{MAX_HEAD_TIMEOUT_S:g}, not {timeout!r}"
+            )
 
     @property
     def unix_socket(self) -> Path:

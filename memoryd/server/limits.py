@@ -40,6 +40,7 @@ import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from memoryd.server.appends import PendingAdd, status_line
+from memoryd.server.config import DEFAULT_HEAD_TIMEOUT_S
 from memoryd.server.onewrite import OneWrite
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ __all__ = [
 
 log = structlog.get_logger("memoryd.server")
 
-HEAD_TIMEOUT_S = 10.0
-"""How long a connection may take to send a request's head (line and headers)."""
+HEAD_TIMEOUT_S = DEFAULT_HEAD_TIMEOUT_S
+"""How long a connection may take to send a request's head (line and headers), unless
+the daemon is told otherwise (``--head-timeout``, `ServerConfig.head_timeout_s`)."""
 
 MAX_HEAD_BYTES = 64 << 10
 """The largest request head accepted (431 above it)."""
@@ -87,7 +89,6 @@ def _refusal(status: int, message: str) -> bytes:
     )
 
 
-_TIMED_OUT = _refusal(408, f"the request head did not arrive within {HEAD_TIMEOUT_S:g} s")
 _TOO_LARGE = _refusal(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
 
 
@@ -149,7 +150,9 @@ def fd_budget(nofile: int, *, max_stores: int, tcp: bool) -> FdBudget:
     return FdBudget(nofile=nofile, stores=stores, unix=left, tcp=0)
 
 
-def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.Protocol]:
+def bounded(
+    max_connections: int, lane: FastLane | None = None, head_timeout_s: float = HEAD_TIMEOUT_S
+) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with the head limits and a connection budget.
 
     Args:
@@ -157,10 +160,13 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
             closed as soon as it is accepted.
         lane: answers the reads it can before the app is called (None: the app
             answers every request).
+        head_timeout_s: how long a head may take to arrive, and a connection may idle
+            between requests (a 408 and the connection closed after it).
 
     Returns:
         The protocol class (pass it to `memoryd.server.peercred.peer_checked`).
     """
+    timed_out = _refusal(408, f"the request head did not arrive within {head_timeout_s:g} s")
 
     class Bounded(HttpToolsProtocol):
         _dropped = False
@@ -199,7 +205,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
         def _arm(self) -> None:
             # one timer per connection, moved lazily: a request costs a clock read, not
             # a timer's creation and cancellation
-            due = self.loop.time() + HEAD_TIMEOUT_S
+            due = self.loop.time() + head_timeout_s
             self._head_due = due
             if self._head_timer is None:
                 self._head_timer = self.loop.call_at(due, self._head_timed_out)
@@ -217,7 +223,7 @@ def bounded(max_connections: int, lane: FastLane | None = None) -> type[asyncio.
                 return
             idle = self.cycle is None or self.cycle.response_complete
             if self._reading_head and idle and not self.transport.is_closing():
-                self.transport.write(_TIMED_OUT)
+                self.transport.write(timed_out)
                 self.transport.close()
 
         def on_message_begin(self) -> None:

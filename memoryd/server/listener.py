@@ -156,7 +156,9 @@ class Server(SupervisedActor):
             lifespan="on" if lifespan else "off",
             loop="auto",  # uvloop when installed
             # httptools, with bounded request heads; refuses Unix peers of another uid
-            http=peer_checked(bounded(limit, FastLane.over(app)), os.geteuid()),
+            http=peer_checked(
+                bounded(limit, FastLane.over(app), self.config.head_timeout_s), os.geteuid()
+            ),
             ws="none",
             proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
             server_header=False,  # one header less for every client to parse; names no version

@@ -10,7 +10,11 @@ from __future__ import annotations
 import contextlib
 import resource
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -76,15 +80,49 @@ def test_a_flood_of_unfinished_heads_on_tcp_never_stops_the_unix_socket(
         assert budgets and budgets[0]["tcp_connections"] < budgets[0]["nofile"]
 
 
-def test_a_head_that_never_completes_is_answered_408_and_closed(daemon: Daemon) -> None:
-    """A connection whose head stops midway gets 408 and is closed by the daemon."""
-    [sock] = _slow_heads(daemon, 1)
-    with sock:
-        sock.settimeout(HEAD_TIMEOUT_S + 30)
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+SHORT_HEAD_TIMEOUT_S = 1.5
+"""The head timeout of the daemons of the tests that wait for it (``--head-timeout``)."""
+
+
+def test_a_head_that_never_completes_is_answered_408_and_closed() -> None:
+    """A connection whose head stops midway gets 408, naming the daemon's head timeout,
+    and is closed by the daemon once that timeout passed."""
+    extra = ("--head-timeout", str(SHORT_HEAD_TIMEOUT_S))
+    with Daemon(tcp=True, extra=extra).start() as daemon:
+        [sock] = _slow_heads(daemon, 1)
+        started = time.monotonic()
+        with sock:
+            sock.settimeout(HEAD_TIMEOUT_S + 30)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        waited = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b"within 1.5 s" in answer
+    assert SHORT_HEAD_TIMEOUT_S - 0.5 <= waited < HEAD_TIMEOUT_S
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "3601", "soon"])
+def test_a_bad_head_timeout_is_refused_at_start(value: str, tmp_path: Path) -> None:
+    """``serve --head-timeout`` outside 0.1..3600 s, or not a number: exit 2, naming it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memoryd.cli",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--head-timeout",
+            value,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--head-timeout" in done.stderr
 
 
 def test_a_head_over_the_limit_is_refused_431_before_it_is_buffered(daemon: Daemon) -> None:
