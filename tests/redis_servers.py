@@ -7,6 +7,7 @@ installs them). Without them a fixture fails with a message that says so.
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import signal
 import socket
@@ -54,15 +55,31 @@ def _port_free(port: int) -> bool:
         return True
 
 
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out to outgoing connections (32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(*, with_bus: bool = False) -> int:
-    """A free loopback port (and, for Cluster, its bus port + 10000 free too)."""
-    for _ in range(200):
+    """A free loopback port (and, for Cluster, its bus port + 10000 free too).
+
+    A Cluster node's two ports are drawn below the kernel's ephemeral range, so that no
+    outgoing connection made between this choice and the node's start can take the bus
+    port (a port picked by binding to 0 lies in that range, and its + 10000 often does).
+    """
+    if not with_bus:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if not with_bus or (port < 55535 and _port_free(port + 10000)):
+            return int(sock.getsockname()[1])
+    high = _ephemeral_low() - 10_000
+    for _ in range(500):
+        port = random.randrange(max(1024, high - 4096), high)
+        if _port_free(port) and _port_free(port + 10_000):
             return port
-    raise RuntimeError("no free loopback port found")
+    raise RuntimeError("no free loopback port pair found below the ephemeral range")
 
 
 class RedisServer:
