@@ -19,6 +19,19 @@ READY_TIMEOUT_S = 30.0
 TOKEN = "test-token"
 
 
+def serve_refused(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``memoryd serve --data DATA ARGS`` that is expected to refuse its arguments
+    and exit at once (no ``MEMORYD_*`` variable of this process reaches it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd.cli", "serve", "--data", str(data), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+    )
+
+
 class Daemon:
     """One daemon process on ``data`` (a short temp path, so the socket path fits).
 

@@ -6,8 +6,6 @@ import json
 import os
 import re
 import stat
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 import memoryd
 from memoryd import codec
 from tests.helpers import Worker, wait_until
-from tests.server.daemon import TOKEN, Daemon
+from tests.server.daemon import TOKEN, Daemon, serve_refused
 
 
 @pytest.fixture
@@ -103,14 +101,7 @@ def test_foreign_host_and_browser_origin_are_refused(tcp_http: httpx.Client) -> 
 )
 def test_tcp_without_a_token_is_refused(tmp_path: Path, args: list[str], needle: str) -> None:
     """serve refuses TCP without a token (and --no-auth off loopback), saying what to do."""
-    done = subprocess.run(
-        [sys.executable, "-m", "memoryd.cli", "serve", "--data", str(tmp_path / "d"), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={k: v for k, v in os.environ.items() if k != "MEMORYD_TOKEN"},
-    )
+    done = serve_refused(tmp_path / "d", *args)
     assert done.returncode == 2
     assert needle in done.stderr
     assert "--token" in done.stderr

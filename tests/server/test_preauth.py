@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import resource
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +18,7 @@ import httpx
 import pytest
 
 from memoryd.server.limits import HEAD_TIMEOUT_S, MAX_HEAD_BYTES, fd_budget
-from tests.server.daemon import Daemon
+from tests.server.daemon import Daemon, serve_refused
 
 
 def _slow_heads(daemon: Daemon, count: int) -> list[socket.socket]:
@@ -105,22 +103,7 @@ def test_a_head_that_never_completes_is_answered_408_and_closed() -> None:
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "3601", "soon"])
 def test_a_bad_head_timeout_is_refused_at_start(value: str, tmp_path: Path) -> None:
     """``serve --head-timeout`` outside 0.1..3600 s, or not a number: exit 2, naming it."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memoryd.cli",
-            "serve",
-            "--data",
-            str(tmp_path / "d"),
-            "--head-timeout",
-            value,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = serve_refused(tmp_path / "d", "--head-timeout", value)
     assert done.returncode == 2, done.stderr
     assert "--head-timeout" in done.stderr
 

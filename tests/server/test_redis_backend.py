@@ -13,7 +13,7 @@ from memoryd.server.stores import redis_prefix
 from tests.client._writer import read_acks
 from tests.helpers import wait_until
 from tests.redis_servers import RedisServer
-from tests.server.daemon import Daemon
+from tests.server.daemon import Daemon, serve_refused
 from tests.server.writers import assert_each_ack_stored_once, start_writers
 
 CLIENTS = 4
@@ -75,22 +75,7 @@ def test_a_sigkilled_daemon_loses_and_duplicates_nothing(
 
 def test_bad_backend_urls_are_refused_before_serving(tmp_path: Path) -> None:
     """`--backend` takes a Redis URL; anything else is a usage error naming the flag."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memoryd.cli",
-            "serve",
-            "--data",
-            str(tmp_path / "d"),
-            "--backend",
-            "postgres://x",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = serve_refused(tmp_path / "d", "--backend", "postgres://x")
     assert done.returncode == 2
     assert "--backend must be a redis://" in done.stderr
 
