@@ -27,20 +27,11 @@ from memoryd._ids import IdSource
 from memoryd.errors import ConflictError, CorruptRecord, UnknownConversation
 from memoryd.events import Event, EventKind
 from memoryd.store import importing
+from memoryd.store import requests as req
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import Connections
 from memoryd.store.redis.scripts import ScriptKeys
-from memoryd.store.requests import (
-    Add,
-    Clear,
-    Fork,
-    Import,
-    Pop,
-    Record,
-    WriteRequest,
-    hidden,
-    supersede_refused,
-)
+from memoryd.store.requests import Add, Clear, Fork, Import, Pop, Record, WriteRequest
 from memoryd.store.systems import Fold
 
 __all__ = ["Plan", "Planner", "Reads", "Result", "View", "Views", "WriterState"]
@@ -265,7 +256,7 @@ class Planner:
                 self._fresh_views([request.cid])
             view = self.writer.views[request.cid]
             if request.supersede and view.count:
-                self.results[index] = (False, supersede_refused(request.cid, view.count))
+                self.results[index] = (False, req.supersede_refused(request.cid, view.count))
                 return None
             event = _Event(
                 request.kind,
@@ -290,7 +281,7 @@ class Planner:
     ) -> Plan | None:
         self._fresh_views([request.cid])
         view = self.writer.views[request.cid]
-        if isinstance(request, Clear) and hidden(request.cid) and view.version:
+        if isinstance(request, Clear) and req.hidden(request.cid) and view.version:
             return self._plan_erase(index, request.cid)
         if view.count == 0:
             self.results[index] = (True, None)
@@ -390,7 +381,7 @@ class Planner:
             current,
             first,
             count,
-            "0" if writer.cluster or hidden(cid) else "1",
+            "0" if writer.cluster or req.hidden(cid) else "1",
             cid.encode("utf-8").hex(),
             lua.MAX_TOKENS,
             index_words[0],
@@ -442,7 +433,7 @@ class Planner:
             event.kind,
             len(event.messages),
             payload,
-            "0" if writer.cluster or hidden(cid) else "1",
+            "0" if writer.cluster or req.hidden(cid) else "1",
             hexid,
             lua.MAX_TOKENS,
             "1" if index in self.resent else "0",
