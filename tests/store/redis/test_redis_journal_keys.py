@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 import redis
 
 import memoryd
@@ -13,7 +14,7 @@ from memoryd import messages
 from memoryd.llm import ScriptedModel
 from memoryd.store.redis import scripts as lua
 from memoryd.store.requests import HIDDEN_PREFIX
-from tests.redis_servers import RedisServer
+from tests.redis_servers import RedisCluster, RedisServer
 
 
 @memoryd.tool
@@ -31,11 +32,19 @@ def _turn(n: int) -> list[Any]:
     return [messages.assistant(tool_calls=[call]) for call in calls] + [f"done {n}"]
 
 
-def test_journaled_runs_leave_no_key_and_no_feed_entry(redis_server: RedisServer) -> None:
-    """Four runs of three tool steps each: the prefix holds the conversation's keys and
-    the feed's, the feed one entry per turn; no journal key is left."""
+@pytest.mark.parametrize("where", ["server", "cluster"])
+def test_journaled_runs_leave_no_key_and_no_feed_entry(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """Four runs of three tool steps each, on one redis-server and on a Cluster (whose
+    feed is written after each commit): the prefix holds the conversation's keys and the
+    feed's, the feed one entry per turn; no journal key is left."""
+    server: RedisServer | RedisCluster = request.getfixturevalue(
+        "redis_server" if where == "server" else "redis_cluster"
+    )
+    cluster = where == "cluster"
     prefix = f"jk-{uuid.uuid4().hex[:8]}"
-    store = memoryd.RedisStore.start(redis_server.url, prefix=prefix)
+    store = memoryd.RedisStore.start(server.url, prefix=prefix, cluster=cluster)
     try:
         agent = memoryd.Agent(
             llm=ScriptedModel([step for n in range(4) for step in _turn(n)]),
@@ -44,7 +53,9 @@ def test_journaled_runs_leave_no_key_and_no_feed_entry(redis_server: RedisServer
         )
         for n in range(4):
             assert agent.run(f"job {n}", conversation_id="chat").text == f"done {n}"
-        client = redis.Redis.from_url(redis_server.url)
+        client: Any = (
+            redis.RedisCluster.from_url(server.url) if cluster else redis.Redis.from_url(server.url)
+        )
         keys = {key.decode() for key in client.scan_iter(match=f"*{prefix}*", count=1000)}
         hidden_tag = HIDDEN_PREFIX.encode().hex()
         assert not [key for key in keys if hidden_tag in key]
