@@ -4,8 +4,9 @@ Nothing about a request is known until its head (request line and headers) has
 arrived, so the head itself is bounded on every connection: `bounded` builds a
 subclass of uvicorn's httptools protocol that
 
-* closes a connection whose head is not complete `HEAD_TIMEOUT_S` after it was
-  opened (or after its previous request ended), answering 408;
+* closes a connection whose head is not complete `ServerConfig.head_timeout_s`
+  (``--head-timeout``, 10 s by default) after it was opened (or after its previous
+  request ended), answering 408;
 * refuses a head larger than `MAX_HEAD_BYTES` with 431 and closes the connection;
 * refuses, at accept time, a connection past its listener's budget (closed at once,
   so it holds its file descriptor for microseconds);
@@ -19,7 +20,7 @@ subclass of uvicorn's httptools protocol that
   meanwhile the add stands in for the connection's response cycle, so a pipelined
   request waits, and a shutdown closes the connection after the answer;
 * keeps one timer per connection, the head timer, moved lazily: an idle keep-alive
-  connection is closed by it (with a 408) `HEAD_TIMEOUT_S` after its last response,
+  connection is closed by it (with a 408) that long after its last response,
   before uvicorn's own keep-alive timeout could end it, so uvicorn's keep-alive timer,
   a timer made and cancelled per request, is not armed.
 
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FD_PER_STORE",
-    "HEAD_TIMEOUT_S",
     "MAX_HEAD_BYTES",
     "FdBudget",
     "bounded",
@@ -57,10 +57,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger("memoryd.server")
-
-HEAD_TIMEOUT_S = DEFAULT_HEAD_TIMEOUT_S
-"""How long a connection may take to send a request's head (line and headers), unless
-the daemon is told otherwise (``--head-timeout``, `ServerConfig.head_timeout_s`)."""
 
 MAX_HEAD_BYTES = 64 << 10
 """The largest request head accepted (431 above it)."""
@@ -151,7 +147,9 @@ def fd_budget(nofile: int, *, max_stores: int, tcp: bool) -> FdBudget:
 
 
 def bounded(
-    max_connections: int, lane: FastLane | None = None, head_timeout_s: float = HEAD_TIMEOUT_S
+    max_connections: int,
+    lane: FastLane | None = None,
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S,
 ) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with the head limits and a connection budget.
 

@@ -17,9 +17,9 @@ import pytest
 import memoryd
 from memoryd import codec
 from memoryd.messages import user
+from memoryd.server.config import DEFAULT_HEAD_TIMEOUT_S as HEAD_TIMEOUT_S
 from memoryd.server.config import ServerConfig
 from memoryd.server.http import Guard
-from memoryd.server.limits import HEAD_TIMEOUT_S
 from tests.server.daemon import TOKEN, Daemon
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import memoryd
 from memoryd.messages import assistant, user
-from memoryd.server.limits import HEAD_TIMEOUT_S
+from memoryd.server.config import DEFAULT_HEAD_TIMEOUT_S as HEAD_TIMEOUT_S
 from tests.server.daemon import Daemon
 from tests.store.lmdb._damage import flip_event_bit
 

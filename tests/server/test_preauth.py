@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memoryd.server.limits import HEAD_TIMEOUT_S, MAX_HEAD_BYTES, fd_budget
+from memoryd.server.config import DEFAULT_HEAD_TIMEOUT_S as HEAD_TIMEOUT_S
+from memoryd.server.limits import MAX_HEAD_BYTES, fd_budget
 from tests.server.daemon import Daemon, serve_refused
 
 
