@@ -6,8 +6,9 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
 * durable steps: a run of 10 trivial tool steps (a stepping chat model that copies
   nothing, memory on a durable LmdbStore read through a window of 50 messages, through an
   AgentSystem) against a DBOS workflow of 10 ``@DBOS.step`` on its SQLite system
-  database; 1 and 8 concurrent runs; memoryd with its journal off as well (three
-  alternating rounds of on and off); fsyncs per turn from the store's ``stats()``.
+  database; 1 and 8 concurrent runs; memoryd with its journal off as well (seven
+  alternating rounds of on and off: the on/off row shows the median round, the notes
+  its range); fsyncs per turn from the store's ``stats()``.
 * recovery: 100 runs killed with SIGKILL at step 6 of 10, then the time from a new
   process's start to all 100 finished (memoryd: ``AgentSystem.start(recover="resume")``
   with no ids; DBOS: recovery at ``DBOS.launch()``), and the side effects counted.
@@ -22,6 +23,8 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
 * floor: the 8-run journal ratio's shape with no memoryd (`benchlib.journal_floor`):
   threads doing steps at the journal-off runs' pace, one record per step group-committed
   to a bare LMDB file. What the machine allows, beside memoryd's own ratio.
+* a note: what a py-lmdb put costs beside a busy thread (`benchlib.lmdb_gil`), the
+  reason the store builds a batch while its writers wait.
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchlib.journal_floor import floor_on_off
+from benchlib.lmdb_gil import put_cost
 
 import memoryd
 from memoryd.agents import AgentSystem
 
 STEPS = 10
 KILL_AT = 6
+ROUNDS = 7
+"""Alternating rounds of the journal on and off in each durable-steps row (one with --quick)."""
 MODEL_LATENCY_S = 0.001
 """How long the model of the latency row takes to answer: about one LMDB commit here."""
 
@@ -174,21 +180,50 @@ def memoryd_steps(
         shutdown_and_remove(data)
 
 
-def journal_on_off(
-    workers: int, runs: int, rounds: int, latency_s: float = 0.0
-) -> tuple[float, float, float]:
-    """Runs/s with the journal on and off, measured in ``rounds`` alternating rounds (total
-    runs over total time, so a moment of load on the machine lands on both sides), and
-    fsyncs per run with it on."""
+@dataclass(frozen=True)
+class OnOff:
+    """Runs/s with the journal on and off, over alternating rounds of the two sides."""
+
+    on: float
+    """Journal on: total runs over total time."""
+    off: float
+    """Journal off: total runs over total time."""
+    fsyncs: float
+    """Fsyncs per run with the journal on."""
+    rounds: tuple[tuple[float, float], ...]
+    """Each round's (on, off) runs/s, a round of each side run one after the other."""
+
+    def median_round(self) -> tuple[float, float]:
+        """The (on, off) of the round whose on/off ratio is the median (the upper one of
+        an even count).
+
+        Each ratio compares two sides measured within a second of each other. Total over
+        total time weighs a round by its length, so one slow moment of the machine that
+        falls on one side of one round moves it; the median round does not move with it.
+        """
+        ordered = sorted(self.rounds, key=lambda pair: pair[0] / pair[1])
+        return ordered[len(ordered) // 2]
+
+    def spread(self) -> tuple[float, float]:
+        """The lowest and highest per-round on/off ratio."""
+        ratios = [on / off for on, off in self.rounds]
+        return min(ratios), max(ratios)
+
+
+def journal_on_off(workers: int, runs: int, rounds: int, latency_s: float = 0.0) -> OnOff:
+    """Runs/s with the journal on and off in ``rounds`` alternating rounds, and fsyncs per
+    run with it on."""
     on_s = off_s = fsyncs = 0.0
+    pairs = []
     for _ in range(rounds):
         rate, per_run = memoryd_steps(workers, runs, journal=True, latency_s=latency_s)
         on_s += workers * runs / rate
         fsyncs += per_run / rounds
         off = memoryd_steps(workers, runs, journal=False, latency_s=latency_s)[0]
         off_s += workers * runs / off
+        pairs.append((rate, off))
     total = rounds * workers * runs
-    return total / on_s, total / off_s, fsyncs
+    return OnOff(total / on_s, total / off_s, fsyncs, tuple(pairs))
 
 
 def shutdown_and_remove(data: str) -> None:
@@ -527,15 +562,23 @@ def main() -> None:
         print(f"  {what}: {rows[-1][1]} vs {rows[-1][2]} ({rows[-1][3]})", file=sys.stderr)
 
     fsync_notes = []
+    round_notes = []
     for workers in (1, 8):
-        ours, off, fsyncs = journal_on_off(
-            workers, runs // workers if workers > 1 else runs, 1 if args.quick else 3
+        measured = journal_on_off(
+            workers, runs // workers if workers > 1 else runs, 1 if args.quick else ROUNDS
         )
         theirs = dbos_steps(workers, max(runs // (2 * workers), 5))
-        row(f"durable 10-step runs, {workers} concurrent (vs DBOS)", ours, theirs, "runs/s")
-        row(f"journal on vs off, {workers} concurrent", ours, off, "runs/s")
-        fsync_notes.append(f"{workers} concurrent: {fsyncs:.2f} fsyncs per 10-step run")
+        row(f"durable 10-step runs, {workers} concurrent (vs DBOS)", measured.on, theirs, "runs/s")
+        row(f"journal on vs off, {workers} concurrent", *measured.median_round(), "runs/s")
+        low, high = measured.spread()
+        round_notes.append(
+            f"journal on vs off, {workers} concurrent: the median of {len(measured.rounds)} "
+            f"rounds; rounds ranged {low:.2f}x to {high:.2f}x; total over total time "
+            f"{measured.on / measured.off:.2f}x"
+        )
+        fsync_notes.append(f"{workers} concurrent: {measured.fsyncs:.2f} fsyncs per 10-step run")
         if workers > 1:  # what the machine allows at this concurrency, without memoryd
+            off = measured.off
             step_s = 1 / (off * (STEPS + 1))  # the journal-off runs' own pace per step
             floor = floor_on_off(workers, runs // workers, STEPS, step_s, 1 if args.quick else 3)
             row(
@@ -547,13 +590,11 @@ def main() -> None:
             )
     # A model that takes about one commit to answer: the run makes its next LLM call while
     # its step's commit runs, so the journal's commits hide behind the model.
-    slow_on, slow_off, _ = journal_on_off(
-        1, max(runs // 5, 4), 1 if args.quick else 3, latency_s=MODEL_LATENCY_S
-    )
+    slow = journal_on_off(1, max(runs // 5, 4), 1 if args.quick else 3, latency_s=MODEL_LATENCY_S)
     row(
         f"journal on vs off, 1 at a time, model answering in {MODEL_LATENCY_S * 1e3:g} ms",
-        slow_on,
-        slow_off,
+        slow.on,
+        slow.off,
         "runs/s",
     )
     count = 20 if args.quick else 100
@@ -594,8 +635,18 @@ def main() -> None:
     for what, ours_s, theirs_s, ratio in rows:
         print(f"| {what} | {ours_s} | {theirs_s} | {ratio} |")
     print()
+    for note in round_notes:
+        print(f"- {note}")
     for note in fsync_notes:
         print(f"- fsyncs: {note} (k + 1 = {STEPS + 1} expected)")
+    gil = put_cost()
+    print(
+        f"- py-lmdb put, {gil.count} each: {gil.alone_us:.1f} us alone, "
+        f"{gil.beside_busy_us:.1f} us beside a busy thread ({gil.stalls} waited over 1 ms "
+        f"for the interpreter lock, the longest {gil.longest_ms:.1f} ms; switch interval "
+        f"{gil.switch_interval_ms:g} ms): why the store builds a batch while its writers "
+        "wait (memoryd/store/group_commit.py)"
+    )
     print(f"- recovery side effects written twice: memoryd {md_twice}, DBOS {db_twice}")
     print(f"- objects the garbage collector tracks per live instance: {kept:.1f}")
     print(

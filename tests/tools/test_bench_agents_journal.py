@@ -26,16 +26,28 @@ def assert_k_plus_one(fsyncs_per_run: float) -> None:
 
 def test_a_run_at_a_time_pays_one_synced_commit_per_step_and_one_for_its_turn() -> None:
     """With the journal on, one run at a time: k + 1 fsyncs per run."""
-    on, off, fsyncs = bench_agents.journal_on_off(1, RUNS, 1)
-    assert on > 0 and off > 0
-    assert_k_plus_one(fsyncs)
+    measured = bench_agents.journal_on_off(1, RUNS, 1)
+    assert measured.on > 0 and measured.off > 0
+    assert measured.rounds == ((measured.on, measured.off),)  # one round: its own totals
+    assert_k_plus_one(measured.fsyncs)
 
 
 def test_the_latency_row_waits_for_its_model_on_both_sides() -> None:
     """A model answering in 1 ms makes every run take at least its 11 answers' time, with
     the journal on and off: neither side can run more than 1 / 11 ms runs a second."""
     latency = bench_agents.MODEL_LATENCY_S
-    on, off, fsyncs = bench_agents.journal_on_off(1, RUNS, 1, latency_s=latency)
+    measured = bench_agents.journal_on_off(1, RUNS, 1, latency_s=latency)
     ceiling = 1 / ((bench_agents.STEPS + 1) * latency)
-    assert 0 < on <= ceiling and 0 < off <= ceiling
-    assert_k_plus_one(fsyncs)
+    assert 0 < measured.on <= ceiling and 0 < measured.off <= ceiling
+    assert_k_plus_one(measured.fsyncs)
+
+
+def test_the_on_off_row_shows_the_round_with_the_median_ratio() -> None:
+    """The row's two rates come from one round, the one whose on/off ratio is the median;
+    a round slowed on one side only (0.2) moves the total-over-total ratio, not the row."""
+    rounds = ((40.0, 100.0), (10.0, 50.0), (45.0, 100.0), (50.0, 250.0), (90.0, 200.0))
+    measured = bench_agents.OnOff(on=1.0, off=1.0, fsyncs=11.0, rounds=rounds)
+    assert measured.median_round() == (40.0, 100.0)  # ratios .2 .2 .4 .45 .45: the middle
+    assert measured.spread() == (0.2, 0.45)
+    even = bench_agents.OnOff(on=1.0, off=1.0, fsyncs=11.0, rounds=rounds[:4])
+    assert even.median_round() == (40.0, 100.0)  # .2 .2 .4 .45: the upper middle one
