@@ -17,12 +17,12 @@ writer. A single writer never waits.
 Why not let concurrent writers split into groups whose commits overlap the other
 group's Python (the classic pipelined group commit)? Measured: py-lmdb lets go of the
 interpreter lock around every put, get and cursor step. Beside a thread running
-Python, about one put in a hundred then waits for the lock until that thread lets go
-(up to the 5 ms switch interval), where alone a put takes 0.6 us (`make bench` prints
-both, from ``tools/benchlib/lmdb_gil.py``). In the 8-run journal benchmark with no hold
-(``max_linger_s=0``), a batch of two took 1.9 ms to build while the other writers ran;
-built while its writers wait, a batch of eight takes about 0.25 ms. Without the hold
-the benchmark commits twice as often at the same rate.
+Python, some puts then wait for the lock until that thread lets go, up to the 5 ms
+switch interval (1 to 58 puts of 2,000 in two runs), where alone a put takes 0.6 us
+(`make bench` prints both, from ``tools/benchlib/lmdb_gil.py``). In the 8-run journal
+benchmark with no hold (``max_linger_s=0``), a batch of two took 1.9 ms to build while
+the other writers ran; built while its writers wait, a batch of eight takes about
+0.25 ms. Without the hold the benchmark commits twice as often at the same rate.
 
 Writer identities are only hints (a server's worker threads rotate between
 requests of one client), so the count expected is also capped by the most
