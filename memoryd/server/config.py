@@ -18,6 +18,7 @@ __all__ = [
     "DECODE_THREADS",
     "DEFAULT_HEAD_TIMEOUT_S",
     "MAX_HEAD_TIMEOUT_S",
+    "MIN_HEAD_TIMEOUT_S",
     "ServerConfig",
     "is_loopback",
     "parse_listen",
@@ -63,6 +64,9 @@ def _positive_int(value: object, name: str) -> None:
 
 DEFAULT_HEAD_TIMEOUT_S = 10.0
 """How long a connection may take to send a request's head unless told otherwise."""
+
+MIN_HEAD_TIMEOUT_S = 0.1
+"""The shortest head timeout a daemon takes: a head needs a few round trips to arrive."""
 
 MAX_HEAD_TIMEOUT_S = 3600.0
 """The longest head timeout a daemon takes: a connection may hold a slot no longer."""
@@ -163,11 +167,11 @@ class ServerConfig:
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
-            or not 0.1 <= timeout <= MAX_HEAD_TIMEOUT_S
+            or not MIN_HEAD_TIMEOUT_S <= timeout <= MAX_HEAD_TIMEOUT_S
         ):
             raise ValueError(
-                f"--head-timeout must be a number of seconds from 0.1 to "
-                f"{MAX_HEAD_TIMEOUT_S:g}, not {timeout!r}"
+                f"head_timeout_s (--head-timeout) must be a number of seconds from "
+                f"{MIN_HEAD_TIMEOUT_S:g} to {MAX_HEAD_TIMEOUT_S:g}, not {timeout!r}"
             )
 
     @property

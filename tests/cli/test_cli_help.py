@@ -94,3 +94,22 @@ def test_the_readme_lists_every_command() -> None:
     section = text.split("## The command line", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `memoryd ([a-z]+)", section, flags=re.MULTILINE)
     assert sorted(rows) == sorted(listed)
+
+
+def test_serve_defaults_and_bounds_are_the_daemons_own() -> None:
+    """The parser keeps its defaults as literals (a short command imports no daemon
+    module); they and the bounds its help names are `ServerConfig`'s, so the command line
+    and the library cannot drift apart."""
+    from memoryd.server.config import (
+        DEFAULT_HEAD_TIMEOUT_S,
+        MAX_HEAD_TIMEOUT_S,
+        MIN_HEAD_TIMEOUT_S,
+        ServerConfig,
+    )
+
+    serve = _commands(parser())["serve"]
+    defaults = {a.dest: a for a in serve._actions}
+    assert defaults["head_timeout"].default == DEFAULT_HEAD_TIMEOUT_S
+    assert defaults["max_stores"].default == ServerConfig.__dataclass_fields__["max_stores"].default
+    assert f"default {DEFAULT_HEAD_TIMEOUT_S:g}" in defaults["head_timeout"].help
+    assert f"from {MIN_HEAD_TIMEOUT_S:g} to {MAX_HEAD_TIMEOUT_S:g}" in defaults["head_timeout"].help
