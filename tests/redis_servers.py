@@ -7,6 +7,7 @@ installs them). Without them a fixture fails with a message that says so.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import signal
@@ -75,9 +76,14 @@ def free_port(*, with_bus: bool = False) -> int:
             sock.bind(("127.0.0.1", 0))
             return int(sock.getsockname()[1])
     high = _ephemeral_low() - 10_000
+    # pytest's worker processes (make test runs two) draw from disjoint residues, so two
+    # workers never both find one port free and start a node on it.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    mine = int(worker) % workers if worker.isdigit() else 0
     for _ in range(500):
         port = random.randrange(max(1024, high - 4096), high)
-        if _port_free(port) and _port_free(port + 10_000):
+        if port % workers == mine and _port_free(port) and _port_free(port + 10_000):
             return port
     raise RuntimeError("no free loopback port pair found below the ephemeral range")
 
