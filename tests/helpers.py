@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from memoryd.testing._threads import Worker
 
-__all__ = ["Worker", "wait_until"]
+__all__ = ["Worker", "kill9_when", "wait_until"]
 
 T = TypeVar("T")
 
@@ -42,3 +47,28 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise AssertionError(message or f"condition not met within {timeout} s: {predicate!r}")
         time.sleep(interval)
+
+
+def kill9_when(module: str, *args: str, ready: Callable[[], object], timeout: float = 30) -> None:
+    """Run ``python -m module args...`` from the repository's root, wait until ``ready()``
+    holds while it lives, then kill it with SIGKILL.
+
+    Raises:
+        AssertionError: the child exited first (with its stderr), or was not killed.
+    """
+    root = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: ready() or child.poll() is not None, timeout=timeout)
+        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        if child.stderr:
+            child.stderr.close()
+    assert child.returncode == -signal.SIGKILL

@@ -85,6 +85,17 @@ class Stepping:
     ) -> dict[str, Any]:
         if self.latency_s:
             time.sleep(self.latency_s)
+        return self._answer(messages)
+
+    async def acomplete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """`complete`, awaited: the model of runs on an event loop (`Agent.arun`)."""
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        return self._answer(messages)
+
+    def _answer(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         done = 0
         for message in reversed(messages):
             role = message.get("role")
@@ -109,6 +120,16 @@ def stepping(steps: int, tool: str = "step", latency_s: float = 0.0) -> Stepping
 @memoryd.tool
 def step(n: int) -> int:
     """A trivial step.
+
+    Args:
+        n: The step.
+    """
+    return n
+
+
+@memoryd.tool
+async def astep(n: int) -> int:
+    """A trivial step, awaited on the run's event loop.
 
     Args:
         n: The step.
@@ -180,6 +201,45 @@ def memoryd_steps(
         shutdown_and_remove(data)
 
 
+def loop_steps(
+    workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
+) -> tuple[float, float]:
+    """`memoryd_steps` with ``workers`` runs at a time as coroutines on one event loop
+    (`Agent.arun`: the model's ``acomplete`` and the tool are awaited)."""
+    data = tempfile.mkdtemp(prefix="bench-agents-")
+    try:
+        store = memoryd.LmdbStore.start(data, name="bench-loop-steps")
+        agents = [
+            memoryd.Agent(
+                llm=stepping(STEPS, tool="astep", latency_s=latency_s),
+                memory=memory(store),
+                tools=[astep],
+                journal=None if journal else False,
+                max_steps=STEPS + 1,
+            )
+            for _ in range(workers)
+        ]
+
+        async def scenario() -> tuple[float, int]:
+            await agents[0].arun("warm up", "w/warm")
+            before = int(store.stats()["fsyncs"])
+
+            async def work(w: int) -> None:
+                for n in range(runs):
+                    await agents[w].arun(f"run {n}", f"w/k{w}")
+
+            start = time.perf_counter()
+            await asyncio.gather(*(work(w) for w in range(workers)))
+            return time.perf_counter() - start, before
+
+        elapsed, before = asyncio.run(scenario())
+        fsyncs = (int(store.stats()["fsyncs"]) - before) / (workers * runs)
+        memoryd.shutdown()
+        return workers * runs / elapsed, fsyncs
+    finally:
+        shutdown_and_remove(data)
+
+
 @dataclass(frozen=True)
 class OnOff:
     """Runs/s with the journal on and off, over alternating rounds of the two sides."""
@@ -210,16 +270,23 @@ class OnOff:
         return min(ratios), max(ratios)
 
 
-def journal_on_off(workers: int, runs: int, rounds: int, latency_s: float = 0.0) -> OnOff:
+def journal_on_off(
+    workers: int,
+    runs: int,
+    rounds: int,
+    latency_s: float = 0.0,
+    steps: Callable[..., tuple[float, float]] = memoryd_steps,
+) -> OnOff:
     """Runs/s with the journal on and off in ``rounds`` alternating rounds, and fsyncs per
-    run with it on."""
+    run with it on; ``steps`` runs one side (`memoryd_steps`, threads; `loop_steps`, one
+    event loop)."""
     on_s = off_s = fsyncs = 0.0
     pairs = []
     for _ in range(rounds):
-        rate, per_run = memoryd_steps(workers, runs, journal=True, latency_s=latency_s)
+        rate, per_run = steps(workers, runs, journal=True, latency_s=latency_s)
         on_s += workers * runs / rate
         fsyncs += per_run / rounds
-        off = memoryd_steps(workers, runs, journal=False, latency_s=latency_s)[0]
+        off = steps(workers, runs, journal=False, latency_s=latency_s)[0]
         off_s += workers * runs / off
         pairs.append((rate, off))
     total = rounds * workers * runs
@@ -588,6 +655,19 @@ def main() -> None:
                 floor.off,
                 "runs/s",
             )
+    # The same 8 runs as coroutines of one event loop (`Agent.arun`): a run waiting for its
+    # journal's write is a coroutine's wait, not a thread's.
+    looped = journal_on_off(8, runs // 8, 1 if args.quick else ROUNDS, steps=loop_steps)
+    row("journal on vs off, 8 concurrent, on one event loop", *looped.median_round(), "runs/s")
+    low, high = looped.spread()
+    round_notes.append(
+        f"journal on vs off, 8 concurrent, on one event loop: the median of "
+        f"{len(looped.rounds)} rounds; rounds ranged {low:.2f}x to {high:.2f}x; total over "
+        f"total time {looped.on / looped.off:.2f}x"
+    )
+    fsync_notes.append(
+        f"8 concurrent on one event loop: {looped.fsyncs:.2f} fsyncs per 10-step run"
+    )
     # A model that takes about one commit to answer: the run makes its next LLM call while
     # its step's commit runs, so the journal's commits hide behind the model.
     slow = journal_on_off(1, max(runs // 5, 4), 1 if args.quick else 3, latency_s=MODEL_LATENCY_S)

@@ -40,12 +40,13 @@ is in the journal (pending, for `resume`) without another call to that store.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,7 @@ from memoryd.agent.memory import (
 )
 from memoryd.agent.sessions import SessionMethods, Sessions
 from memoryd.errors import (
+    ConflictError,
     InvalidMessage,
     RunInterrupted,
     StepLimitExceeded,
@@ -79,6 +81,7 @@ from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
 from memoryd.provider.session_turns import recorded_turn
+from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call", "pending_runs_of"]
@@ -90,6 +93,22 @@ current_tool_call: contextvars.ContextVar[tuple[str, str] | None] = contextvars.
     "memoryd_current_tool_call", default=None
 )
 """(run id, tool call id) of the tool call an agent is running in this context, else None."""
+
+# What the tool loop (`Agent._steps`, a generator) asks of the run driving it, a tuple
+# whose first item is one of these; `Agent.run` does it in its thread, `Agent.arun` on its
+# event loop (user code that may block in a worker thread). The loop gets back:
+_TOOL_BOUNDARY = 0
+"""``(kind,)``: None, once the last step's write is durable and the lease renewed."""
+_TOOL = 1
+"""``(kind, call, context)``: the tool call's `ToolResult`."""
+_SAVE = 2
+"""``(kind, turn, added)``: None; the step's journal write is sent."""
+_CHAT_BOUNDARY = 3
+"""``(kind,)``: None, after the step hook."""
+_WINDOW = 4
+"""``(kind, history, shown)``: what the next LLM call is sent."""
+_CHAT = 5
+"""``(kind, sent, context, step)``: the model's reply, checked."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -158,6 +177,10 @@ def pending_runs_of(records: Iterable[RunRecord]) -> list[PendingRun]:
         )
         for r in records
     ]
+
+
+_PURE_WINDOWS: tuple[type | None, ...] = (DefaultProvider, type(None))
+"""Memories whose window `Agent.arun` computes on its event loop (pure: no I/O)."""
 
 
 class _Run:
@@ -319,19 +342,44 @@ class Agent(SessionMethods):
             StoreUnavailable: The store is unavailable (the first store call that
                 found it so; the run stays pending in the journal).
         """
-        turn = _input_messages(input)
-        if conversation_id is None and self._session is not None:
-            conversation_id = self._session.id
-        if conversation_id is None:
-            conversation_id = f"conversation-{uuid.uuid4().hex}"
-        cid = msgs.validate_conversation_id(conversation_id)
-        if run_id is None:
-            run_id = uuid.uuid4().hex
-        elif not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+        turn, cid, run_id = self._start(input, conversation_id, run_id)
         with run_turn(run_id, self._lock_key(cid)):
             base, history = self._load(cid)
-            return self._drive(run_id, cid, base, history, turn, inputs=len(turn))
+            return self._drive(self._new_run(run_id, cid, base, len(turn)), history, turn)
+
+    async def arun(
+        self, input: Any, conversation_id: str | None = None, *, run_id: str | None = None
+    ) -> RunResult:
+        """`run` as a coroutine: the same turn, journal and commit, never blocking the loop.
+
+        Many runs share one event loop: a run waiting for its model, a tool or its
+        journal's write lets the others run. On the loop run memoryd's own steps, an
+        ``async def acomplete`` of the model (`ScriptedModel` has one) when the agent
+        has no filters, ``async def`` tools when no filter has an ``around_tool``, and a
+        `DefaultProvider`'s window; the journal's writes and the commit go through
+        the store's awaitable path. The rest, which may block (a model with only
+        ``complete``, plain function tools, filters, another provider, a session's
+        handlers, the history's read), runs in worker threads (`asyncio.to_thread`).
+
+        A cancelled run stops like an interrupted one: nothing is committed, and a
+        run that recorded tool steps stays pending for `resume`.
+
+        Args:
+            input: As for `run`.
+            conversation_id: As for `run`.
+            run_id: As for `run`.
+
+        Returns:
+            The result.
+
+        Raises:
+            The errors of `run`.
+        """
+        turn, cid, run_id = self._start(input, conversation_id, run_id)
+        async with run_turn(run_id, self._lock_key(cid)):
+            base, history = await asyncio.to_thread(self._load, cid)
+            run = self._new_run(run_id, cid, base, len(turn))
+            return await self._adrive(run, history, turn)
 
     def pending_runs(self, conversation_id: str | None = None) -> list[PendingRun]:
         """Unfinished runs that called tools, oldest first (a run without tool steps
@@ -405,9 +453,26 @@ class Agent(SessionMethods):
                 base, history = self._load(cid)
                 log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
                 turn = msgs.check(record.messages, max_bytes=None)  # read back from the store
-                return self._drive(run_id, cid, base, history, turn, inputs=record.inputs)
+                run = self._new_run(run_id, cid, base, record.inputs)
+                return self._drive(run, history, turn)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _start(
+        self, input: Any, conversation_id: str | None, run_id: str | None
+    ) -> tuple[CheckedMessages, str, str]:
+        """A new run's checked input, conversation id and run id."""
+        turn = _input_messages(input)
+        if conversation_id is None and self._session is not None:
+            conversation_id = self._session.id
+        if conversation_id is None:
+            conversation_id = f"conversation-{uuid.uuid4().hex}"
+        cid = msgs.validate_conversation_id(conversation_id)
+        if run_id is None:
+            run_id = uuid.uuid4().hex
+        elif not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+        return turn, cid, run_id
 
     def _need_journal(self, what: str) -> RunJournal:
         if self._journal is None:
@@ -442,45 +507,86 @@ class Agent(SessionMethods):
             version=None if version is None else int(version),
         )
 
-    def _drive(
-        self,
-        run_id: str,
-        cid: str,
-        base: int | None,
-        history: list[Message],
-        turn: CheckedMessages,
-        *,
-        inputs: int,
-    ) -> RunResult:
-        run = _Run(run_id, cid, base, inputs, self._session_of(cid))
+    def _new_run(self, run_id: str, cid: str, base: int | None, inputs: int) -> _Run:
+        return _Run(run_id, cid, base, inputs, self._session_of(cid))
+
+    def _drive(self, run: _Run, history: list[Message], turn: CheckedMessages) -> RunResult:
+        """Run the tool loop, commit the turn, and answer; a failed run drops its journal."""
         try:
             turn = self._loop(run, history, turn)
-            version = None
-            if self.provider is not None:
-                journal = self._journal.finished_by(run_id) if self._journal else None
-                version = self._commit(run, turn, then_clear=journal)
-        except RunInterrupted:
-            raise  # stopped at a step boundary: the journal stays for the resume
+            version = None if self.provider is None else self._commit(run, turn)
         except Exception as exc:
-            # A store found unavailable is not called again: the run stays pending.
-            if (
-                self._journal is not None
-                and not isinstance(exc, StoreUnavailable)
-                and self._journal.journaled(run_id)
-            ):
-                try:
-                    self._journal.discard(run_id)
-                except Exception as journal_exc:  # the run's own error matters more
-                    log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
+            self._failed(run.run_id, exc)
             raise
+        return self._finish(run, turn, version)
+
+    async def _adrive(self, run: _Run, history: list[Message], turn: CheckedMessages) -> RunResult:
+        """`_drive` on an event loop."""
+        try:
+            turn = await self._aloop(run, history, turn)
+            version = None if self.provider is None else await self._acommit(run, turn)
+        except Exception as exc:
+            await asyncio.to_thread(self._failed, run.run_id, exc)
+            raise
+        if run.session is not None:  # its memo is written to the store
+            return await asyncio.to_thread(self._finish, run, turn, version)
+        return self._finish(run, turn, version)
+
+    def _failed(self, run_id: str, exc: Exception) -> None:
+        """A run that raised ``exc`` drops its journal, unless it was stopped at a step
+        boundary (`RunInterrupted`: kept for the resume) or found its store unavailable
+        (not called again: the run stays pending)."""
+        if (
+            self._journal is None
+            or isinstance(exc, RunInterrupted | StoreUnavailable)
+            or not self._journal.journaled(run_id)
+        ):
+            return
+        try:
+            self._journal.discard(run_id)
+        except Exception as journal_exc:  # the run's own error matters more
+            log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
+
+    def _finish(self, run: _Run, turn: CheckedMessages, version: int | None) -> RunResult:
+        """A committed run's result; its session forgets its window and keeps its memo."""
         if run.session is not None:
             run.session.forget_window()
             if run.memos:
                 run.session.set_memo(run.memos[-1])
-        return self._result(run_id, cid, turn, version)
+        return self._result(run.run_id, run.cid, turn, version)
 
-    def _commit(self, run: _Run, turn: CheckedMessages, *, then_clear: str | None) -> int | None:
-        """Commit the turn; a session's keys choose what is recorded of it."""
+    async def _acommit(self, run: _Run, turn: CheckedMessages) -> int | None:
+        """`_commit` from an event loop: a `DefaultProvider` on a store handle sends the
+        turn through the store's awaitable path; any other commit runs in a worker
+        thread, as does a commit refused for a conflict (`commit_turn` tells a turn
+        committed already from a changed conversation)."""
+        provider = self.provider
+        if type(provider) is DefaultProvider and run.session is None:
+            target = provider.store
+            if provider.store_features.handle:
+                batch = provider.to_store(turn)
+                if batch:
+                    request = requests.add(
+                        run.cid,
+                        batch,
+                        idempotency_key=run.run_id,
+                        expected_version=run.base,
+                        max_bytes=target.max_message_bytes,
+                        then_clear=self._finished_journal(run),
+                    )
+                    try:
+                        return int(await target.submit(request))
+                    except ConflictError:
+                        pass
+        return await asyncio.to_thread(self._commit, run, turn)
+
+    def _finished_journal(self, run: _Run) -> str | None:
+        """The journal the turn's commit clears, if the run kept one."""
+        return self._journal.finished_by(run.run_id) if self._journal is not None else None
+
+    def _commit(self, run: _Run, turn: CheckedMessages) -> int | None:
+        """Commit the turn (clearing its journal); a session's keys choose what is
+        recorded of it."""
         assert self.provider is not None
         recorded: Sequence[Message] | None = None
         if run.session is not None:
@@ -497,12 +603,14 @@ class Agent(SessionMethods):
             run_id=run.run_id,
             base_version=run.base,
             options=self._append_options,
-            then_clear=then_clear,
+            then_clear=self._finished_journal(run),
         )
 
-    def _save_step(self, run: _Run, turn: CheckedMessages, added: CheckedMessages) -> None:
+    def _save_step(
+        self, run: _Run, turn: CheckedMessages, added: CheckedMessages, *, from_loop: bool = False
+    ) -> None:
         """Send one tool step to the journal (its call and all its results: one write);
-        `_settle` waits until it is durable."""
+        `_settle` (or `_asettle`, ``from_loop``) waits until it is durable."""
         if self._journal is not None:
             run.writing = self._journal.begin_step(
                 run.run_id,
@@ -512,6 +620,7 @@ class Agent(SessionMethods):
                 turn=turn,
                 added=added,
                 agent=self.agent_type,
+                from_loop=from_loop,
             )
 
     @staticmethod
@@ -537,6 +646,64 @@ class Agent(SessionMethods):
         if self.step_hook is not None:
             self.step_hook(run.run_id)
 
+    @staticmethod
+    async def _asettle(run: _Run) -> None:
+        """`_settle` on an event loop."""
+        writing, run.writing = run.writing, None
+        if writing is not None:
+            await writing.wait_async()
+
+    async def _aboundary(self, run: _Run, *, tool: bool) -> None:
+        """`_boundary` on an event loop (a due lease renewal is written from a worker
+        thread)."""
+        journal = self._journal
+        if tool and journal is not None:
+            await self._asettle(run)
+            if journal.renew_due(run.run_id):
+                await asyncio.to_thread(journal.renew, run.run_id)
+        if self.step_hook is not None:
+            self.step_hook(run.run_id)
+
+    async def _aloop(
+        self, run: _Run, history: list[Message], turn: CheckedMessages
+    ) -> CheckedMessages:
+        """`_loop` on an event loop: drive `_steps` with `_aeffect`."""
+        steps = self._steps(run, history, turn)
+        try:
+            effect = next(steps)
+            while True:
+                effect = steps.send(await self._aeffect(run, effect))
+        except StopIteration as done:
+            turn = done.value
+            await self._asettle(run)
+        except BaseException:
+            steps.close()
+            try:
+                await self._asettle(run)
+            except Exception as exc:  # the run's own error matters more
+                log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
+            raise
+        return turn
+
+    async def _aeffect(self, run: _Run, effect: tuple[Any, ...]) -> Any:
+        """`_effect` on an event loop: what may block runs in a worker thread."""
+        kind = effect[0]
+        if kind == _CHAT:
+            return await self.kernel.achat_checked(
+                effect[1], context=effect[2], step=effect[3], invoke_id=run.run_id
+            )
+        if kind == _TOOL:
+            return await self.kernel.acall_tool(effect[1], context=effect[2])
+        if kind == _WINDOW:
+            if run.session is None and type(self.provider) in _PURE_WINDOWS:
+                return self._window(run, effect[1], effect[2])
+            return await asyncio.to_thread(self._window, run, effect[1], effect[2])
+        if kind == _SAVE:
+            self._save_step(run, effect[1], effect[2], from_loop=True)
+        else:
+            await self._aboundary(run, tool=kind == _TOOL_BOUNDARY)
+        return None
+
     def _shown(self, turn: CheckedMessages) -> Sequence[Message]:
         """The turn as the provider and the kernel's filters see it.
 
@@ -551,12 +718,19 @@ class Agent(SessionMethods):
         return turn
 
     def _loop(self, run: _Run, history: list[Message], turn: CheckedMessages) -> CheckedMessages:
-        """Run `_steps`; however they end, the last tool step's write has been waited
-        for (the turn's commit follows it; a stopped run leaves it for the resume)."""
+        """Drive `_steps` in this thread; however they end, the last tool step's write
+        has been waited for (the turn's commit follows it; a stopped run leaves it for
+        the resume)."""
+        steps = self._steps(run, history, turn)
         try:
-            turn = self._steps(run, history, turn)
+            effect = next(steps)
+            while True:
+                effect = steps.send(self._effect(run, effect))
+        except StopIteration as done:
+            turn = done.value
             self._settle(run)
         except BaseException:
+            steps.close()
             try:
                 self._settle(run)
             except Exception as exc:  # the run's own error matters more
@@ -564,8 +738,43 @@ class Agent(SessionMethods):
             raise
         return turn
 
-    def _steps(self, run: _Run, history: list[Message], turn: CheckedMessages) -> CheckedMessages:
+    def _effect(self, run: _Run, effect: tuple[Any, ...]) -> Any:
+        """Do what the tool loop asks (see `_TOOL` and the kinds beside it), here."""
+        kind = effect[0]
+        if kind == _CHAT:
+            return self.kernel.chat_checked(
+                effect[1], context=effect[2], step=effect[3], invoke_id=run.run_id
+            )
+        if kind == _TOOL:
+            return self.kernel.call_tool(effect[1], context=effect[2])
+        if kind == _WINDOW:
+            return self._window(run, effect[1], effect[2])
+        if kind == _SAVE:
+            self._save_step(run, effect[1], effect[2])
+        else:
+            self._boundary(run, tool=kind == _TOOL_BOUNDARY)
+        return None
+
+    def _window(self, run: _Run, history: list[Message], shown: Sequence[Message]) -> list[Message]:
+        """What an LLM call is sent: the provider's ``prepare`` of history + turn (or the
+        session's window), the turn always kept whole; a session's memo is kept."""
+        sent = [*history, *shown]
+        if run.session is not None:
+            resized = run.session.shape(history, sent)
+            if resized.memo is not None:
+                run.memos.append(resized.memo)
+            return keep_turn(resized.window, shown)
+        if self.provider is not None:
+            return keep_turn(self.provider.prepare(run.cid, sent), shown)
+        return sent
+
+    def _steps(
+        self, run: _Run, history: list[Message], turn: CheckedMessages
+    ) -> Generator[tuple[Any, ...], Any, CheckedMessages]:
         """Continue a turn from wherever it is: the input, a tool call, or its results.
+
+        A generator: it yields what it needs done (`_TOOL`, `_CHAT`, ...) and returns
+        the turn, so one loop serves a thread's run and an event loop's.
 
         Every message joins the turn checked once where it was made (the input in
         `run`, a reply by the kernel, a tool result here), so the turn is committed
@@ -574,10 +783,9 @@ class Agent(SessionMethods):
         journaled only by the commit. With the run's session each call is sent its
         window, and the memos its handlers return are kept on the run.
         """
-        inputs, cid, run_id = run.inputs, run.cid, run.run_id
-        context = Context(conversation_id=cid, metadata={"run_id": run_id})
-        kernel, provider, session = self.kernel, self.provider, run.session
-        max_steps = kernel.max_steps
+        inputs, run_id = run.inputs, run.run_id
+        context = Context(conversation_id=run.cid, metadata={"run_id": run_id})
+        max_steps = self.kernel.max_steps
         asked = -1  # the index of the turn's last assistant message, -1 before the first
         step = 0  # LLM calls made
         for index in range(inputs, len(turn)):
@@ -592,10 +800,10 @@ class Agent(SessionMethods):
                 answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
-                        self._boundary(run, tool=True)
+                        yield (_TOOL_BOUNDARY,)
                         token = current_tool_call.set((run_id, call["id"]))
                         try:
-                            result = kernel.call_tool(call, context=context)
+                            result = yield (_TOOL, call, context)
                         finally:
                             current_tool_call.reset(token)
                         answer = {
@@ -607,24 +815,16 @@ class Agent(SessionMethods):
                         turn = turn.join(piece)
                         unsaved = piece if unsaved is None else unsaved.join(piece)
                 if unsaved is not None:
-                    self._save_step(run, turn, unsaved)
+                    yield (_SAVE, turn, unsaved)
                     unsaved = None
             if step >= max_steps:
                 raise StepLimitExceeded(
                     f"run {run_id} made {max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
-            self._boundary(run, tool=False)
-            shown = self._shown(turn)
-            sent = [*history, *shown]
-            if session is not None:
-                resized = session.shape(history, sent)
-                if resized.memo is not None:
-                    run.memos.append(resized.memo)
-                sent = keep_turn(resized.window, shown)
-            elif provider is not None:
-                sent = keep_turn(provider.prepare(cid, sent), shown)
-            reply = kernel.chat_checked(sent, context=context, step=step, invoke_id=run_id)
+            yield (_CHAT_BOUNDARY,)
+            sent = yield (_WINDOW, history, self._shown(turn))
+            reply = yield (_CHAT, sent, context, step)
             asked = len(turn)
             turn = turn.join(reply)
             unsaved = reply

@@ -28,11 +28,12 @@ owner is this process but which is not running here, is orphaned.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,13 +146,20 @@ class StepWrite:
     """A tool step's journal write on its way to the store (`RunJournal.begin_step`).
 
     Args:
-        settle: Waits for the write and records the run's new journal version.
+        settle: Waits for the write and records the run's new journal version (a
+            thread's write), else None.
+        settle_async: The same, awaited (an event loop's write), else None.
     """
 
-    __slots__ = ("_settle",)
+    __slots__ = ("_settle", "_settle_async")
 
-    def __init__(self, settle: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        settle: Callable[[], None] | None,
+        settle_async: Callable[[], Awaitable[None]] | None,
+    ) -> None:
         self._settle = settle
+        self._settle_async = settle_async
 
     def wait(self) -> None:
         """Wait until the step is durable.
@@ -160,8 +168,19 @@ class StepWrite:
             ConflictError: Another process took the run over (its lease ran out);
                 the run is no longer this journal's to write.
             WriteTimeout, StoreUnavailable: As `StoreHandle.add`.
+            RuntimeError: The write was sent from an event loop: await `wait_async`.
         """
+        if self._settle is None:
+            raise RuntimeError("this step write was sent from an event loop: await wait_async()")
         self._settle()
+
+    async def wait_async(self) -> None:
+        """`wait`, from the event loop that sent the write (``from_loop=True``); a
+        thread's write is waited for in a worker thread."""
+        if self._settle_async is not None:
+            await self._settle_async()
+        else:
+            await asyncio.to_thread(self.wait)
 
 
 class RunJournal:
@@ -207,6 +226,7 @@ class RunJournal:
         turn: CheckedMessages,
         added: CheckedMessages,
         agent: str | None = None,
+        from_loop: bool = False,
     ) -> StepWrite:
         """Send a tool step's record: ONE compare-and-set write of the messages it ``added``.
 
@@ -225,9 +245,64 @@ class RunJournal:
             turn: The turn so far.
             added: The messages this step added (the end of ``turn``).
             agent: The agent type, recorded in the header for recovery.
+            from_loop: Called from a running event loop (`Agent.arun`): the write goes
+                through the store's awaitable path (`StoreHandle.submit`) and is
+                awaited with `StepWrite.wait_async`, never blocking the loop.
         """
         store = self.store
         live = self._live.get(run_id)
+        request, batch = self._step_request(
+            store,
+            run_id,
+            live,
+            cid=cid,
+            base_version=base_version,
+            inputs=inputs,
+            turn=turn,
+            added=added,
+            agent=agent,
+        )
+        if from_loop:
+            sending = asyncio.ensure_future(store.submit(request))
+            sending.add_done_callback(_retrieved)  # a run that stops first never awaits it
+            sent_at = self._clock()
+
+            async def settle_async() -> None:
+                try:
+                    version = await sending
+                except ConflictError as exc:
+                    refused = self._refused
+                    version = await asyncio.to_thread(refused, exc, store, run_id, live, batch)
+                self._written(run_id, version, sent_at)
+
+            return StepWrite(None, settle_async)
+        pending = store.begin(request)
+        sent_at = self._clock()  # the lease runs from here, not from the wait
+
+        def settle() -> None:
+            try:
+                version = pending.result()
+            except ConflictError as exc:
+                version = self._refused(exc, store, run_id, live, batch)
+            self._written(run_id, version, sent_at)
+
+        return StepWrite(settle, None)
+
+    def _step_request(
+        self,
+        store: StoreHandle,
+        run_id: str,
+        live: _Live | None,
+        *,
+        cid: str,
+        base_version: int,
+        inputs: int,
+        turn: CheckedMessages,
+        added: CheckedMessages,
+        agent: str | None,
+    ) -> tuple[requests.Add, CheckedMessages]:
+        """A tool step's write, and the messages it writes: the header and the whole
+        turn for the run's first step, else the messages the step added."""
         if live is None:
             header = {
                 "conversation_id": cid,
@@ -251,27 +326,35 @@ class RunJournal:
             expected_version=expected,
             max_bytes=store.max_message_bytes,
         )
-        pending = store.begin(request)
-        sent_at = self._clock()  # the lease runs from here, not from the wait
+        return request, batch
 
-        def settle() -> None:
-            try:
-                try:
-                    version = pending.result()
-                except ConflictError:
-                    if live is not None:
-                        raise
-                    version = self._reopen(store, run_id, batch)
-            except ConflictError:
-                self._live.pop(run_id, None)
-                raise
-            record = self._live.get(run_id)
-            if record is None:
-                self._live[run_id] = _Live(version, sent_at)
-            else:  # one record per run, kept up to date
-                record.version, record.written_at = version, sent_at
+    def _refused(
+        self,
+        exc: ConflictError,
+        store: StoreHandle,
+        run_id: str,
+        live: _Live | None,
+        batch: CheckedMessages,
+    ) -> int:
+        """A step write refused by its compare-and-set: the first write of a run whose id
+        ran before is written again at the journal's version (`_reopen`); otherwise, or
+        if that fails too, the run is no longer this journal's (`ConflictError`).
+        """
+        try:
+            if live is not None:
+                raise exc
+            return self._reopen(store, run_id, batch)
+        except ConflictError:
+            self._live.pop(run_id, None)
+            raise
 
-        return StepWrite(settle)
+    def _written(self, run_id: str, version: int, sent_at: float) -> None:
+        """Record a step's write: the journal's new version, and when the lease renewed."""
+        record = self._live.get(run_id)
+        if record is None:
+            self._live[run_id] = _Live(version, sent_at)
+        else:  # one record per run, kept up to date
+            record.version, record.written_at = version, sent_at
 
     def _reopen(self, store: StoreHandle, run_id: str, batch: CheckedMessages) -> int:
         """The first write of a run whose id ran before: a retried request, or a run id
@@ -294,6 +377,12 @@ class RunJournal:
             )
         return store.add(journal, batch, expected_version=version)
 
+    def renew_due(self, run_id: str) -> bool:
+        """True when `renew` would write: the run is this journal's and half of its
+        lease has passed."""
+        live = self._live.get(run_id)
+        return live is not None and self._clock() - live.written_at >= self.lease_s / 2
+
     def renew(self, run_id: str) -> bool:
         """Renew the lease of a run this process writes, if half of it has passed.
 
@@ -303,9 +392,9 @@ class RunJournal:
         Raises:
             ConflictError: Another process took the run over.
         """
-        live = self._live.get(run_id)
-        if live is None or self._clock() - live.written_at < self.lease_s / 2:
+        if not self.renew_due(run_id):
             return False
+        live = self._live[run_id]
         try:
             version = self.store.record(
                 journal_id(run_id),
@@ -419,3 +508,9 @@ class RunJournal:
             journal_version=events[-1].version,
             agent=header.get("agent"),
         )
+
+
+def _retrieved(sending: asyncio.Future[Any]) -> None:
+    """Take a step write's outcome, so a write nobody awaited is not reported as lost."""
+    if not sending.cancelled():
+        sending.exception()

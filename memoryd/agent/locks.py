@@ -5,16 +5,23 @@ and holds its conversation's lock (`conversation_lock`: created on demand, dropp
 unused); `run_turn` does both, one after the other. A conversation's lock entry is kept
 under the guard of its stripe, and the active runs need no guard, so runs on different
 conversations do not queue on a lock of the whole process. They are plain
-context-manager objects, not generators, as every run enters and leaves them.
+context-manager objects, not generators, as every run enters and leaves them; an event
+loop's run (`Agent.arun`) enters them with ``async with``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Hashable
 from types import TracebackType
 
 __all__ = ["active_runs", "conversation_lock", "run_active", "run_turn"]
+
+POLL_MIN_S = 0.0002
+"""An event loop's run finding its conversation's lock held tries again after this..."""
+POLL_MAX_S = 0.01
+"""...and after twice as long each time, up to this."""
 
 _STRIPES = 64
 _guards = tuple(threading.Lock() for _ in range(_STRIPES))
@@ -88,7 +95,29 @@ def _leave(key: Hashable) -> None:
             del _locks[key]
 
 
-class run_turn:  # noqa: N801 (used like the function-style context managers beside it)
+class _Exits:
+    """``async with`` leaves as ``with`` does: releasing never waits."""
+
+    __slots__ = ()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        raise NotImplementedError
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.__exit__(kind, error, trace)
+
+
+class run_turn(_Exits):  # noqa: N801 (used like the function-style context managers beside it)
     """Mark run ``run_id`` active and hold the lock of ``key`` for the ``with`` block.
 
     Args:
@@ -122,8 +151,17 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         self._conversation.__exit__(kind, error, trace)
         _release_run(self._run_id, self._token)
 
+    async def __aenter__(self) -> None:
+        """`__enter__` from an event loop: the lock is waited for without blocking it."""
+        token = self._token = _claim_run(self._run_id)
+        try:
+            await self._conversation.__aenter__()
+        except BaseException:
+            _release_run(self._run_id, token)
+            raise
 
-class conversation_lock:  # noqa: N801 (a context manager named like the function it was)
+
+class conversation_lock(_Exits):  # noqa: N801 (a context manager named like the function it was)
     """Hold the process-wide lock of ``key`` (created on demand, dropped when unused).
 
     Args:
@@ -151,6 +189,23 @@ class conversation_lock:  # noqa: N801 (a context manager named like the functio
     ) -> None:
         self._lock.release()
         _leave(self._key)
+
+    async def __aenter__(self) -> None:
+        """`__enter__` from an event loop, never blocking it.
+
+        The lock is shared with threads' runs, so it cannot be awaited: it is tried,
+        and tried again after a pause that doubles up to `POLL_MAX_S` while another
+        run holds it. No worker thread waits on it: a run holding it may need one.
+        """
+        lock = self._lock = _join(self._key)
+        try:
+            pause = POLL_MIN_S
+            while not lock.acquire(blocking=False):
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, POLL_MAX_S)
+        except BaseException:
+            _leave(self._key)
+            raise
 
 
 class run_active:  # noqa: N801 (a context manager named like the function it was)

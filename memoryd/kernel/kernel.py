@@ -17,6 +17,8 @@ in memory only, for that invoke: a one-off leaves nothing in the store.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import uuid
 from collections.abc import Sequence
@@ -81,6 +83,24 @@ def render_result(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _tool_error(call: ToolCall, text: str) -> ToolResult:
+    """The error result the model reads for a tool call that could not run."""
+    log.info("tool_failed", tool=call.name, call_id=call.id, error=text)
+    return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
+
+
+def _tool_raised(call: ToolCall, exc: Exception) -> ToolResult:
+    """The error result for arguments the tool refused, or for what the tool raised."""
+    if isinstance(exc, ToolArgumentError):
+        return _tool_error(call, f"Error: {exc}")
+    return _tool_error(call, f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}")
+
+
+def _awaits_model(llm: Any) -> bool:
+    """True when the model has an ``async def acomplete`` (`Kernel.achat_checked` awaits it)."""
+    return inspect.iscoroutinefunction(getattr(llm, "acomplete", None))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -170,6 +190,7 @@ class Kernel:
         self._chat = chat_chain(layers, self._call_llm)
         self._tool = tool_chain(layers, self._run_tool)
         self._memory = [f for f in self.filters if isinstance(f, MemoryFilter)]
+        self._tool_layers = any(callable(getattr(f, "around_tool", None)) for f in self.filters)
 
     @property
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -184,6 +205,11 @@ class Kernel:
     def _checked_reply(self, request: ChatRequest) -> msgs.CheckedMessages:
         """Call the model; its reply checked once, where it arrives."""
         reply = self.llm.complete(list(request.messages), tools=list(request.tools) or None)
+        return self._check_reply(reply)
+
+    @staticmethod
+    def _check_reply(reply: Any) -> msgs.CheckedMessages:
+        """The model's reply checked once, as a batch of one, or `LLMError`."""
         if not isinstance(reply, dict) or reply.get("role") != "assistant":
             raise LLMError(f"the model returned {reply!r:.80}, not an assistant message dict")
         try:
@@ -194,24 +220,21 @@ class Kernel:
 
     def _run_tool(self, call: ToolCall) -> ToolResult:
         found = self.tools.get(call.name)
-
-        def error(text: str) -> ToolResult:
-            log.info("tool_failed", tool=call.name, call_id=call.id, error=text)
-            return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
-
         if found is None:
             known = sorted(self.tools)
-            return error(f"Error: there is no tool {call.name!r}; the tools are {known}")
+            return _tool_error(
+                call, f"Error: there is no tool {call.name!r}; the tools are {known}"
+            )
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
-            return error(f"Error: the arguments of {call.name!r} are not valid JSON: {exc}")
+            return _tool_error(
+                call, f"Error: the arguments of {call.name!r} are not valid JSON: {exc}"
+            )
         try:
             value = found.invoke(arguments)
-        except ToolArgumentError as exc:
-            return error(f"Error: {exc}")
         except Exception as exc:
-            return error(f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}")
+            return _tool_raised(call, exc)
         return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
 
     # -- single steps (the agent drives its own loop with these) ---------------------------
@@ -307,6 +330,68 @@ class Kernel:
         if not isinstance(call, ToolCall):
             call = ToolCall.from_message(call, context or Context())
         return self._tool(call)
+
+    # -- the same single steps from an event loop (`Agent.arun`) -------------------------
+
+    async def achat_checked(
+        self,
+        messages: Sequence[Message],
+        *,
+        context: Context | None = None,
+        step: int = 0,
+        invoke_id: str = "",
+    ) -> msgs.CheckedMessages:
+        """`chat_checked` from an event loop, never blocking it.
+
+        A model with an ``async def acomplete`` (same arguments as ``complete``) is
+        awaited on the loop when the kernel has no filters of its own (the system
+        prompt is one of the kernel's). Otherwise the whole call, filters included,
+        runs in a worker thread: a filter or a model written for threads may block.
+        """
+        if self.filters or not _awaits_model(self.llm):
+            return await asyncio.to_thread(
+                self.chat_checked, messages, context=context, step=step, invoke_id=invoke_id
+            )
+        request = self._request(messages, context, step, invoke_id)
+        if self._inner:  # the transient layers only rewrite the request (the system prompt)
+            sent: list[ChatRequest] = []
+
+            def terminal(inner: ChatRequest) -> Message:
+                sent.append(inner)
+                return {"role": "assistant", "content": ""}
+
+            chat_chain(self._inner, terminal)(request)
+            request = sent[-1]
+        reply = await self.llm.acomplete(  # type: ignore[attr-defined]
+            list(request.messages), tools=list(request.tools) or None
+        )
+        return self._check_reply(reply)
+
+    async def acall_tool(
+        self, call: Message | ToolCall, *, context: Context | None = None
+    ) -> ToolResult:
+        """`call_tool` from an event loop, never blocking it.
+
+        An ``async def`` tool is awaited on the loop when no filter has an
+        ``around_tool`` layer; any other tool call (a plain function, which may block,
+        or one with filters around it) runs in a worker thread.
+        """
+        if not isinstance(call, ToolCall):
+            call = ToolCall.from_message(call, context or Context())
+        found = self.tools.get(call.name)
+        if self._tool_layers or (found is not None and not found.awaitable):
+            return await asyncio.to_thread(self._tool, call)
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            found = None
+        if found is None:  # the error result, worded as the thread path words it
+            return self._tool(call)
+        try:
+            value = await found.function(**found.validate(arguments))
+        except Exception as exc:
+            return _tool_raised(call, exc)
+        return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
 
     # -- the tool loop --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ Schema derivation and argument checks are pure.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 import types
@@ -185,6 +186,9 @@ class Tool:
             "additionalProperties": False,
         }
         self.function = function
+        self.awaitable: bool = inspect.iscoroutinefunction(function)
+        """True for an ``async def`` function: `Agent.arun` awaits it on its event loop;
+        a thread's run (`invoke`) runs it to completion in an event loop of its own."""
         self.__doc__ = function.__doc__
         self.__wrapped__ = function
 
@@ -246,11 +250,26 @@ class Tool:
         Returns:
             What the function returned.
 
+        An ``async def`` function is run to completion here, in an event loop of its
+        own (`asyncio.run`); called from a thread that runs an event loop already, it is
+        refused (`Agent.arun` awaits it instead).
+
         Raises:
             ToolArgumentError: The arguments do not match the schema (not called).
+            RuntimeError: An ``async def`` tool called from a running event loop's thread.
             Exception: Whatever the function raised.
         """
-        return self.function(**self.validate(arguments))
+        arguments = self.validate(arguments)
+        if not self.awaitable:
+            return self.function(**arguments)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.function(**arguments))
+        raise RuntimeError(
+            f"tool {self.name!r} is async and this thread runs an event loop: "
+            "await it (Agent.arun) instead of running it here"
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function unchanged."""

@@ -133,3 +133,12 @@ class ScriptedModel:
             return copy.deepcopy(response)
         result = response(copy.deepcopy(sent))  # type: ignore[operator]
         return _assistant(result, f"the result of responses[{index}]")
+
+    async def acomplete(
+        self, messages: list[Message], *, tools: list[dict[str, Any]] | None = None
+    ) -> Message:
+        """`complete`, awaited: `Agent.arun` calls the model on its event loop this way.
+
+        A scripted answer is there at once; the call is recorded the same way.
+        """
+        return self.complete(messages, tools=tools)

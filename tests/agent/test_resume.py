@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +12,7 @@ import memoryd
 from memoryd import messages
 from memoryd.agent.journal import journal_id
 from memoryd.llm import ScriptedModel
-from tests.helpers import wait_until
+from tests.helpers import kill9_when
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -177,23 +173,12 @@ def test_run_killed_with_sigkill_in_a_tool_loop_is_resumed(tmp_path: Path) -> No
     """SIGKILL during the second tool call: history unchanged, resume skips the first tool."""
     data, markers = tmp_path / "data", tmp_path / "markers"
     markers.mkdir()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.agent._crash_child", str(data), str(markers)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    kill9_when(
+        "tests.agent._crash_child",
+        str(data),
+        str(markers),
+        ready=(markers / "slow.started").exists,
     )
-    try:
-        wait_until(
-            lambda: (markers / "slow.started").exists() or child.poll() is not None, timeout=30
-        )
-        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        if child.stderr:
-            child.stderr.close()
-    assert child.returncode == -signal.SIGKILL
     assert (markers / "lookup.calls").read_text() == "k1\n"
 
     store = memoryd.LmdbStore.start(data, name="crash-parent")

@@ -51,3 +51,20 @@ def test_the_on_off_row_shows_the_round_with_the_median_ratio() -> None:
     assert measured.spread() == (0.2, 0.45)
     even = bench_agents.OnOff(on=1.0, off=1.0, fsyncs=11.0, rounds=rounds[:4])
     assert even.median_round() == (40.0, 100.0)  # .2 .2 .4 .45: the upper middle one
+
+
+def test_the_event_loop_row_runs_its_runs_as_coroutines_of_one_loop() -> None:
+    """Runs of `Agent.arun` with the journal on pay k + 1 fsyncs each, one at a time, with
+    the model's ``acomplete`` and the async tool awaited on the loop's own thread."""
+    measured = bench_agents.journal_on_off(1, RUNS, 1, steps=bench_agents.loop_steps)
+    assert measured.on > 0 and measured.off > 0
+    total = round(measured.fsyncs * RUNS)
+    assert total == RUNS * (bench_agents.STEPS + 1)  # no instance, no lease: k + 1 exactly
+    assert bench_agents.astep.awaitable
+
+
+def test_eight_runs_on_one_loop_share_their_fsyncs() -> None:
+    """Eight coroutines' journal writes are grouped: far fewer than 11 fsyncs a run."""
+    rate, fsyncs = bench_agents.loop_steps(8, 2, journal=True)
+    assert rate > 0
+    assert fsyncs < bench_agents.STEPS + 1
