@@ -90,11 +90,19 @@ class Calls:
         request_id: str | None,
         timeout: float | None,
     ) -> RunResult:
-        """`AgentSystem.acall`: through the instance's actor, never blocking the loop."""
+        """`AgentSystem.acall`: the run on the caller's loop when the instance is live and
+        idle (`Agent.arun`), else through the instance's actor; never blocking the loop."""
         deadline = self.deadline(timeout)
         slot = self._mailboxes.address(agent_type, key)
-        slot, call, placed = self._mailboxes.submit(slot, input, request_id, deadline)
-        if placed is Placed.DOWN:
+        if slot.state is State.DOWN and slot.idle:  # so the first call runs here too
+            await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
+        slot, call, placed = self._mailboxes.submit(slot, input, request_id, deadline, inline=True)
+        if placed is Placed.INLINE:
+            actor = slot.actor
+            assert actor is not None
+            if await actor.arun_inline(call):
+                return call.future.result()
+        elif placed is Placed.DOWN:
             try:
                 await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
             except BaseException:

@@ -18,7 +18,8 @@ its next step boundary as it would in the actor's thread), and calls arriving me
 queue up and are drained by the actor once the caller gives the inbox back. Such a run
 honours its caller's deadline at step boundaries: past it, the run is left to the
 actor, which resumes it from its journal, and the caller gets `CallTimeout` (an agent
-without a journal finishes the run in its caller's thread).
+without a journal finishes the run in its caller's thread). An async caller runs such a
+call as a coroutine of its event loop the same way (`Instance.arun_inline`).
 
 An incarnation costs a thread only when it has a message to handle itself: its ``init``
 runs in the thread that activates it (the activating caller's, or its supervisor's on a
@@ -29,12 +30,14 @@ thread stops it in the passivating thread (``supervisors.SupervisedActor.lazy_th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import enum
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -321,47 +324,144 @@ class Instance(SupervisedActor):
                 the call is answered with it and not run again (a run it had journaled
                 stays pending, for recovery).
         """
-        slot = self._slot
         self._inline_deadline = call.deadline
         finished = False
         try:
-            self._run(call)
+            self._answer(call, self._execute)
             finished = True
         except RunInterrupted:
             pass
         except BaseException as exc:
-            finished = True
-            if not call.future.done():
-                call.future.set_exception(exc)
+            finished = self._stopped_by(call, exc)
             raise
         finally:
-            self._inline_deadline = None
-            with slot.mutex:
-                slot.inline = False
-                if finished:
-                    slot.current = None
-                else:
-                    nudge(slot)  # behind a kill or a shutdown, if one came, in the inbox
-            self.actor_inbox.give_back()
+            self._give_back(finished=finished)
+        return finished
+
+    async def arun_inline(self, call: Call) -> bool:
+        """`run_inline` on the caller's event loop: the run is a coroutine of the loop
+        (`Agent.arun`), and what may block before it (taking the instance's lease,
+        looking a request id up, resuming a run) runs in a worker thread.
+
+        Returns:
+            As `run_inline`.
+
+        Raises:
+            BaseException: What stopped the caller's task (``CancelledError``): the call
+                is answered with it and not run again (a run it had journaled stays
+                pending: the same request id resumes it).
+        """
+        self._inline_deadline = call.deadline
+        finished = False
+        try:
+            with self._as_instance(call):
+                try:
+                    outcome: RunResult | Exception = await self._aexecute(call)
+                except RunInterrupted:
+                    raise
+                except Exception as exc:
+                    outcome = exc
+            self._settle_call(call, outcome)
+            finished = True
+        except RunInterrupted:
+            pass
+        except BaseException as exc:
+            finished = self._stopped_by(call, exc)
+            raise
+        finally:
+            self._give_back(finished=finished)
+        return finished
+
+    @staticmethod
+    def _stopped_by(call: Call, exc: BaseException) -> bool:
+        """Answer a call run in its caller's thread or task with what stopped it."""
+        if not call.future.done():
+            call.future.set_exception(exc)
+        return True
+
+    def _give_back(self, *, finished: bool) -> None:
+        """The end of a call run by its caller: the inbox goes back to the actor, which
+        drains what queued meanwhile, or resumes the call when it was left to it."""
+        slot = self._slot
+        self._inline_deadline = None
+        with slot.mutex:
+            slot.inline = False
+            if finished:
+                slot.current = None
+            else:
+                nudge(slot)  # behind a kill or a shutdown, if one came, in the inbox
+        self.actor_inbox.give_back()
         if finished:
             self._host.finished(slot)
-        return finished
 
     def _run(self, call: Call) -> None:
         """Run one call and resolve its future (`RunInterrupted` goes through)."""
+        self._answer(call, self._execute)
+
+    def _answer(self, call: Call, execute: Callable[[Call], RunResult]) -> None:
+        """Run ``execute(call)`` as the instance and resolve the call's future with its
+        result or error (`RunInterrupted` goes through: the call stays in flight)."""
+        with self._as_instance(call):
+            try:
+                outcome: RunResult | Exception = execute(call)
+            except RunInterrupted:
+                raise
+            except Exception as exc:
+                outcome = exc
+        self._settle_call(call, outcome)
+
+    @contextlib.contextmanager
+    def _as_instance(self, call: Call) -> Iterator[None]:
+        """The run of ``call`` waits on this instance: a call back to it is a cycle."""
         token = call_chain.set((*call.chain, self._slot.name))
         try:
-            result = self._execute(call)
-        except RunInterrupted:
-            raise
-        except Exception as exc:
-            call.future.set_exception(exc)
-        else:
-            call.future.set_result(result)
+            yield
         finally:
             call_chain.reset(token)
 
+    @staticmethod
+    def _settle_call(call: Call, outcome: RunResult | Exception) -> None:
+        """Resolve the call's future with its run's result or error."""
+        if isinstance(outcome, Exception):
+            call.future.set_exception(outcome)
+        else:
+            call.future.set_result(outcome)
+
     def _execute(self, call: Call) -> RunResult:
+        done = self._prepare(call)
+        if done is not None:
+            return done
+        agent, slot = self._agent, self._slot
+        assert agent is not None
+        call.started = True
+        return self._kept(call, agent.run(call.input, conversation_id=slot.cid, run_id=call.run_id))
+
+    async def _aexecute(self, call: Call) -> RunResult:
+        """`_execute` on an event loop."""
+        if self._prepares(call):
+            done = await asyncio.to_thread(self._prepare, call)
+            if done is not None:
+                return done
+        agent, slot = self._agent, self._slot
+        assert agent is not None
+        call.started = True
+        result = await agent.arun(call.input, conversation_id=slot.cid, run_id=call.run_id)
+        return self._kept(call, result)
+
+    def _prepares(self, call: Call) -> bool:
+        """True when `_prepare` has something to do (else a fresh run follows at once)."""
+        lease = self._slot.lease
+        return (
+            call.resume
+            or call.started
+            or call.request_id is not None
+            or ((lease is None or not lease.held) and store_of(self._agent.provider) is not None)  # type: ignore[union-attr]
+        )
+
+    def _prepare(self, call: Call) -> RunResult | None:
+        """What comes before a fresh run: the instance's lease, and a call's earlier
+        outcome. Returns the call's result when no fresh run is needed (a resume, a
+        request id answered before, a run recorded by an earlier attempt)."""
         agent, slot = self._agent, self._slot
         assert agent is not None
         store = store_of(agent.provider)
@@ -387,8 +487,7 @@ class Instance(SupervisedActor):
             else:
                 self._host.count("resumed")
                 return self._kept(call, result)
-        call.started = True
-        return self._kept(call, agent.run(call.input, conversation_id=slot.cid, run_id=call.run_id))
+        return None
 
     def _kept(self, call: Call, result: RunResult) -> RunResult:
         if call.request_id is not None:

@@ -294,9 +294,16 @@ class AgentSystem:
         request_id: str | None = None,
         timeout: float | None = None,
     ) -> RunResult:
-        """`call` for asyncio: never blocks the event loop (the run goes to the
-        instance's thread, an activation to a worker thread; the result arrives through
-        a future).
+        """`call` for asyncio, never blocking the event loop.
+
+        A call to a live instance with nothing queued or running runs its turn as a
+        coroutine of the caller's loop (`Agent.arun`: what may block runs in worker
+        threads); a kill, a shutdown or the deadline stop it at a step boundary as they
+        stop a call run in its caller's thread, and the instance's thread resumes it.
+        Other calls go to the instance's thread, and the result arrives through a
+        future; an activation runs in a worker thread. A cancelled call stops its run
+        there: one that recorded tool steps stays pending, and the same ``request_id``
+        finishes it.
 
         Args and Raises: as `call`.
 

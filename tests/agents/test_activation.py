@@ -106,11 +106,16 @@ def test_an_idle_instance_that_never_started_a_thread_is_killed_and_restarted(
     wait_until(lambda: instance_threads(system) == [])  # the killed one's thread ended
 
 
-def test_an_async_call_goes_through_the_instances_own_thread(
+def test_an_async_call_runs_its_turn_on_the_callers_loop_without_an_instance_thread(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
-    """acall never runs a turn on the event loop: the instance starts its thread for it."""
+    """acall to an idle instance runs its turn as a coroutine of the caller's loop (the
+    model's ``acomplete`` awaited there); the instance never starts a thread."""
     system = start(systems, {"e": factory(store, echo_model)}, store=store)
-    result = asyncio.run(system.acall("e", "k", "hi"))
-    assert result.text == "echo: hi"
-    assert instance_threads(system) == [f"Instance-{system.name}/e/k"]
+
+    async def calls() -> list[str]:
+        return [(await system.acall("e", "k", text)).text for text in ("hi", "again")]
+
+    assert asyncio.run(calls()) == ["echo: hi", "echo: again"]
+    assert instance_threads(system) == []
+    assert system.stats()["activations"] == 1
