@@ -204,29 +204,31 @@ def memoryd_steps(
 def loop_steps(
     workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
 ) -> tuple[float, float]:
-    """`memoryd_steps` with ``workers`` runs at a time as coroutines on one event loop
-    (`Agent.arun`: the model's ``acomplete`` and the tool are awaited)."""
+    """`memoryd_steps` with the ``workers`` callers as coroutines of one event loop
+    (`AgentSystem.acall`: each turn runs on the loop, the model's ``acomplete`` and the
+    tool awaited there)."""
     data = tempfile.mkdtemp(prefix="bench-agents-")
     try:
         store = memoryd.LmdbStore.start(data, name="bench-loop-steps")
-        agents = [
-            memoryd.Agent(
+
+        def make(key: str) -> memoryd.Agent:
+            return memoryd.Agent(
                 llm=stepping(STEPS, tool="astep", latency_s=latency_s),
                 memory=memory(store),
                 tools=[astep],
                 journal=None if journal else False,
                 max_steps=STEPS + 1,
             )
-            for _ in range(workers)
-        ]
+
+        system = AgentSystem.start({"w": make}, store=store, name="bench-loop-system")
 
         async def scenario() -> tuple[float, int]:
-            await agents[0].arun("warm up", "w/warm")
+            await system.acall("w", "warm", "warm up")
             before = int(store.stats()["fsyncs"])
 
             async def work(w: int) -> None:
                 for n in range(runs):
-                    await agents[w].arun(f"run {n}", f"w/k{w}")
+                    await system.acall("w", f"k{w}", f"run {n}")
 
             start = time.perf_counter()
             await asyncio.gather(*(work(w) for w in range(workers)))
@@ -234,6 +236,7 @@ def loop_steps(
 
         elapsed, before = asyncio.run(scenario())
         fsyncs = (int(store.stats()["fsyncs"]) - before) / (workers * runs)
+        system.stop()
         memoryd.shutdown()
         return workers * runs / elapsed, fsyncs
     finally:

@@ -54,12 +54,11 @@ def test_the_on_off_row_shows_the_round_with_the_median_ratio() -> None:
 
 
 def test_the_event_loop_row_runs_its_runs_as_coroutines_of_one_loop() -> None:
-    """Runs of `Agent.arun` with the journal on pay k + 1 fsyncs each, one at a time, with
-    the model's ``acomplete`` and the async tool awaited on the loop's own thread."""
+    """Runs of `AgentSystem.acall` with the journal on pay k + 1 fsyncs each, one at a
+    time, with the model's ``acomplete`` and the async tool awaited on the loop."""
     measured = bench_agents.journal_on_off(1, RUNS, 1, steps=bench_agents.loop_steps)
     assert measured.on > 0 and measured.off > 0
-    total = round(measured.fsyncs * RUNS)
-    assert total == RUNS * (bench_agents.STEPS + 1)  # no instance, no lease: k + 1 exactly
+    assert_k_plus_one(measured.fsyncs)
     assert bench_agents.astep.awaitable
 
 
