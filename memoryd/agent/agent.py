@@ -96,19 +96,16 @@ current_tool_call: contextvars.ContextVar[tuple[str, str] | None] = contextvars.
 
 # What the tool loop (`Agent._steps`, a generator) asks of the run driving it, a tuple
 # whose first item is one of these; `Agent.run` does it in its thread, `Agent.arun` on its
-# event loop (user code that may block in a worker thread). The loop gets back:
-_TOOL_BOUNDARY = 0
-"""``(kind,)``: None, once the last step's write is durable and the lease renewed."""
-_TOOL = 1
-"""``(kind, call, context)``: the tool call's `ToolResult`."""
-_SAVE = 2
+# event loop (user code that may block in a worker thread), a tool call or an LLM call
+# after its step boundary (`Agent._boundary`). The loop gets back:
+_TOOL = 0
+"""``(kind, call, context)``: the tool call's `ToolResult`, called with
+`current_tool_call` set, after the last step's write is durable and the lease renewed."""
+_SAVE = 1
 """``(kind, turn, added)``: None; the step's journal write is sent."""
-_CHAT_BOUNDARY = 3
-"""``(kind,)``: None, after the step hook."""
-_WINDOW = 4
-"""``(kind, history, shown)``: what the next LLM call is sent."""
-_CHAT = 5
-"""``(kind, sent, context, step)``: the model's reply, checked."""
+_CHAT = 2
+"""``(kind, history, shown, context, step)``: the model's reply, checked, to the window
+of the history and the turn as shown (`Agent._window`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -345,7 +342,9 @@ class Agent(SessionMethods):
         turn, cid, run_id = self._start(input, conversation_id, run_id)
         with run_turn(run_id, self._lock_key(cid)):
             base, history = self._load(cid)
-            return self._drive(self._new_run(run_id, cid, base, len(turn)), history, turn)
+            return self._drive(
+                _Run(run_id, cid, base, len(turn), self._session_of(cid)), history, turn
+            )
 
     async def arun(
         self, input: Any, conversation_id: str | None = None, *, run_id: str | None = None
@@ -378,7 +377,7 @@ class Agent(SessionMethods):
         turn, cid, run_id = self._start(input, conversation_id, run_id)
         async with run_turn(run_id, self._lock_key(cid)):
             base, history = await asyncio.to_thread(self._load, cid)
-            run = self._new_run(run_id, cid, base, len(turn))
+            run = _Run(run_id, cid, base, len(turn), self._session_of(cid))
             return await self._adrive(run, history, turn)
 
     def pending_runs(self, conversation_id: str | None = None) -> list[PendingRun]:
@@ -453,7 +452,7 @@ class Agent(SessionMethods):
                 base, history = self._load(cid)
                 log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
                 turn = msgs.check(record.messages, max_bytes=None)  # read back from the store
-                run = self._new_run(run_id, cid, base, record.inputs)
+                run = _Run(run_id, cid, base, record.inputs, self._session_of(cid))
                 return self._drive(run, history, turn)
 
     # -- internals -------------------------------------------------------------------------
@@ -506,9 +505,6 @@ class Agent(SessionMethods):
             run_id=run_id,
             version=None if version is None else int(version),
         )
-
-    def _new_run(self, run_id: str, cid: str, base: int | None, inputs: int) -> _Run:
-        return _Run(run_id, cid, base, inputs, self._session_of(cid))
 
     def _drive(self, run: _Run, history: list[Message], turn: CheckedMessages) -> RunResult:
         """Run the tool loop, commit the turn, and answer; a failed run drops its journal."""
@@ -686,22 +682,25 @@ class Agent(SessionMethods):
         return turn
 
     async def _aeffect(self, run: _Run, effect: tuple[Any, ...]) -> Any:
-        """`_effect` on an event loop: what may block runs in a worker thread."""
+        """`_loop`'s steps on an event loop: what may block runs in a worker thread."""
         kind = effect[0]
         if kind == _CHAT:
+            await self._aboundary(run, tool=False)
+            if run.session is None and type(self.provider) in _PURE_WINDOWS:
+                sent = self._window(run, effect[1], effect[2])
+            else:
+                sent = await asyncio.to_thread(self._window, run, effect[1], effect[2])
             return await self.kernel.achat_checked(
-                effect[1], context=effect[2], step=effect[3], invoke_id=run.run_id
+                sent, context=effect[3], step=effect[4], invoke_id=run.run_id
             )
         if kind == _TOOL:
-            return await self.kernel.acall_tool(effect[1], context=effect[2])
-        if kind == _WINDOW:
-            if run.session is None and type(self.provider) in _PURE_WINDOWS:
-                return self._window(run, effect[1], effect[2])
-            return await asyncio.to_thread(self._window, run, effect[1], effect[2])
-        if kind == _SAVE:
-            self._save_step(run, effect[1], effect[2], from_loop=True)
-        else:
-            await self._aboundary(run, tool=kind == _TOOL_BOUNDARY)
+            await self._aboundary(run, tool=True)
+            token = current_tool_call.set((run.run_id, effect[1]["id"]))
+            try:
+                return await self.kernel.acall_tool(effect[1], context=effect[2])
+            finally:
+                current_tool_call.reset(token)
+        self._save_step(run, effect[1], effect[2], from_loop=True)
         return None
 
     def _shown(self, turn: CheckedMessages) -> Sequence[Message]:
@@ -722,10 +721,29 @@ class Agent(SessionMethods):
         has been waited for (the turn's commit follows it; a stopped run leaves it for
         the resume)."""
         steps = self._steps(run, history, turn)
+        kernel = self.kernel
         try:
             effect = next(steps)
-            while True:
-                effect = steps.send(self._effect(run, effect))
+            while True:  # what the loop asks, done here (see `_TOOL` and the kinds beside it)
+                kind = effect[0]
+                if kind == _CHAT:
+                    self._boundary(run, tool=False)
+                    sent = self._window(run, effect[1], effect[2])
+                    reply = kernel.chat_checked(
+                        sent, context=effect[3], step=effect[4], invoke_id=run.run_id
+                    )
+                    effect = steps.send(reply)
+                elif kind == _TOOL:
+                    self._boundary(run, tool=True)
+                    token = current_tool_call.set((run.run_id, effect[1]["id"]))
+                    try:
+                        result = kernel.call_tool(effect[1], context=effect[2])
+                    finally:
+                        current_tool_call.reset(token)
+                    effect = steps.send(result)
+                else:
+                    self._save_step(run, effect[1], effect[2])
+                    effect = steps.send(None)
         except StopIteration as done:
             turn = done.value
             self._settle(run)
@@ -737,23 +755,6 @@ class Agent(SessionMethods):
                 log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
             raise
         return turn
-
-    def _effect(self, run: _Run, effect: tuple[Any, ...]) -> Any:
-        """Do what the tool loop asks (see `_TOOL` and the kinds beside it), here."""
-        kind = effect[0]
-        if kind == _CHAT:
-            return self.kernel.chat_checked(
-                effect[1], context=effect[2], step=effect[3], invoke_id=run.run_id
-            )
-        if kind == _TOOL:
-            return self.kernel.call_tool(effect[1], context=effect[2])
-        if kind == _WINDOW:
-            return self._window(run, effect[1], effect[2])
-        if kind == _SAVE:
-            self._save_step(run, effect[1], effect[2])
-        else:
-            self._boundary(run, tool=kind == _TOOL_BOUNDARY)
-        return None
 
     def _window(self, run: _Run, history: list[Message], shown: Sequence[Message]) -> list[Message]:
         """What an LLM call is sent: the provider's ``prepare`` of history + turn (or the
@@ -800,12 +801,7 @@ class Agent(SessionMethods):
                 answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
                 for call in calls:
                     if call["id"] not in answered:
-                        yield (_TOOL_BOUNDARY,)
-                        token = current_tool_call.set((run_id, call["id"]))
-                        try:
-                            result = yield (_TOOL, call, context)
-                        finally:
-                            current_tool_call.reset(token)
+                        result = yield (_TOOL, call, context)
                         answer = {
                             "role": "tool",
                             "tool_call_id": result.call_id,
@@ -822,9 +818,7 @@ class Agent(SessionMethods):
                     f"run {run_id} made {max_steps} LLM calls and the model still asks "
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
-            yield (_CHAT_BOUNDARY,)
-            sent = yield (_WINDOW, history, self._shown(turn))
-            reply = yield (_CHAT, sent, context, step)
+            reply = yield (_CHAT, history, self._shown(turn), context, step)
             asked = len(turn)
             turn = turn.join(reply)
             unsaved = reply

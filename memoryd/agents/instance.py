@@ -31,13 +31,12 @@ thread stops it in the passivating thread (``supervisors.SupervisedActor.lazy_th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import enum
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -327,7 +326,7 @@ class Instance(SupervisedActor):
         self._inline_deadline = call.deadline
         finished = False
         try:
-            self._answer(call, self._execute)
+            self._run(call)
             finished = True
         except RunInterrupted:
             pass
@@ -354,14 +353,17 @@ class Instance(SupervisedActor):
         self._inline_deadline = call.deadline
         finished = False
         try:
-            with self._as_instance(call):
-                try:
-                    outcome: RunResult | Exception = await self._aexecute(call)
-                except RunInterrupted:
-                    raise
-                except Exception as exc:
-                    outcome = exc
-            self._settle_call(call, outcome)
+            token = call_chain.set((*call.chain, self._slot.name))
+            try:
+                result = await self._aexecute(call)
+            except RunInterrupted:
+                raise
+            except Exception as exc:
+                call.future.set_exception(exc)
+            else:
+                call.future.set_result(result)
+            finally:
+                call_chain.reset(token)
             finished = True
         except RunInterrupted:
             pass
@@ -396,41 +398,23 @@ class Instance(SupervisedActor):
 
     def _run(self, call: Call) -> None:
         """Run one call and resolve its future (`RunInterrupted` goes through)."""
-        self._answer(call, self._execute)
-
-    def _answer(self, call: Call, execute: Callable[[Call], RunResult]) -> None:
-        """Run ``execute(call)`` as the instance and resolve the call's future with its
-        result or error (`RunInterrupted` goes through: the call stays in flight)."""
-        with self._as_instance(call):
-            try:
-                outcome: RunResult | Exception = execute(call)
-            except RunInterrupted:
-                raise
-            except Exception as exc:
-                outcome = exc
-        self._settle_call(call, outcome)
-
-    @contextlib.contextmanager
-    def _as_instance(self, call: Call) -> Iterator[None]:
-        """The run of ``call`` waits on this instance: a call back to it is a cycle."""
         token = call_chain.set((*call.chain, self._slot.name))
         try:
-            yield
+            result = self._execute(call)
+        except RunInterrupted:
+            raise
+        except Exception as exc:
+            call.future.set_exception(exc)
+        else:
+            call.future.set_result(result)
         finally:
             call_chain.reset(token)
 
-    @staticmethod
-    def _settle_call(call: Call, outcome: RunResult | Exception) -> None:
-        """Resolve the call's future with its run's result or error."""
-        if isinstance(outcome, Exception):
-            call.future.set_exception(outcome)
-        else:
-            call.future.set_result(outcome)
-
     def _execute(self, call: Call) -> RunResult:
-        done = self._prepare(call)
-        if done is not None:
-            return done
+        if self._prepares(call):
+            done = self._prepare(call)
+            if done is not None:
+                return done
         agent, slot = self._agent, self._slot
         assert agent is not None
         call.started = True

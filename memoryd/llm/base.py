@@ -9,7 +9,12 @@ __all__ = ["ChatModel"]
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A chat-completions model (OpenAI Chat Completions message format)."""
+    """A chat-completions model (OpenAI Chat Completions message format).
+
+    A model may also have ``async def acomplete(messages, *, tools=None)``, answering
+    the same way: `memoryd.Agent.arun` awaits it on its event loop, and calls
+    ``complete`` in a worker thread otherwise.
+    """
 
     def complete(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
