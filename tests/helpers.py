@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -9,11 +10,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import memoryd
 from memoryd.testing._threads import Worker
 
-__all__ = ["Worker", "kill9_when", "wait_until"]
+__all__ = ["Overlap", "Worker", "kill9_when", "wait_until"]
 
 T = TypeVar("T")
 
@@ -72,3 +74,28 @@ def kill9_when(module: str, *args: str, ready: Callable[[], object], timeout: fl
         if child.stderr:
             child.stderr.close()
     assert child.returncode == -signal.SIGKILL
+
+
+class Overlap:
+    """An ``async def`` tool ``work(key)`` that takes a moment and counts how many of its
+    calls were ever under way at once (`most`)."""
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self.most = 0
+
+        @memoryd.tool
+        async def work(key: str = "", n: int = 0) -> str:
+            """Work a while.
+
+            Args:
+                key: A key.
+                n: A step.
+            """
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+            await asyncio.sleep(0.01)
+            self.inside -= 1
+            return f"worked {key or n}"
+
+        self.tool: Any = work

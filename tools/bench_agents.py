@@ -166,81 +166,74 @@ def memory(store: memoryd.StoreHandle) -> Any:
 
 
 def memoryd_steps(
-    workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
+    workers: int,
+    runs: int,
+    *,
+    journal: bool,
+    latency_s: float = 0.0,
+    on_loop: bool = False,
 ) -> tuple[float, float]:
     """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run; the model
-    answers in ``latency_s``."""
+    answers in ``latency_s``. The ``workers`` callers are threads calling
+    `AgentSystem.call`, or with ``on_loop`` coroutines of one event loop calling
+    `AgentSystem.acall` (each turn runs on the loop, the model's ``acomplete`` and the
+    tool awaited there)."""
     data = tempfile.mkdtemp(prefix="bench-agents-")
     try:
         store = memoryd.LmdbStore.start(data, name="bench-steps")
-        agent_journal = None if journal else False
+        tool = astep if on_loop else step
 
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
-                llm=stepping(STEPS, latency_s=latency_s),
+                llm=stepping(STEPS, tool=tool.name, latency_s=latency_s),
                 memory=memory(store),
-                tools=[step],
-                journal=agent_journal,
+                tools=[tool],
+                journal=None if journal else False,
                 max_steps=STEPS + 1,
             )
 
         system = AgentSystem.start({"w": make}, store=store, name="bench-steps-system")
-        system.call("w", "warm", "warm up")
-        before = int(store.stats()["fsyncs"])
+        if on_loop:
+            elapsed, before = asyncio.run(on_one_loop(system, store, workers, runs))
+        else:
+            system.call("w", "warm", "warm up")
+            before = int(store.stats()["fsyncs"])
 
-        def work(w: int) -> None:
-            for n in range(runs):
-                system.call("w", f"k{w}", f"run {n}")
+            def work(w: int) -> None:
+                for n in range(runs):
+                    system.call("w", f"k{w}", f"run {n}")
 
-        elapsed = in_threads(workers, work)
+            elapsed = in_threads(workers, work)
         fsyncs = (int(store.stats()["fsyncs"]) - before) / (workers * runs)
         system.stop()
         memoryd.shutdown()
         return workers * runs / elapsed, fsyncs
     finally:
         shutdown_and_remove(data)
+
+
+async def on_one_loop(
+    system: AgentSystem, store: memoryd.StoreHandle, workers: int, runs: int
+) -> tuple[float, int]:
+    """``workers`` coroutines each making ``runs`` calls in turn, after a warm-up: the
+    time they took, and the store's fsyncs before them."""
+    await system.acall("w", "warm", "warm up")
+    before = int(store.stats()["fsyncs"])
+
+    async def work(w: int) -> None:
+        for n in range(runs):
+            await system.acall("w", f"k{w}", f"run {n}")
+
+    start = time.perf_counter()
+    await asyncio.gather(*(work(w) for w in range(workers)))
+    return time.perf_counter() - start, before
 
 
 def loop_steps(
     workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
 ) -> tuple[float, float]:
-    """`memoryd_steps` with the ``workers`` callers as coroutines of one event loop
-    (`AgentSystem.acall`: each turn runs on the loop, the model's ``acomplete`` and the
-    tool awaited there)."""
-    data = tempfile.mkdtemp(prefix="bench-agents-")
-    try:
-        store = memoryd.LmdbStore.start(data, name="bench-loop-steps")
-
-        def make(key: str) -> memoryd.Agent:
-            return memoryd.Agent(
-                llm=stepping(STEPS, tool="astep", latency_s=latency_s),
-                memory=memory(store),
-                tools=[astep],
-                journal=None if journal else False,
-                max_steps=STEPS + 1,
-            )
-
-        system = AgentSystem.start({"w": make}, store=store, name="bench-loop-system")
-
-        async def scenario() -> tuple[float, int]:
-            await system.acall("w", "warm", "warm up")
-            before = int(store.stats()["fsyncs"])
-
-            async def work(w: int) -> None:
-                for n in range(runs):
-                    await system.acall("w", f"k{w}", f"run {n}")
-
-            start = time.perf_counter()
-            await asyncio.gather(*(work(w) for w in range(workers)))
-            return time.perf_counter() - start, before
-
-        elapsed, before = asyncio.run(scenario())
-        fsyncs = (int(store.stats()["fsyncs"]) - before) / (workers * runs)
-        system.stop()
-        memoryd.shutdown()
-        return workers * runs / elapsed, fsyncs
-    finally:
-        shutdown_and_remove(data)
+    """`memoryd_steps` with its callers on one event loop."""
+    return memoryd_steps(workers, runs, journal=journal, latency_s=latency_s, on_loop=True)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from memoryd import messages
 from memoryd.errors import InvalidConversationId, InvalidMessage, LLMError
 from memoryd.llm import ScriptedModel
 from tests.agent import _arun_crash_child as crash_child
-from tests.helpers import kill9_when
+from tests.helpers import Overlap, kill9_when
 from tests.server.daemon import Daemon
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -319,25 +319,11 @@ def test_runs_on_one_conversation_take_turns(lmdb: memoryd.StoreHandle) -> None:
     """Four runs on one conversation, started at once on one loop: one runs at a time,
     each commits on the one before (no conflict), and a run cancelled while it waits
     for its turn leaves the conversation to the others."""
-    inside = [0]
-    most = [0]
-
-    @memoryd.tool
-    async def work(key: str) -> str:
-        """Work a while.
-
-        Args:
-            key: The key.
-        """
-        inside[0] += 1
-        most[0] = max(most[0], inside[0])
-        await asyncio.sleep(0.01)
-        inside[0] -= 1
-        return key
+    overlap = Overlap()
 
     def agent(n: int) -> memoryd.Agent:
         script = steps_then(f"done {n}", str(n), tool="work")
-        return memoryd.Agent(llm=ScriptedModel(script), memory=lmdb, tools=[work])
+        return memoryd.Agent(llm=ScriptedModel(script), memory=lmdb, tools=[overlap.tool])
 
     async def main() -> list[memoryd.RunResult]:
         runs = [asyncio.ensure_future(agent(n).arun(f"go {n}", "shared")) for n in range(5)]
@@ -349,7 +335,7 @@ def test_runs_on_one_conversation_take_turns(lmdb: memoryd.StoreHandle) -> None:
         return done
 
     results = asyncio.run(main())
-    assert most[0] == 1
+    assert overlap.most == 1
     assert sorted(r.version for r in results) == [1, 2, 3, 4]
     assert len(lmdb.get("shared")) == 4 * 4
     late = memoryd.Agent(llm=ScriptedModel(["last"]), memory=lmdb)

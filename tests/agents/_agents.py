@@ -163,3 +163,13 @@ def kill_during_step(gate: Gate, name: str) -> None:
     assert supervisors.kill(name)
     wait_until(lambda: ref.actor_inbox.qsize() > 0)  # type: ignore[attr-defined]
     gate.release.set()
+
+
+def assert_resumed_once(system: AgentSystem, store: memoryd.StoreHandle, log: list[Any]) -> None:
+    """Instance ``w/k``'s 3-step run, killed at a step and resumed by its next
+    incarnation: each tool ran once (``log`` holds (step, thread) pairs), one restart
+    and one resume, and the turn committed as one event."""
+    assert [step for step, _ in log] == ["0", "1", "2"]
+    assert (system.stats()["restarts"], system.stats()["resumed"]) == (1, 1)
+    (event,) = store.events("w/k")
+    assert len(event.messages) == 8  # input, 3 x (call, result), answer

@@ -17,13 +17,14 @@ from memoryd import CallTimeout
 from memoryd.agents import AgentSystem
 from tests.agents._agents import (
     Gate,
+    assert_resumed_once,
     factory,
     kill_during_step,
     note_tool,
     start,
     stepping_model,
 )
-from tests.helpers import Worker, wait_until
+from tests.helpers import Overlap, Worker, wait_until
 
 
 def where(
@@ -101,11 +102,8 @@ def test_a_kill_during_an_async_calls_run_resumes_it_in_the_next_incarnation(
     caller = acall_in_thread(system, "w", "k", "job")
     kill_during_step(gate, f"{system.name}/w/k")
     assert caller.outcome().text == "done 3 for job"
-    assert [step for step, _ in log] == ["0", "1", "2"]
+    assert_resumed_once(system, store, log)
     assert log[2][1] == instance_thread(system) != log[0][1]
-    assert (system.stats()["restarts"], system.stats()["resumed"]) == (1, 1)
-    (event,) = store.events("w/k")
-    assert len(event.messages) == 8  # input, 3 x (call, result), answer
 
 
 def test_an_async_run_past_its_deadline_is_left_to_the_instance(
@@ -137,22 +135,9 @@ def test_async_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
 ) -> None:
     """Three calls at once on one loop: the first runs on the loop, the others queue and
     the instance's thread runs them after it, in order; no two runs overlap."""
-    inside, most, order = [0], [0], []
-
-    @memoryd.tool
-    async def note(n: int) -> str:
-        """Note a step.
-
-        Args:
-            n: The step.
-        """
-        inside[0] += 1
-        most[0] = max(most[0], inside[0])
-        await asyncio.sleep(0.01)
-        inside[0] -= 1
-        return f"noted {n}"
-
-    system = start(systems, {"w": factory(store, lambda: stepping_model(2), note)}, store=store)
+    overlap, order = Overlap(), []
+    model = lambda: stepping_model(2, tool="work")  # noqa: E731
+    system = start(systems, {"w": factory(store, model, overlap.tool)}, store=store)
     system.call("w", "k", "warm")
 
     async def calls() -> list[str]:
@@ -164,7 +149,7 @@ def test_async_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
         return list(await asyncio.gather(one("a"), one("b"), one("c")))
 
     assert asyncio.run(calls()) == ["done 2 for a", "done 2 for b", "done 2 for c"]
-    assert most[0] == 1 and order == ["a", "b", "c"]
+    assert overlap.most == 1 and order == ["a", "b", "c"]
     users = [m["content"] for m in store.get("w/k") if m["role"] == "user"]
     assert users == ["warm", "a", "b", "c"]
 
