@@ -246,7 +246,7 @@ class RunJournal:
             added: The messages this step added (the end of ``turn``).
             agent: The agent type, recorded in the header for recovery.
             from_loop: Called from a running event loop (`Agent.arun`): the write goes
-                through the store's awaitable path (`StoreHandle.submit`) and is
+                through the store's awaitable path (`StoreHandle.begin_on_loop`) and is
                 awaited with `StepWrite.wait_async`, never blocking the loop.
         """
         store = self.store
@@ -263,8 +263,7 @@ class RunJournal:
             agent=agent,
         )
         if from_loop:
-            sending = asyncio.ensure_future(store.submit(request))
-            sending.add_done_callback(_retrieved)  # a run that stops first never awaits it
+            sending = store.begin_on_loop(request)
             sent_at = self._clock()
 
             async def settle_async() -> None:
@@ -508,9 +507,3 @@ class RunJournal:
             journal_version=events[-1].version,
             agent=header.get("agent"),
         )
-
-
-def _retrieved(sending: asyncio.Future[Any]) -> None:
-    """Take a step write's outcome, so a write nobody awaited is not reported as lost."""
-    if not sending.cancelled():
-        sending.exception()

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable
 from typing import Any, ClassVar
 
 import pykka
 
 from memoryd.errors import NotWritten, StoreUnavailable, WriteTimeout
-from memoryd.store import lookup
+from memoryd.store import lookup, requests
 from memoryd.store.actor import Submission, submit
 from memoryd.store.config import StoreConfig
 from memoryd.store.handle import PendingWrite, StoreHandle
@@ -205,24 +206,59 @@ class ActorStoreHandle(StoreHandle):
         again, within the same deadline. Each request is its own writer for the
         group-commit policy (one loop thread serves many clients).
         """
+        return await self._answer_on_loop(request, *self._send_from_loop(request))
+
+    def begin_on_loop(self, request: WriteRequest) -> Awaitable[Any]:
+        """`StoreHandle.begin_on_loop`: the write is handed to the loop's link at once
+        (into the actor's inbox, or the loop's batch of this iteration), and the
+        returned coroutine awaits its answer: no task in between."""
+        try:
+            sent = self._send_from_loop(request)
+        except Exception as exc:  # raised when awaited, as every backend's errors are
+            return _raise(exc)
+        return self._result_on_loop(request, sent)
+
+    async def _result_on_loop(
+        self, request: WriteRequest, sent: tuple[LoopReply | None, float]
+    ) -> Any:
+        return requests.result(request, await self._answer_on_loop(request, *sent))
+
+    def _send_from_loop(self, request: WriteRequest) -> tuple[LoopReply | None, float]:
+        """Hand ``request`` to the running loop's link; the reply (None when nothing was
+        sent: no live actor) and the write's deadline."""
         self._refuse(request)
         deadline = time.monotonic() + self.call_timeout_s
         ref = whereis(self.name)
         if ref is not None:
             loop = asyncio.get_running_loop()
             link = link_of(loop)
-            future = loop.create_future()
-            reply = LoopReply(link, self, ref, future, deadline)
+            reply = LoopReply(link, self, ref, loop.create_future(), deadline)
             if link.send(loop, request, reply):
-                try:
-                    await future
-                    return reply.result()
-                except (pykka.ActorDeadError, NotWritten):
-                    pass  # never attempted: safe to send again
-                finally:
-                    link.done(reply)
+                return reply, deadline
+        return None, deadline
+
+    async def _answer_on_loop(
+        self, request: WriteRequest, reply: LoopReply | None, deadline: float
+    ) -> Any:
+        """The answer to a write sent by `_send_from_loop`; one never attempted is sent
+        again from a worker thread, within the same deadline."""
+        if reply is not None:
+            future, link = reply.future, reply.link
+            assert future is not None
+            try:
+                await future
+                return reply.result()
+            except (pykka.ActorDeadError, NotWritten):
+                pass  # never attempted: safe to send again
+            finally:
+                link.done(reply)
         return await asyncio.to_thread(self._write_until, request, deadline)
 
     def stop(self) -> None:
         """Stop the store: commit what it accepted, close its storage."""
         lookup.stop(self.name)
+
+
+async def _raise(exc: Exception) -> Any:
+    """An awaitable raising ``exc`` (a write refused before it was sent)."""
+    raise exc

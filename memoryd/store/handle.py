@@ -10,7 +10,7 @@ import abc
 import contextlib
 import contextvars
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from memoryd import messages as msgs
@@ -328,6 +328,21 @@ class StoreHandle(abc.ABC):
             return PendingWrite.failed(request, exc)
         return PendingWrite(request, lambda: answer)
 
+    def begin_on_loop(self, request: WriteRequest) -> Awaitable[Any]:
+        """`begin` from a running event loop: send a write now, await its result later.
+
+        Awaiting the returned awaitable gives what `submit` returns and raises what it
+        raises. A store served by a store actor has the write in its inbox (or in the
+        loop's batch of this iteration) when this returns; other stores send it from a
+        worker thread as soon as the loop runs its next callbacks. Must be called from
+        the loop's thread.
+        """
+        import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)
+
+        sending = asyncio.ensure_future(self.submit(request))
+        sending.add_done_callback(_retrieve)  # an owner that stops first never awaits it
+        return sending
+
     async def _write_async(self, request: WriteRequest) -> Any:
         import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)
 
@@ -493,3 +508,9 @@ class StoreHandle(abc.ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.name))
+
+
+def _retrieve(sending: Any) -> None:
+    """Take a write's outcome, so that one nobody awaited is not reported as lost."""
+    if not sending.cancelled():
+        sending.exception()

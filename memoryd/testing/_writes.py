@@ -3,6 +3,8 @@ versions, pop, clear, and reading the history as of an earlier version."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import memoryd
@@ -143,6 +145,39 @@ class WriteContract:
         pending = store.begin(_add("c", "b", expected=1))
         with pytest.raises(memoryd.StoreUnavailable):
             pending.result()
+
+    # --- writes begun from an event loop (`StoreHandle.begin_on_loop`) --------------------------
+
+    def test_a_write_begun_on_a_loop_answers_as_submit_does(self, store: Store) -> None:
+        """Two adds begun on a loop, then awaited: their versions, in the order begun;
+        a clear's None; a refused add raises ConflictError when awaited, writing nothing."""
+
+        async def scenario() -> tuple[object, ...]:
+            first = store.begin_on_loop(_add("c", "a", expected=0))
+            second = store.begin_on_loop(_add("c", "b", expected=1))
+            stale = store.begin_on_loop(_add("c", "x", expected=0))
+            versions = (await first, await second)
+            with pytest.raises(memoryd.ConflictError):
+                await stale
+            return (*versions, await store.begin_on_loop(requests.clear("d")))
+
+        assert asyncio.run(scenario()) == (1, 2, None)
+        assert texts(store.get("c")) == ["a", "b"]
+
+    def test_a_write_begun_on_a_loop_to_a_stopped_store_raises_when_awaited(
+        self, store: Store
+    ) -> None:
+        """begin_on_loop never raises for the store's sake: StoreUnavailable comes from
+        awaiting it."""
+        store.add("c", [user("a")])
+        store.stop()
+
+        async def scenario() -> None:
+            sending = store.begin_on_loop(_add("c", "b", expected=1))
+            with pytest.raises(memoryd.StoreUnavailable):
+                await sending
+
+        asyncio.run(scenario())
 
     # --- pop ----------------------------------------------------------------------------------
 

@@ -68,6 +68,19 @@ def test_submitted_writes_return_what_the_methods_return(store: StoreHandle) -> 
     assert store.get("c") == []
 
 
+def test_a_write_begun_on_a_loop_is_sent_before_it_is_awaited(store: StoreHandle) -> None:
+    """begin_on_loop hands the write to the actor at once, not from a task: while the
+    loop is held (no callback runs), the write commits; awaiting it then answers."""
+
+    async def main() -> int:
+        sending = store.begin_on_loop(_add(store, "c", "one"))
+        wait_until(lambda: store.version("c") == 1, timeout=10)  # blocks the loop
+        return int(await sending)
+
+    assert asyncio.run(main()) == 1
+    assert store.get("c") == [msgs.user("one")]
+
+
 def test_errors_arrive_at_the_awaiting_task(store: StoreHandle) -> None:
     """A conflict raised in the actor reaches the awaiter; a retried key writes once."""
 
