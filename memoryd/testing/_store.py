@@ -51,6 +51,10 @@ class Store(Protocol):
         """Send a write built by `memoryd.store.requests`; return a `PendingWrite`."""
         ...
 
+    def begin_on_loop(self, request: Any) -> Any:
+        """`begin` from a running event loop; return an awaitable of the write's result."""
+        ...
+
     def pop(self, cid: Any) -> Message | None:
         """Remove and return the last message, or return None when there is none."""
         ...
