@@ -82,7 +82,7 @@ from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
 from memoryd.provider.session_turns import recorded_turn
 from memoryd.store import requests
-from memoryd.store.handle import StoreHandle
+from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
 __all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call", "pending_runs_of"]
 
@@ -354,11 +354,12 @@ class Agent(SessionMethods):
         Many runs share one event loop: a run waiting for its model, a tool or its
         journal's write lets the others run. On the loop run memoryd's own steps, an
         ``async def acomplete`` of the model (`ScriptedModel` has one) when the agent
-        has no filters, ``async def`` tools when no filter has an ``around_tool``, and a
-        `DefaultProvider`'s window; the journal's writes and the commit go through
-        the store's awaitable path. The rest, which may block (a model with only
-        ``complete``, plain function tools, filters, another provider, a session's
-        handlers, the history's read), runs in worker threads (`asyncio.to_thread`).
+        has no filters, ``async def`` tools when no filter has an ``around_tool``, a
+        `DefaultProvider`'s window, and its history's read when that is a windowed tail
+        of a local store; the journal's writes and the commit go through the store's
+        awaitable path. The rest, which may block (a model with only ``complete``,
+        plain function tools, filters, another provider, a session's handlers, other
+        history reads), runs in worker threads (`asyncio.to_thread`).
 
         A cancelled run stops like an interrupted one: nothing is committed, and a
         run that recorded tool steps stays pending for `resume`.
@@ -376,7 +377,7 @@ class Agent(SessionMethods):
         """
         turn, cid, run_id = self._start(input, conversation_id, run_id)
         async with run_turn(run_id, self._lock_key(cid)):
-            base, history = await asyncio.to_thread(self._load, cid)
+            base, history = await self._aload(cid)
             run = _Run(run_id, cid, base, len(turn), self._session_of(cid))
             return await self._adrive(run, history, turn)
 
@@ -491,6 +492,26 @@ class Agent(SessionMethods):
         if self.provider is None:
             return None, []
         return base_version(self.provider, cid), self.provider.history(cid)
+
+    async def _aload(self, cid: str) -> tuple[int | None, list[Message]]:
+        """`_load` from an event loop: on the loop when a `DefaultProvider` with a window
+        reads the tail of a local store, which is cheaper than a hand-off to a worker
+        thread (`StoreHandle.reads_inline`), else in a worker thread."""
+        provider = self.provider
+        if provider is None:
+            return None, []
+        if (
+            type(provider) is DefaultProvider
+            and provider.window is not None
+            and provider.store_features.handle
+            and provider.store.reads_inline(provider.window)
+        ):
+            try:
+                with without_waiting():
+                    return self._load(cid)
+            except WouldWait:
+                pass  # the store is restarting: wait for it off the loop
+        return await asyncio.to_thread(self._load, cid)
 
     def _session_of(self, cid: str) -> Session | None:
         """The active session when the run is one of its turns."""

@@ -523,3 +523,35 @@ def test_the_readme_snippet_runs_twice(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout == expected
+
+
+@pytest.mark.parametrize(("window", "on_loop"), [(10, True), (None, False)])
+def test_a_windowed_history_of_a_local_store_is_read_on_the_loop(
+    lmdb: memoryd.StoreHandle,
+    monkeypatch: pytest.MonkeyPatch,
+    window: int | None,
+    on_loop: bool,
+) -> None:
+    """A run's history read is a tail of a local store with a window (cheaper than a
+    hand-off to a thread), read on the loop; the whole history goes to a worker thread."""
+    from memoryd.provider.default import DefaultProvider
+
+    lmdb.add("c", [messages.user("earlier"), messages.assistant("answer")])
+    readers: list[int] = []
+    get = lmdb.get
+
+    def recording_get(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        readers.append(threading.get_ident())
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(lmdb, "get", recording_get)
+    model = ScriptedModel(["ok"])
+    agent = memoryd.Agent(llm=model, memory=DefaultProvider(lmdb, window=window))
+
+    async def main() -> int:
+        await agent.arun("now", "c")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert readers and (readers[0] == loop_thread) is on_loop
+    assert [m["content"] for m in model.calls[0]] == ["earlier", "answer", "now"]
