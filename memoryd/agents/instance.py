@@ -434,12 +434,11 @@ class Instance(SupervisedActor):
 
     def _prepares(self, call: Call) -> bool:
         """True when `_prepare` has something to do (else a fresh run follows at once)."""
-        lease = self._slot.lease
-        return (
-            call.resume
-            or call.started
-            or call.request_id is not None
-            or ((lease is None or not lease.held) and store_of(self._agent.provider) is not None)  # type: ignore[union-attr]
+        if call.resume or call.started or call.request_id is not None:
+            return True
+        lease, agent = self._slot.lease, self._agent
+        return (lease is None or not lease.held) and (
+            agent is not None and store_of(agent.provider) is not None
         )
 
     def _prepare(self, call: Call) -> RunResult | None:

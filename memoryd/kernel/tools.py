@@ -244,15 +244,15 @@ class Tool:
     def invoke(self, arguments: Any) -> Any:
         """Validate ``arguments``, then call the function with them as keywords.
 
+        An ``async def`` function is run to completion here, in an event loop of its
+        own (`asyncio.run`); called from a thread that runs an event loop already, it is
+        refused (`Agent.arun` awaits it instead).
+
         Args:
             arguments: The decoded arguments.
 
         Returns:
             What the function returned.
-
-        An ``async def`` function is run to completion here, in an event loop of its
-        own (`asyncio.run`); called from a thread that runs an event loop already, it is
-        refused (`Agent.arun` awaits it instead).
 
         Raises:
             ToolArgumentError: The arguments do not match the schema (not called).
