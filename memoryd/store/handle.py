@@ -333,8 +333,10 @@ class StoreHandle(abc.ABC):
 
         Awaiting the returned awaitable gives what `submit` returns and raises what it
         raises. A store served by a store actor has the write in its inbox (or in the
-        loop's batch of this iteration) when this returns; other stores send it from a
-        worker thread as soon as the loop runs its next callbacks. Must be called from
+        loop's batch of this iteration) when this returns, and writes begun one after
+        another reach it in that order; other stores send each from a worker thread as
+        soon as the loop runs its next callbacks, in no set order among themselves
+        (await a write before beginning one that depends on it). Must be called from
         the loop's thread.
         """
         import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)
