@@ -327,7 +327,8 @@ def test_runs_on_one_conversation_take_turns(lmdb: memoryd.StoreHandle) -> None:
 
     async def main() -> list[memoryd.RunResult]:
         runs = [asyncio.ensure_future(agent(n).arun(f"go {n}", "shared")) for n in range(5)]
-        await asyncio.sleep(0.005)
+        while not overlap.inside:  # the first run, which took the lock, is in its tool
+            await asyncio.sleep(0.001)
         runs[4].cancel()  # waits for its turn: the lock is never taken
         done = await asyncio.gather(*runs[:4])
         with pytest.raises(asyncio.CancelledError):
