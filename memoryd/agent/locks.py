@@ -15,6 +15,7 @@ import asyncio
 import threading
 from collections.abc import Hashable
 from types import TracebackType
+from typing import Any
 
 __all__ = ["active_runs", "conversation_lock", "run_active", "run_turn"]
 
@@ -95,29 +96,18 @@ def _leave(key: Hashable) -> None:
             del _locks[key]
 
 
-class _Exits:
-    """``async with`` leaves as ``with`` does: releasing never waits."""
-
-    __slots__ = ()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        raise NotImplementedError
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.__exit__(kind, error, trace)
+async def _exit_async(
+    self: Any,
+    kind: type[BaseException] | None,
+    error: BaseException | None,
+    trace: TracebackType | None,
+) -> None:
+    """The ``__aexit__`` of the context managers below: ``async with`` leaves as
+    ``with`` does (releasing never waits)."""
+    self.__exit__(kind, error, trace)
 
 
-class run_turn(_Exits):  # noqa: N801 (used like the function-style context managers beside it)
+class run_turn:  # noqa: N801 (used like the function-style context managers beside it)
     """Mark run ``run_id`` active and hold the lock of ``key`` for the ``with`` block.
 
     Args:
@@ -160,8 +150,10 @@ class run_turn(_Exits):  # noqa: N801 (used like the function-style context mana
             _release_run(self._run_id, token)
             raise
 
+    __aexit__ = _exit_async
 
-class conversation_lock(_Exits):  # noqa: N801 (a context manager named like the function it was)
+
+class conversation_lock:  # noqa: N801 (a context manager named like the function it was)
     """Hold the process-wide lock of ``key`` (created on demand, dropped when unused).
 
     Args:
@@ -206,6 +198,8 @@ class conversation_lock(_Exits):  # noqa: N801 (a context manager named like the
         except BaseException:
             _leave(self._key)
             raise
+
+    __aexit__ = _exit_async
 
 
 class run_active:  # noqa: N801 (a context manager named like the function it was)
