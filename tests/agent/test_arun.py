@@ -556,3 +556,34 @@ def test_a_windowed_history_of_a_local_store_is_read_on_the_loop(
     loop_thread = asyncio.run(main())
     assert readers and (readers[0] == loop_thread) is on_loop
     assert [m["content"] for m in model.calls[0]] == ["earlier", "answer", "now"]
+
+
+def test_a_step_write_is_waited_for_the_way_it_was_sent(lmdb: memoryd.StoreHandle) -> None:
+    """A write sent from a loop is awaited there (waiting on it in a thread is refused,
+    not a hang); a thread's write awaited on a loop is waited for off the loop."""
+    from memoryd.agent.journal import RunJournal
+
+    journal = RunJournal(lmdb)
+    turn = messages.check([messages.user("go")], max_bytes=None)
+    step = messages.check([messages.assistant("noted")], max_bytes=None)
+
+    async def main() -> None:
+        on_loop = journal.begin_step(
+            "r-loop", cid="c", base_version=0, inputs=1, turn=turn, added=turn, from_loop=True
+        )
+        with pytest.raises(RuntimeError, match="await wait_async"):
+            on_loop.wait()
+        await on_loop.wait_async()
+        threads = journal.begin_step(
+            "r-thread", cid="c", base_version=0, inputs=1, turn=turn, added=turn
+        )
+        await threads.wait_async()
+        again = journal.begin_step(
+            "r-loop", cid="c", base_version=0, inputs=1, turn=turn, added=step, from_loop=True
+        )
+        await again.wait_async()
+
+    asyncio.run(main())
+    assert sorted(r.run_id for r in journal.pending()) == ["r-loop", "r-thread"]
+    [loop_run] = [r for r in journal.pending() if r.run_id == "r-loop"]
+    assert [m["content"] for m in loop_run.messages] == ["go", "noted"]

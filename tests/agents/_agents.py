@@ -5,14 +5,17 @@ hold a run at its gate and kill it there (real threads, no fakes of memoryd)."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import memoryd
 import supervisors
-from memoryd import messages
+from memoryd import CallTimeout, messages
 from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from tests.helpers import Worker, wait_until
@@ -173,3 +176,24 @@ def assert_resumed_once(system: AgentSystem, store: memoryd.StoreHandle, log: li
     assert (system.stats()["restarts"], system.stats()["resumed"]) == (1, 1)
     (event,) = store.events("w/k")
     assert len(event.messages) == 8  # input, 3 x (call, result), answer
+
+
+def left_to_the_instance(
+    system: AgentSystem,
+    store: memoryd.StoreHandle,
+    caller: Any,
+    gate: Gate,
+    log: list[Any],
+    *,
+    started: float,
+) -> None:
+    """Instance ``w/k``'s 2-step run, its caller's deadline of 0.5 s from ``started``
+    passed while its first tool waited on ``gate``: the caller gets CallTimeout, the
+    instance finishes the run from its journal, and no tool ran twice."""
+    wait_until(lambda: time.monotonic() > started + 0.6)  # the deadline has passed
+    gate.release.set()
+    with pytest.raises(CallTimeout, match="goes on"):
+        caller.outcome()
+    wait_until(lambda: store.version("w/k") == 1)
+    assert [step for step, _ in log] == ["0", "1"]
+    assert system.pending_runs() == []

@@ -81,6 +81,21 @@ def test_a_write_begun_on_a_loop_is_sent_before_it_is_awaited(store: StoreHandle
     assert store.get("c") == [msgs.user("one")]
 
 
+def test_writes_begun_together_on_a_loop_reach_a_store_actor_in_order(
+    store: StoreHandle,
+) -> None:
+    """Twenty adds begun together, each at the version the one before it makes: a store
+    actor takes them in the order begun, so every one is written (a reordering would
+    refuse some with ConflictError)."""
+
+    async def main() -> list[int]:
+        sending = [store.begin_on_loop(_add(store, "c", f"m{n}", expected=n)) for n in range(20)]
+        return [int(await s) for s in sending]
+
+    assert asyncio.run(main()) == list(range(1, 21))
+    assert [m["content"] for m in store.get("c")] == [f"m{n}" for n in range(20)]
+
+
 def test_errors_arrive_at_the_awaiting_task(store: StoreHandle) -> None:
     """A conflict raised in the actor reaches the awaiter; a retried key writes once."""
 
