@@ -331,7 +331,8 @@ class Instance(SupervisedActor):
         except RunInterrupted:
             pass
         except BaseException as exc:
-            finished = self._stopped_by(call, exc)
+            finished = True
+            self._answer_stopped(call, exc)
             raise
         finally:
             self._give_back(finished=finished)
@@ -368,18 +369,18 @@ class Instance(SupervisedActor):
         except RunInterrupted:
             pass
         except BaseException as exc:
-            finished = self._stopped_by(call, exc)
+            finished = True
+            self._answer_stopped(call, exc)
             raise
         finally:
             self._give_back(finished=finished)
         return finished
 
     @staticmethod
-    def _stopped_by(call: Call, exc: BaseException) -> bool:
+    def _answer_stopped(call: Call, exc: BaseException) -> None:
         """Answer a call run in its caller's thread or task with what stopped it."""
         if not call.future.done():
             call.future.set_exception(exc)
-        return True
 
     def _give_back(self, *, finished: bool) -> None:
         """The end of a call run by its caller: the inbox goes back to the actor, which
