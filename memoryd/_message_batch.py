@@ -9,11 +9,12 @@ whoever receives it takes as it is. Pure; `memoryd.messages` re-exports `check` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, final
 
 from memoryd._json_values import compact_json_bytes, copy_json_or_raise
-from memoryd._message_checks import check_structure, type_name
+from memoryd._message_checks import ROLES, check_structure, type_name
 from memoryd.errors import InvalidMessage
 
 __all__ = [
@@ -29,6 +30,13 @@ Message: TypeAlias = dict[str, Any]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 """Default limit on one message's compact-JSON size in UTF-8 bytes (1 MiB)."""
+
+_TEXT_ROLES = ROLES - {"tool"}
+"""The roles whose message may be a role and a str content alone (a tool message also
+needs its ``tool_call_id``)."""
+_TEXT_BYTES = len('{"role":"","content":}')
+"""The compact JSON of such a message, less its role and its quoted content."""
+_quote = json.encoder.encode_basestring  # the quoting `compact_json_bytes` does
 
 
 def check_message(message: Any, max_bytes: int | None) -> tuple[Message, int]:
@@ -47,6 +55,18 @@ def check_message(message: Any, max_bytes: int | None) -> tuple[Message, int]:
     Raises:
         InvalidMessage: As `memoryd.messages.validate`.
     """
+    if type(message) is dict and len(message) == 2:  # most messages: a role and a text
+        role = message.get("role")
+        content = message.get("content")
+        if type(content) is str and type(role) is str and role in _TEXT_ROLES:
+            try:  # the size `compact_json_bytes` measures, without copying the walk
+                size = _TEXT_BYTES + len(role) + len(_quote(content).encode("utf-8"))
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: the walk below names it
+            else:
+                if max_bytes is not None and size > max_bytes:
+                    raise InvalidMessage(too_large(size, max_bytes))
+                return message.copy(), size  # str values: a shallow copy is a deep one
     if type(message) is not dict and not isinstance(message, Mapping):
         raise InvalidMessage(
             f"a message must be a dict with 'role' and 'content', got {type_name(message)}"

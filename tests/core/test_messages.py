@@ -410,3 +410,54 @@ def test_a_copied_checked_batch_is_a_checked_batch_of_copies() -> None:
     assert isinstance(copied, messages.CheckedMessages)
     assert copied == checked and copied.sizes == checked.sizes
     assert copied[0] is not checked[0]
+
+
+# --------------------------------------------------------------------------- the text shortcut
+
+
+def _outcome(message: Any, max_bytes: int | None) -> tuple[Any, ...]:
+    """What `check_message` answers: the copy (with its key order) and size, or the error."""
+    from memoryd._message_batch import check_message
+
+    try:
+        copy_, size = check_message(message, max_bytes)
+    except InvalidMessage as exc:
+        return ("error", str(exc))
+    return ("ok", list(copy_.items()), size)
+
+
+@given(
+    st.sampled_from(["user", "assistant", "system", "developer", "tool", "bot"]),
+    st.text(alphabet=st.characters(blacklist_categories=()), max_size=40),
+    st.booleans(),
+    st.none() | st.integers(min_value=0, max_value=200),
+)
+def test_a_text_message_is_checked_as_the_general_check_does(
+    role: str, content: str, content_first: bool, max_bytes: int | None
+) -> None:
+    """A dict of a role and a str content takes a shortcut; it answers what the whole
+    check answers for the same message as another Mapping: the copy in the same key
+    order, the same size, or the same error (lone surrogates and sizes included)."""
+    from types import MappingProxyType
+
+    pairs = (
+        [("content", content), ("role", role)]
+        if content_first
+        else [("role", role), ("content", content)]
+    )
+    message = dict(pairs)
+    shortcut = _outcome(message, max_bytes)
+    assert shortcut == _outcome(MappingProxyType(message), max_bytes)
+    if shortcut[0] == "ok":
+        assert (
+            len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
+            == shortcut[2]
+        )
+
+
+def test_a_text_message_copy_is_not_the_callers_dict() -> None:
+    """The shortcut's copy is a new dict: changing the caller's dict changes nothing checked."""
+    original = {"role": "user", "content": "hi"}
+    checked = messages.check([original])
+    original["content"] = "changed"
+    assert checked[0] == {"role": "user", "content": "hi"}
