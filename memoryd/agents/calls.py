@@ -75,8 +75,9 @@ class Calls:
         if placed is Placed.INLINE:
             actor = slot.actor
             assert actor is not None
-            if actor.run_inline(call):
-                return call.future.result()
+            result = actor.run_inline(call)
+            if result is not None:
+                return result
         elif placed is Placed.DOWN:
             self._activate(slot, call, deadline)
         return self._wait(slot, call, deadline)
@@ -100,8 +101,9 @@ class Calls:
         if placed is Placed.INLINE:
             actor = slot.actor
             assert actor is not None
-            if await actor.arun_inline(call):
-                return call.future.result()
+            result = await actor.arun_inline(call)
+            if result is not None:
+                return result
         elif placed is Placed.DOWN:
             try:
                 await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
@@ -109,7 +111,8 @@ class Calls:
                 self._mailboxes.withdraw(slot, call)
                 raise
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(call.future), _left(deadline))
+            future = asyncio.wrap_future(_future(call))
+            return await asyncio.wait_for(future, _left(deadline))
         except CallTimeout:
             raise
         except TimeoutError:
@@ -136,10 +139,9 @@ class Calls:
                 raise
             except Exception as exc:
                 self._mailboxes.withdraw(slot, call)
-                if not call.future.done():
-                    call.future.set_exception(exc)
+                call.answer(error=exc)
                 log.error("run_recovery_failed", run_id=record.run_id, error=repr(exc))
-        return call.future
+        return _future(call)
 
     def _activate(self, slot: Slot, call: Call, deadline: float) -> None:
         try:
@@ -150,11 +152,19 @@ class Calls:
 
     def _wait(self, slot: Slot, call: Call, deadline: float) -> RunResult:
         try:
-            return call.future.result(timeout=_left(deadline))
+            return _future(call).result(timeout=_left(deadline))
         except CallTimeout:
             raise
         except TimeoutError:
             raise self._mailboxes.timed_out(slot, call) from None
+
+
+def _future(call: Call) -> Future[RunResult]:
+    """The future of a call its caller waits on (queued, or left to the actor: either
+    made it)."""
+    future = call.future
+    assert future is not None, "a queued call, or one left to the actor, has its future"
+    return future
 
 
 def _left(deadline: float) -> float:

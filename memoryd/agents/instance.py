@@ -37,7 +37,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -90,7 +90,10 @@ class Call:
         chain: The instances waiting on the caller (`call_chain`).
         resume: True for a pending run found at start: resume ``run_id``.
         started: True once a run was started for it (a later incarnation resumes it).
-        future: Resolved with the `RunResult` or the run's exception.
+        future: Resolved with the `RunResult` or the run's exception; made (under the
+            slot's ``mutex``) when the call is queued, or when a call its caller ran
+            is left to the instance's actor. A call its caller runs to the end needs
+            none: the caller has the result in hand.
     """
 
     input: Any
@@ -100,7 +103,27 @@ class Call:
     chain: tuple[str, ...] = ()
     resume: bool = False
     started: bool = False
-    future: Future[RunResult] = field(default_factory=Future)
+    future: Future[RunResult] | None = None
+
+    def waited(self) -> Future[RunResult]:
+        """The call's future (under the slot's ``mutex``: made here if it has none)."""
+        future = self.future
+        if future is None:
+            future = self.future = Future()
+        return future
+
+    def answer(self, result: RunResult | None = None, error: BaseException | None = None) -> None:
+        """Resolve the call's future with ``result`` or ``error``, unless it was answered
+        already (the system stopped meanwhile: `Mailboxes.fail_all`)."""
+        future = self.future
+        assert future is not None, "only a queued call or one left to the actor is answered"
+        try:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+        except InvalidStateError:
+            pass
 
 
 @dataclass(slots=True, eq=False)
@@ -296,7 +319,7 @@ class Instance(SupervisedActor):
                 call = slot.current
                 while call is None and slot.queue:
                     candidate = slot.queue.popleft()
-                    if candidate.future.set_running_or_notify_cancel():
+                    if candidate.waited().set_running_or_notify_cancel():
                         call = candidate
                 slot.current = call
                 if call is None:
@@ -309,36 +332,36 @@ class Instance(SupervisedActor):
                 slot.current = None
         self._host.finished(slot)
 
-    def run_inline(self, call: Call) -> bool:
+    def run_inline(self, call: Call) -> RunResult | None:
         """Run ``call`` in the caller's thread (the caller made it ``slot.current``, set
         ``slot.inline`` and borrowed the inbox, all under ``slot.mutex``).
 
         Returns:
-            True when the call's future is resolved; False when the run was left to
-            the actor (a kill or shutdown came, or the deadline passed at a step
-            boundary): the caller waits on the future.
+            The run's result; None when the run was left to the actor (a kill or
+            shutdown came, or the deadline passed at a step boundary): the caller
+            waits on the call's future.
 
         Raises:
+            Exception: What the run raised (the instance lives on).
             BaseException: What interrupted the caller's thread (``KeyboardInterrupt``):
-                the call is answered with it and not run again (a run it had journaled
-                stays pending, for recovery).
+                the call is not run again (a run it had journaled stays pending, for
+                recovery).
         """
         self._inline_deadline = call.deadline
         finished = False
         try:
-            self._run(call)
+            result = self._run_in_chain(call)
             finished = True
+            return result
         except RunInterrupted:
-            pass
-        except BaseException as exc:
+            return None
+        except BaseException:
             finished = True
-            self._answer_stopped(call, exc)
             raise
         finally:
-            self._give_back(finished=finished)
-        return finished
+            self._give_back(call, finished=finished)
 
-    async def arun_inline(self, call: Call) -> bool:
+    async def arun_inline(self, call: Call) -> RunResult | None:
         """`run_inline` on the caller's event loop: the run is a coroutine of the loop
         (`Agent.arun`), and what may block before it (taking the instance's lease,
         looking a request id up, resuming a run) runs in a worker thread.
@@ -347,9 +370,10 @@ class Instance(SupervisedActor):
             As `run_inline`.
 
         Raises:
+            Exception: What the run raised (the instance lives on).
             BaseException: What stopped the caller's task (``CancelledError``): the call
-                is answered with it and not run again (a run it had journaled stays
-                pending: the same request id resumes it).
+                is not run again (a run it had journaled stays pending: the same request
+                id resumes it).
         """
         self._inline_deadline = call.deadline
         finished = False
@@ -357,34 +381,22 @@ class Instance(SupervisedActor):
             token = call_chain.set((*call.chain, self._slot.name))
             try:
                 result = await self._aexecute(call)
-            except RunInterrupted:
-                raise
-            except Exception as exc:
-                call.future.set_exception(exc)
-            else:
-                call.future.set_result(result)
             finally:
                 call_chain.reset(token)
             finished = True
+            return result
         except RunInterrupted:
-            pass
-        except BaseException as exc:
+            return None
+        except BaseException:
             finished = True
-            self._answer_stopped(call, exc)
             raise
         finally:
-            self._give_back(finished=finished)
-        return finished
+            self._give_back(call, finished=finished)
 
-    @staticmethod
-    def _answer_stopped(call: Call, exc: BaseException) -> None:
-        """Answer a call run in its caller's thread or task with what stopped it."""
-        if not call.future.done():
-            call.future.set_exception(exc)
-
-    def _give_back(self, *, finished: bool) -> None:
+    def _give_back(self, call: Call, *, finished: bool) -> None:
         """The end of a call run by its caller: the inbox goes back to the actor, which
-        drains what queued meanwhile, or resumes the call when it was left to it."""
+        drains what queued meanwhile, or resumes the call when it was left to it (the
+        caller then waits on the call's future, made here)."""
         slot = self._slot
         self._inline_deadline = None
         with slot.mutex:
@@ -392,22 +404,30 @@ class Instance(SupervisedActor):
             if finished:
                 slot.current = None
             else:
+                if call.future is None:  # made now, running: the actor goes on with it
+                    call.waited().set_running_or_notify_cancel()
                 nudge(slot)  # behind a kill or a shutdown, if one came, in the inbox
         self.actor_inbox.give_back()
         if finished:
             self._host.finished(slot)
 
     def _run(self, call: Call) -> None:
-        """Run one call and resolve its future (`RunInterrupted` goes through)."""
-        token = call_chain.set((*call.chain, self._slot.name))
+        """Run a call in the actor's thread and resolve its future (`RunInterrupted`
+        goes through)."""
         try:
-            result = self._execute(call)
+            result = self._run_in_chain(call)
         except RunInterrupted:
             raise
         except Exception as exc:
-            call.future.set_exception(exc)
+            call.answer(error=exc)
         else:
-            call.future.set_result(result)
+            call.answer(result)
+
+    def _run_in_chain(self, call: Call) -> RunResult:
+        """`_execute` with this instance last in the call chain its run sees."""
+        token = call_chain.set((*call.chain, self._slot.name))
+        try:
+            return self._execute(call)
         finally:
             call_chain.reset(token)
 

@@ -205,8 +205,7 @@ class Mailboxes:
             and not slot.queue
             and actor.actor_inbox.borrow()
         ):
-            call.future.set_running_or_notify_cancel()
-            slot.current, slot.inline = call, True
+            slot.current, slot.inline = call, True  # no future: its caller runs it
             return Placed.INLINE
         if not resume and len(slot.queue) >= self.mailbox:
             self._count("overloaded")
@@ -215,12 +214,15 @@ class Mailboxes:
                 f"{self.mailbox}); nothing was written. Retry later, or start the system "
                 "with a larger mailbox"
             )
+        call.waited()
         slot.queue.append(call)
         return Placed.LIVE if nudge(slot) else Placed.DOWN
 
     def withdraw(self, slot: Slot, call: Call) -> None:
         """Take back a call still waiting (nothing of it runs); a running one goes on."""
-        call.future.cancel()
+        with slot.mutex:
+            future = call.waited()
+        future.cancel()
         with slot.mutex:
             if call in slot.queue:
                 slot.queue.remove(call)
@@ -229,7 +231,7 @@ class Mailboxes:
         """Withdraw a call past its deadline and say what became of it."""
         self.withdraw(slot, call)
         self._count("timeouts")
-        started = "its run goes on and commits" if call.future.running() else "it never ran"
+        started = "its run goes on and commits" if call.waited().running() else "it never ran"
         return CallTimeout(
             f"call to instance {slot.name!r} did not finish in time ({started}); "
             "call again with the same request_id to get the first result"
@@ -242,9 +244,10 @@ class Mailboxes:
                 calls = [*([slot.current] if slot.current else []), *slot.queue]
                 slot.queue.clear()
                 slot.current = None
+                for call in calls:  # a call its caller runs gets one too: if its run is
+                    call.waited()  # left to the actor, the caller waits on it
             for call in calls:
-                if not call.future.done():
-                    call.future.set_exception(error)
+                call.answer(error=error)
 
     def retire(self, slot: Slot) -> None:
         """Forget a slot that was passivated with nothing waiting."""
