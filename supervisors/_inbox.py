@@ -138,7 +138,8 @@ class Inbox:
             True when the caller now holds it.
         """
         with self.mutex:
-            if self.borrowed or (idle and (self.busy or self.queue)) or _control_in(self.queue):
+            queue = self.queue
+            if self.borrowed or (idle and self.busy) or (queue and (idle or _control_in(queue))):
                 return False
             self.borrowed = True
             return True
@@ -152,5 +153,7 @@ class Inbox:
 
     def control_pending(self) -> bool:
         """True when a kill or a shutdown waits in the inbox."""
+        if not self.queue:  # the usual answer, without the mutex: a message put just
+            return False  # after this look is one that came a moment later
         with self.mutex:
             return _control_in(self.queue)

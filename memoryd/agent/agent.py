@@ -806,7 +806,7 @@ class Agent(SessionMethods):
         window, and the memos its handlers return are kept on the run.
         """
         inputs, run_id = run.inputs, run.run_id
-        context = Context(conversation_id=run.cid, metadata={"run_id": run_id})
+        context = Context.of_run(run.cid, run_id)
         max_steps = self.kernel.max_steps
         asked = -1  # the index of the turn's last assistant message, -1 before the first
         step = 0  # LLM calls made

@@ -50,6 +50,24 @@ class Context:
             )
         object.__setattr__(self, "metadata", _freeze(self.metadata))
 
+    @classmethod
+    def of_run(cls, conversation_id: str, run_id: str) -> Context:
+        """The context of an agent's run: ``conversation_id``, checked already by the
+        run, and ``{"run_id": run_id}`` (made without checking again: every run has one).
+
+        Args:
+            conversation_id: The run's conversation id, as `validate_conversation_id`
+                returned it.
+            run_id: The run id.
+
+        Returns:
+            The context.
+        """
+        made = object.__new__(cls)
+        object.__setattr__(made, "conversation_id", conversation_id)
+        object.__setattr__(made, "metadata", MappingProxyType({"run_id": run_id}))
+        return made
+
     def with_conversation_id(self, conversation_id: str | None) -> Context:
         """A copy bound to another conversation.
 

@@ -291,3 +291,30 @@ def test_context_is_an_immutable_value_with_helpers() -> None:
         memoryd.Context(conversation_id="")
     with pytest.raises(TypeError, match="keys must be str"):
         memoryd.Context(metadata={1: "x"})
+
+
+def test_a_runs_context_is_the_context_the_checked_constructor_makes() -> None:
+    """`Context.of_run` makes what the checked constructor makes for a run: equal,
+    immutable, and as good as any context for the with_... helpers."""
+    ctx = memoryd.Context.of_run("a", "r1")
+    assert ctx == memoryd.Context(conversation_id="a", metadata={"run_id": "r1"})
+    assert dict(ctx.with_metadata(user="bob").metadata) == {"run_id": "r1", "user": "bob"}
+    with pytest.raises(TypeError):
+        ctx.metadata["x"] = 1  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        ctx.conversation_id = "b"  # type: ignore[misc]
+
+
+def test_an_agents_tools_and_filters_see_the_runs_context() -> None:
+    """A filter around a run's LLM call sees the run's conversation id and run id."""
+    seen: list[memoryd.Context] = []
+
+    class Spy:
+        def around_chat(self, request: Any, call_next: Any) -> Any:
+            seen.append(request.context)
+            return call_next(request)
+
+    agent = memoryd.Agent(llm=ScriptedModel(["hi"]), memory=False, filters=[Spy()])
+    result = agent.run("hello", "conv-1", run_id="run-1")
+    assert result.text == "hi"
+    assert seen == [memoryd.Context(conversation_id="conv-1", metadata={"run_id": "run-1"})]
