@@ -67,3 +67,24 @@ def test_eight_runs_on_one_loop_share_their_fsyncs() -> None:
     rate, fsyncs = bench_agents.loop_steps(8, 2, journal=True)
     assert rate > 0
     assert fsyncs < bench_agents.STEPS + 1
+
+
+def test_the_anchor_runs_a_round_after_each_round_and_counts_total_over_total() -> None:
+    """DBOS's rounds alternate with memoryd's: on, off, anchor, on, off, anchor; its rate
+    is its runs over its time in all rounds (here 6 runs in 0.3 + 0.1 s: 15 runs/s)."""
+    order: list[str] = []
+
+    def steps(workers: int, runs: int, *, journal: bool, latency_s: float) -> tuple[float, float]:
+        order.append("on" if journal else "off")
+        return 100.0, 11.0
+
+    rates = iter([10.0, 30.0])
+
+    def anchor(workers: int, runs: int) -> float:
+        order.append(f"anchor {workers}x{runs}")
+        return next(rates)
+
+    measured = bench_agents.journal_on_off(1, 4, 2, steps=steps, anchor=anchor, anchor_runs=3)
+    assert order == ["on", "off", "anchor 1x3"] * 2
+    assert measured.anchor == 15.0
+    assert bench_agents.journal_on_off(1, 4, 1, steps=steps).anchor is None
