@@ -45,7 +45,6 @@ import contextvars
 import copy
 import json
 import time
-import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +52,7 @@ from typing import Any
 import structlog
 
 from memoryd import messages as msgs
+from memoryd._ids import IdSource
 from memoryd.agent.journal import RunJournal, RunRecord, StepWrite
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
@@ -87,6 +87,12 @@ from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 __all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call", "pending_runs_of"]
 
 log = structlog.get_logger(__name__)
+
+_RUN_IDS = IdSource()
+"""Run ids of runs given none: unique across processes sharing a store, without a system
+call per run (a system call lets another thread take the interpreter lock)."""
+_CONVERSATION_IDS = IdSource("conversation-")
+"""Conversation ids of runs given none and no active session."""
 Message = dict[str, Any]
 
 current_tool_call: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
@@ -466,10 +472,10 @@ class Agent(SessionMethods):
         if conversation_id is None and self._session is not None:
             conversation_id = self._session.id
         if conversation_id is None:
-            conversation_id = f"conversation-{uuid.uuid4().hex}"
+            conversation_id = _CONVERSATION_IDS.next()
         cid = msgs.validate_conversation_id(conversation_id)
         if run_id is None:
-            run_id = uuid.uuid4().hex
+            run_id = _RUN_IDS.next()
         elif not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
         return turn, cid, run_id

@@ -10,22 +10,20 @@ at most ``mailbox`` calls deep (`Overloaded` past that).
 from __future__ import annotations
 
 import enum
-import itertools
 import threading
-import uuid
 from collections.abc import Callable, Collection
 from typing import Any
 
+from memoryd._ids import IdSource
 from memoryd.agents import naming
 from memoryd.agents.instance import Call, Slot, State, call_chain, nudge
 from memoryd.errors import AgentSystemStopped, CallCycle, CallTimeout, Overloaded, UnknownAgent
 
 __all__ = ["Mailboxes", "Placed", "unknown_agent"]
 
-_RUN_IDS = itertools.count()
-_RUN_PREFIX = uuid.uuid4().hex[:16]
-"""Run ids of calls without a request id: this process's random 64-bit prefix and a
-counter (unique across processes sharing a store, without a system call per call)."""
+_RUN_IDS = IdSource()
+"""Run ids of calls without a request id (unique across processes sharing a store,
+without a system call per call)."""
 
 
 class Placed(enum.Enum):
@@ -170,7 +168,7 @@ class Mailboxes:
                 raise ValueError(f"request_id must be a non-empty str, not {request_id!r}")
             run_id = naming.request_run_id(slot.agent_type, slot.key, request_id)
         else:
-            run_id = f"{_RUN_PREFIX}{next(_RUN_IDS):016x}"
+            run_id = _RUN_IDS.next()
         call = Call(
             input=input,
             run_id=run_id,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import structlog
 
 from memoryd import messages as msgs
+from memoryd._ids import IdSource
 from memoryd.errors import InvalidMessage, LLMError, StepLimitExceeded, ToolArgumentError
 from memoryd.kernel.context import Context
 from memoryd.kernel.filters import (
@@ -47,6 +47,9 @@ from memoryd.llm.base import ChatModel
 __all__ = ["InvokeResult", "Kernel", "message_text", "render_result"]
 
 log = structlog.get_logger(__name__)
+
+_INVOKE_IDS = IdSource()
+"""Invoke ids of invokes given none (see `memoryd._ids`)."""
 
 
 def message_text(message: Message) -> str:
@@ -419,7 +422,7 @@ class Kernel:
             context = Context()
         if not isinstance(context, Context):
             raise TypeError(f"context must be a memoryd.Context, not {type(context).__name__}")
-        invoke_id = uuid.uuid4().hex
+        invoke_id = _INVOKE_IDS.next()
         ephemeral = bool(self._memory) and context.conversation_id is None
         if ephemeral:
             context = context.with_conversation_id(f"{EPHEMERAL_PREFIX}{invoke_id}")

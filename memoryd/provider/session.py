@@ -31,11 +31,11 @@ copy = memoryd.Session.load_json(text, other_store)
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 from memoryd import messages as msgs
+from memoryd._ids import IdSource
 from memoryd.errors import ConflictError
 from memoryd.provider.chat_store import check_store, looks_like_store, warn_once
 from memoryd.provider.default import DefaultProvider
@@ -54,6 +54,9 @@ from memoryd.provider.session_turns import check_keys, render
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["AnalysisHandler", "ResizeHandler", "Session"]
+
+_SESSION_IDS = IdSource("session-")
+"""Ids of sessions made without one."""
 
 ProviderOrStore: TypeAlias = MemoryProvider | StoreHandle | Any
 """A provider, a store handle or any `memoryd.ChatStore`, or None for the default store."""
@@ -95,7 +98,7 @@ class Session:
         reply_keys: Sequence[str] | None = None,
     ) -> None:
         if conversation_id is None:
-            conversation_id = f"session-{uuid.uuid4().hex}"
+            conversation_id = _SESSION_IDS.next()
         self._cid = msgs.validate_conversation_id(conversation_id)
         if provider is None:
             provider = DefaultProvider.on_default_store()

@@ -112,3 +112,56 @@ def test_forked_children_of_one_parent_draw_different_nonces() -> None:
     first, second = _ids_in_child(source, 5), _ids_in_child(source, 5)
     assert set(first).isdisjoint(second)
     assert _nonce(first[0]) != _nonce(second[0])
+
+
+def test_the_ids_memoryd_makes_for_runs_invokes_and_conversations_survive_a_fork() -> None:
+    """Run ids (an agent's and an agent system's), invoke ids and the ids of
+    conversations and sessions made without one come from fork-safe sources: a child
+    forked after the parent made some repeats none of the parent's (two processes on
+    one store would otherwise share a run's journal)."""
+    from memoryd.agent import agent
+    from memoryd.agents import mailbox
+    from memoryd.kernel import kernel
+    from memoryd.provider import session
+
+    sources = {
+        "agent run ids": agent._RUN_IDS,
+        "conversation ids": agent._CONVERSATION_IDS,
+        "agent system run ids": mailbox._RUN_IDS,
+        "invoke ids": kernel._INVOKE_IDS,
+        "session ids": session._SESSION_IDS,
+    }
+    for what, source in sources.items():
+        before = [source.next() for _ in range(5)]
+        child = _ids_in_child(source, 5)
+        after = [source.next() for _ in range(5)]
+        assert set(child).isdisjoint(before + after), what
+
+
+def test_runs_on_many_threads_get_ids_of_their_own() -> None:
+    """An agent's runs given no run id or conversation id, from 8 threads at once, each
+    get their own (the ids are made without a system call)."""
+    import memoryd
+
+    class Instant:
+        def complete(self, messages: list[dict], *, tools: list[dict] | None = None) -> dict:
+            return {"role": "assistant", "content": "ok"}
+
+    agents = [memoryd.Agent(llm=Instant(), memory=False) for _ in range(8)]
+    results: list[list[tuple[str, str]]] = [[] for _ in range(8)]
+
+    def work(n: int) -> None:
+        for _ in range(200):
+            result = agents[n].run("ping")
+            results[n].append((result.run_id, result.conversation_id))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    every = [pair for mine in results for pair in mine]
+    assert len(every) == 1600
+    assert len({run for run, _ in every}) == 1600
+    assert len({cid for _, cid in every}) == 1600
+    assert all(cid.startswith("conversation-") for _, cid in every)
