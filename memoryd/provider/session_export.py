@@ -11,8 +11,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
-import yaml
-
 __all__ = ["FORMAT", "Syntax", "dump", "parse"]
 
 FORMAT = "memoryd.session/1"
@@ -33,6 +31,8 @@ def dump(document: Mapping[str, Any], syntax: Syntax) -> str:
     """
     if syntax == "json":
         return json.dumps(document, ensure_ascii=False, indent=2)
+    import yaml  # noqa: PLC0415 - on first use: 10-40 ms of import a run never needs
+
     return str(yaml.safe_dump(dict(document), allow_unicode=True, sort_keys=False))
 
 
@@ -49,9 +49,14 @@ def parse(text: str, syntax: Syntax) -> Any:
     Raises:
         ValueError: The text does not parse.
     """
-    try:
-        if syntax == "json":
+    if syntax == "json":
+        try:
             return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"session JSON does not parse: {exc}") from None
+    import yaml  # noqa: PLC0415 - as in `dump`
+
+    try:
         return yaml.safe_load(text)
     except (TypeError, ValueError, yaml.YAMLError) as exc:
         raise ValueError(f"session {syntax.upper()} does not parse: {exc}") from None

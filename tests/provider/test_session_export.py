@@ -52,3 +52,24 @@ def test_parse_leaves_the_format_check_to_restore() -> None:
     """Valid text of something else parses; whether it is a session is checked later."""
     assert parse("[1, 2]", "json") == [1, 2]
     assert parse("- 1\n- 2\n", "yaml") == [1, 2]
+
+
+def test_yaml_is_imported_only_when_a_session_is_written_or_read_as_yaml() -> None:
+    """Importing memoryd, its agents and a store loads no YAML parser (10-40 ms of a
+    process's start, paid by every recovery process); the first YAML export loads it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, memoryd\n"
+        "from memoryd.agents import AgentSystem\n"
+        "import memoryd.store.lmdb.handle, memoryd.provider.session\n"
+        "print('yaml' in sys.modules)\n"
+        "from memoryd.provider.session_export import dump\n"
+        "dump({'format': 'x'}, 'yaml')\n"
+        "print('yaml' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["False", "True"]
