@@ -51,6 +51,15 @@ def wait_until(
         time.sleep(interval)
 
 
+def python_prints(code: str) -> list[str]:
+    """The lines a fresh interpreter prints running ``code`` (``python -c``); it must exit
+    with 0 within a minute."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return result.stdout.splitlines()
+
+
 def kill9_when(module: str, *args: str, ready: Callable[[], object], timeout: float = 30) -> None:
     """Run ``python -m module args...`` from the repository's root, wait until ``ready()``
     holds while it lives, then kill it with SIGKILL.

@@ -4,6 +4,8 @@ import importlib
 
 import pytest
 
+from tests.helpers import python_prints
+
 
 @pytest.mark.parametrize("package", ["memoryd", "supervisors"])
 def test_all_names_exist_and_are_sorted(package: str) -> None:
@@ -85,9 +87,6 @@ def test_contract_names_from_the_design_are_exported() -> None:
 def test_importing_memoryd_leaves_the_agent_stacks_unloaded_until_used() -> None:
     """`import memoryd` loads the stores, not the agent, kernel, provider, memory or client
     modules; the first use of one of their names loads it."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, memoryd\n"
         "stacks = ('memoryd.agent', 'memoryd.kernel', 'memoryd.provider', 'memoryd.memory',"
@@ -96,8 +95,6 @@ def test_importing_memoryd_leaves_the_agent_stacks_unloaded_until_used() -> None
         "memoryd.Agent, memoryd.window\n"
         "print(sorted(m for m in stacks if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    ).stdout.splitlines()
+    out = python_prints(code)
     assert out[0] == "[]"
     assert "'memoryd.agent'" in out[1] and "'memoryd.provider'" in out[1]

@@ -8,6 +8,7 @@ import pytest
 
 from memoryd.provider import session
 from memoryd.provider.session_export import FORMAT, Syntax, dump, parse
+from tests.helpers import python_prints
 
 DOCUMENT: dict[str, Any] = {
     "format": FORMAT,
@@ -57,9 +58,6 @@ def test_parse_leaves_the_format_check_to_restore() -> None:
 def test_yaml_is_imported_only_when_a_session_is_written_or_read_as_yaml() -> None:
     """Importing memoryd, its agents and a store loads no YAML parser (10-40 ms of a
     process's start, paid by every recovery process); the first YAML export loads it."""
-    import subprocess
-    import sys
-
     probe = (
         "import sys, memoryd\n"
         "from memoryd.agents import AgentSystem\n"
@@ -69,7 +67,4 @@ def test_yaml_is_imported_only_when_a_session_is_written_or_read_as_yaml() -> No
         "dump({'format': 'x'}, 'yaml')\n"
         "print('yaml' in sys.modules)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.split() == ["False", "True"]
+    assert python_prints(probe) == ["False", "True"]
