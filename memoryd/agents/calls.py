@@ -139,7 +139,7 @@ class Calls:
                 raise
             except Exception as exc:
                 self._mailboxes.withdraw(slot, call)
-                call.answer(error=exc)
+                call.fail(exc)
                 log.error("run_recovery_failed", run_id=record.run_id, error=repr(exc))
         return _future(call)
 

@@ -31,6 +31,7 @@ thread stops it in the passivating thread (``supervisors.SupervisedActor.lazy_th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import enum
 import threading
@@ -112,18 +113,20 @@ class Call:
             future = self.future = Future()
         return future
 
-    def answer(self, result: RunResult | None = None, error: BaseException | None = None) -> None:
-        """Resolve the call's future with ``result`` or ``error``, unless it was answered
-        already (the system stopped meanwhile: `Mailboxes.fail_all`)."""
+    def answer(self, result: RunResult) -> None:
+        """Resolve the call's future with ``result`` (see `fail`)."""
         future = self.future
         assert future is not None, "only a queued call or one left to the actor is answered"
-        try:
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)  # type: ignore[arg-type]
-        except InvalidStateError:
-            pass
+        with contextlib.suppress(InvalidStateError):
+            future.set_result(result)
+
+    def fail(self, error: BaseException) -> None:
+        """Resolve the call's future with ``error``. A call answered already (the system
+        stopped meanwhile: `Mailboxes.fail_all`) keeps its first answer."""
+        future = self.future
+        assert future is not None, "only a queued call or one left to the actor is answered"
+        with contextlib.suppress(InvalidStateError):
+            future.set_exception(error)
 
 
 @dataclass(slots=True, eq=False)
@@ -419,7 +422,7 @@ class Instance(SupervisedActor):
         except RunInterrupted:
             raise
         except Exception as exc:
-            call.answer(error=exc)
+            call.fail(exc)
         else:
             call.answer(result)
 

@@ -245,7 +245,7 @@ class Mailboxes:
                 for call in calls:  # a call its caller runs gets one too: if its run is
                     call.waited()  # left to the actor, the caller waits on it
             for call in calls:
-                call.answer(error=error)
+                call.fail(error)
 
     def retire(self, slot: Slot) -> None:
         """Forget a slot that was passivated with nothing waiting."""
