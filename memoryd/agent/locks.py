@@ -96,19 +96,6 @@ def _leave(key: Hashable) -> None:
             del _locks[key]
 
 
-async def _acquire_polling(lock: threading.Lock) -> None:
-    """Take ``lock`` from an event loop, never blocking it.
-
-    The lock is shared with threads' runs, so it cannot be awaited: it is tried, and
-    tried again after a pause that doubles up to `POLL_MAX_S` while another run holds
-    it. No worker thread waits on it: a run holding it may need one.
-    """
-    pause = POLL_MIN_S
-    while not lock.acquire(blocking=False):
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, POLL_MAX_S)
-
-
 async def _exit_async(
     self: Any,
     kind: type[BaseException] | None,
@@ -121,8 +108,7 @@ async def _exit_async(
 
 
 class run_turn:  # noqa: N801 (used like the function-style context managers beside it)
-    """Mark run ``run_id`` active and hold the lock of ``key`` for the ``with`` block
-    (`run_active`, then `conversation_lock`, in one object: every run enters it).
+    """Mark run ``run_id`` active and hold the lock of ``key`` for the ``with`` block.
 
     Args:
         run_id: The run id.
@@ -132,23 +118,17 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         ValueError: On entry, when the run is already running in this process.
     """
 
-    __slots__ = ("_key", "_lock", "_run_id", "_token")
+    __slots__ = ("_conversation", "_run_id", "_token")
 
     def __init__(self, run_id: str, key: Hashable) -> None:
         self._run_id = run_id
-        self._key = key
+        self._conversation = conversation_lock(key)
 
     def __enter__(self) -> None:
         token = self._token = _claim_run(self._run_id)
         try:
-            lock = self._lock = _join(self._key)
+            self._conversation.__enter__()
         except BaseException:
-            _release_run(self._run_id, token)
-            raise
-        try:
-            lock.acquire()
-        except BaseException:
-            _leave(self._key)
             _release_run(self._run_id, token)
             raise
 
@@ -158,22 +138,15 @@ class run_turn:  # noqa: N801 (used like the function-style context managers bes
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self._lock.release()
-        _leave(self._key)
+        self._conversation.__exit__(kind, error, trace)
         _release_run(self._run_id, self._token)
 
     async def __aenter__(self) -> None:
         """`__enter__` from an event loop: the lock is waited for without blocking it."""
         token = self._token = _claim_run(self._run_id)
         try:
-            lock = self._lock = _join(self._key)
+            await self._conversation.__aenter__()
         except BaseException:
-            _release_run(self._run_id, token)
-            raise
-        try:
-            await _acquire_polling(lock)
-        except BaseException:
-            _leave(self._key)
             _release_run(self._run_id, token)
             raise
 
@@ -210,10 +183,18 @@ class conversation_lock:  # noqa: N801 (a context manager named like the functio
         _leave(self._key)
 
     async def __aenter__(self) -> None:
-        """`__enter__` from an event loop, never blocking it (see `_acquire_polling`)."""
+        """`__enter__` from an event loop, never blocking it.
+
+        The lock is shared with threads' runs, so it cannot be awaited: it is tried,
+        and tried again after a pause that doubles up to `POLL_MAX_S` while another
+        run holds it. No worker thread waits on it: a run holding it may need one.
+        """
         lock = self._lock = _join(self._key)
         try:
-            await _acquire_polling(lock)
+            pause = POLL_MIN_S
+            while not lock.acquire(blocking=False):
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, POLL_MAX_S)
         except BaseException:
             _leave(self._key)
             raise
