@@ -229,6 +229,32 @@ def nudge(slot: Slot) -> bool:
     return True
 
 
+class _InlineRun:
+    """The ``with`` block of a call its caller runs (`Instance.run_inline`, and
+    `Instance.arun_inline` across its awaits): the call's deadline and the call chain
+    are set for the block, and on the way out the inbox goes back to the actor. A run
+    stopped at a step boundary (`RunInterrupted`) ends the block quietly, left to the
+    actor; anything else the block raises goes through (a run's error, or what
+    interrupted the caller), the call finished."""
+
+    __slots__ = ("_call", "_instance", "_token")
+
+    def __init__(self, instance: Instance, call: Call) -> None:
+        self._instance = instance
+        self._call = call
+
+    def __enter__(self) -> None:
+        call, instance = self._call, self._instance
+        instance._inline_deadline = call.deadline
+        self._token = call_chain.set((*call.chain, instance._slot.name))
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        call_chain.reset(self._token)
+        left = kind is not None and issubclass(kind, RunInterrupted)
+        self._instance._give_back(self._call, finished=not left)
+        return left  # a stopped run is not an error: its caller waits on the future
+
+
 class Instance(SupervisedActor):
     """One incarnation of an agent instance. Every method runs in the actor's thread.
 
@@ -350,19 +376,10 @@ class Instance(SupervisedActor):
                 the call is not run again (a run it had journaled stays pending, for
                 recovery).
         """
-        self._inline_deadline = call.deadline
-        finished = False
-        try:
-            result = self._run_in_chain(call)
-            finished = True
-            return result
-        except RunInterrupted:
-            return None
-        except BaseException:
-            finished = True
-            raise
-        finally:
-            self._give_back(call, finished=finished)
+        result = None
+        with _InlineRun(self, call):
+            result = self._execute(call)
+        return result
 
     async def arun_inline(self, call: Call) -> RunResult | None:
         """`run_inline` on the caller's event loop: the run is a coroutine of the loop
@@ -378,23 +395,10 @@ class Instance(SupervisedActor):
                 is not run again (a run it had journaled stays pending: the same request
                 id resumes it).
         """
-        self._inline_deadline = call.deadline
-        finished = False
-        try:
-            token = call_chain.set((*call.chain, self._slot.name))
-            try:
-                result = await self._aexecute(call)
-            finally:
-                call_chain.reset(token)
-            finished = True
-            return result
-        except RunInterrupted:
-            return None
-        except BaseException:
-            finished = True
-            raise
-        finally:
-            self._give_back(call, finished=finished)
+        result = None
+        with _InlineRun(self, call):
+            result = await self._aexecute(call)
+        return result
 
     def _give_back(self, call: Call, *, finished: bool) -> None:
         """The end of a call run by its caller: the inbox goes back to the actor, which
