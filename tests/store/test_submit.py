@@ -394,6 +394,30 @@ def test_the_answers_to_one_batch_wake_the_loop_once(
         loop.close()
 
 
+def test_a_platform_without_eventfd_wakes_the_loop_with_call_soon_threadsafe(
+    store: StoreHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``os.eventfd`` does not exist (every platform but Linux), a loop's writes
+    succeed all the same, each committed batch waking the loop by
+    ``call_soon_threadsafe``, and no descriptor is opened for it."""
+    monkeypatch.delattr(os, "eventfd")
+    loop = _CountingLoop()
+    open_before = len(os.listdir("/proc/self/fd"))
+    try:
+
+        async def main() -> list[int]:
+            await store.submit(_add(store, "warm", "x"))
+            return await asyncio.gather(
+                *(store.submit(_add(store, f"c{i}", "x")) for i in range(5))
+            )
+
+        assert loop.run_until_complete(main()) == [1] * 5
+        assert loop.fd_wakes == 0 and loop.threadsafe_calls >= 1
+        assert len(os.listdir("/proc/self/fd")) == open_before
+    finally:
+        loop.close()
+
+
 def test_a_lone_write_from_a_loop_is_committed_without_company(store: StoreHandle) -> None:
     """A single write is handed over at the end of its iteration and answered by itself."""
 
