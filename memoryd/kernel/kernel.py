@@ -101,6 +101,20 @@ def _tool_raised(call: ToolCall, exc: Exception) -> ToolResult:
     return _tool_error(call, f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}")
 
 
+def _arguments(call: ToolCall) -> Any:
+    """A tool call's arguments decoded from JSON (blank text is no arguments).
+
+    Raises:
+        ValueError: They are not valid JSON.
+    """
+    return json.loads(call.arguments) if call.arguments.strip() else {}
+
+
+def _tool_done(call: ToolCall, value: Any) -> ToolResult:
+    """The result the model reads for a tool call that returned ``value``."""
+    return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
+
+
 def _awaits_model(llm: Any) -> bool:
     """True when the model has an ``async def acomplete`` (`Kernel.achat_checked` awaits it)."""
     return inspect.iscoroutinefunction(getattr(llm, "acomplete", None))
@@ -229,7 +243,7 @@ class Kernel:
                 call, f"Error: there is no tool {call.name!r}; the tools are {known}"
             )
         try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+            arguments = _arguments(call)
         except ValueError as exc:
             return _tool_error(
                 call, f"Error: the arguments of {call.name!r} are not valid JSON: {exc}"
@@ -238,7 +252,7 @@ class Kernel:
             value = found.invoke(arguments)
         except Exception as exc:
             return _tool_raised(call, exc)
-        return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
+        return _tool_done(call, value)
 
     # -- single steps (the agent drives its own loop with these) ---------------------------
 
@@ -385,7 +399,7 @@ class Kernel:
         if self._tool_layers or (found is not None and not found.awaitable):
             return await asyncio.to_thread(self._tool, call)
         try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+            arguments = _arguments(call)
         except ValueError:
             found = None
         if found is None:  # the error result, worded as the thread path words it
@@ -394,7 +408,7 @@ class Kernel:
             value = await found.function(**found.validate(arguments))
         except Exception as exc:
             return _tool_raised(call, exc)
-        return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
+        return _tool_done(call, value)
 
     # -- the tool loop --------------------------------------------------------------------
 
