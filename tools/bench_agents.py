@@ -22,8 +22,12 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
   so the whole-heap garbage collections either side sets off are paid for); 10,000
   instances with max_active=256: live threads and RSS.
 * floor: the 8-run journal ratio's shape with no memoryd (`benchlib.journal_floor`):
-  threads doing steps at the journal-off runs' pace, one record per step group-committed
-  to a bare LMDB file. What the machine allows, beside memoryd's own ratio.
+  threads spinning at the journal-off runs' pace per step, one record per step
+  group-committed to a bare LMDB file.
+* bare journal: memoryd's own 8 runs with their journal off, each step first handing one
+  200-byte record to that bare group-committing thread and waiting until it is durable,
+  against the same runs with nothing written (alternating rounds, the median round): the
+  least any journal that makes each step durable before the next costs these runs.
 * a note: what a py-lmdb put costs beside a busy thread (`benchlib.lmdb_gil`), the
   reason the store builds a batch while its writers wait.
 """
@@ -48,7 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchlib.journal_floor import floor_on_off
+from benchlib.journal_floor import Committer, floor_on_off
 from benchlib.lmdb_gil import put_cost
 
 import memoryd
@@ -138,6 +142,26 @@ async def astep(n: int) -> int:
     return n
 
 
+BARE_RECORD = b"s" * 200
+"""What a bare-journal step makes durable: about the size of a step's journal record."""
+
+
+def bare_tool(committer: Committer) -> Any:
+    """A trivial step that first makes one small record durable through ``committer``."""
+
+    @memoryd.tool
+    def bare_step(n: int) -> int:
+        """A trivial step after a durable record.
+
+        Args:
+            n: The step.
+        """
+        committer.write(BARE_RECORD)
+        return n
+
+    return bare_step
+
+
 def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
@@ -173,16 +197,20 @@ def memoryd_steps(
     journal: bool,
     latency_s: float = 0.0,
     on_loop: bool = False,
+    tool: Any = None,
+    timing: Callable[[], None] | None = None,
 ) -> tuple[float, float]:
     """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run; the model
     answers in ``latency_s``. The ``workers`` callers are threads calling
     `AgentSystem.call`, or with ``on_loop`` coroutines of one event loop calling
     `AgentSystem.acall` (each turn runs on the loop, the model's ``acomplete`` and the
-    tool awaited there)."""
+    tool awaited there). ``tool`` replaces the trivial step (`bare_tool`); ``timing`` is
+    called once the warm-up run is done, as the timed runs begin (threads only)."""
     data = tempfile.mkdtemp(prefix="bench-agents-")
     try:
         store = memoryd.LmdbStore.start(data, name="bench-steps")
-        tool = astep if on_loop else step
+        if tool is None:
+            tool = astep if on_loop else step
 
         def make(key: str) -> memoryd.Agent:
             return memoryd.Agent(
@@ -199,6 +227,8 @@ def memoryd_steps(
         else:
             system.call("w", "warm", "warm up")
             before = int(store.stats()["fsyncs"])
+            if timing is not None:
+                timing()
 
             def work(w: int) -> None:
                 for n in range(runs):
@@ -228,6 +258,56 @@ async def on_one_loop(
     start = time.perf_counter()
     await asyncio.gather(*(work(w) for w in range(workers)))
     return time.perf_counter() - start, before
+
+
+@dataclass(frozen=True)
+class Bare:
+    """One bare-journal side: memoryd's runs with their journal off, a durable record a step."""
+
+    rate: float
+    """Runs/s."""
+    records: int
+    """Records the bare file holds afterwards: one per step, the warm-up run's included."""
+    commits: int
+    """Transactions (each fsynced) the timed runs took."""
+    store_fsyncs: float
+    """Fsyncs per run of memoryd's own store: its turn commits only."""
+
+
+def bare_journal(workers: int, runs: int) -> Bare:
+    """`memoryd_steps` with the journal off and a `bare_tool` step: each step first hands
+    one record to a bare group-committing LMDB thread (`benchlib.journal_floor`) and
+    waits until it is durable."""
+    path = tempfile.mkdtemp(prefix="bench-bare-journal-")
+    try:
+        committer = Committer(path, workers)
+        warm_up = 0
+
+        def timing() -> None:
+            nonlocal warm_up
+            warm_up = committer.commits
+
+        try:
+            rate, fsyncs = memoryd_steps(
+                workers, runs, journal=False, tool=bare_tool(committer), timing=timing
+            )
+        finally:
+            commits = committer.commits - warm_up
+            records = committer.stop()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    return Bare(rate, records, commits, fsyncs)
+
+
+def bare_steps(
+    workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
+) -> tuple[float, float]:
+    """A side for `journal_on_off`: the bare journal (``journal``) or memoryd's runs with
+    nothing written; runs/s and fsyncs per run (the bare file's, or memoryd's store's)."""
+    if not journal:
+        return memoryd_steps(workers, runs, journal=False, latency_s=latency_s)
+    bare = bare_journal(workers, runs)
+    return bare.rate, bare.commits / (workers * runs)
 
 
 def loop_steps(
@@ -661,7 +741,7 @@ def main() -> None:
             f"{measured.on / measured.off:.2f}x"
         )
         fsync_notes.append(f"{workers} concurrent: {measured.fsyncs:.2f} fsyncs per 10-step run")
-        if workers > 1:  # what the machine allows at this concurrency, without memoryd
+        if workers > 1:  # the journal's shape at this concurrency, with no memoryd at all
             off = measured.off
             step_s = 1 / (off * (STEPS + 1))  # the journal-off runs' own pace per step
             floor = floor_on_off(workers, runs // workers, STEPS, step_s, 1 if args.quick else 3)
@@ -672,6 +752,21 @@ def main() -> None:
                 floor.off,
                 "runs/s",
             )
+    # The least a journal that makes each step durable before the next can cost these
+    # runs on callers' threads: one bare record a step, nothing else of memoryd's journal.
+    bare = journal_on_off(8, runs // 8, 1 if args.quick else ROUNDS, steps=bare_steps)
+    row(
+        "bare journal vs off, 8 concurrent callers' threads (memoryd's runs, journal off, "
+        "one 200-byte record a step made durable in a bare LMDB file)",
+        *bare.median_round(),
+        "runs/s",
+    )
+    low, high = bare.spread()
+    round_notes.append(
+        f"bare journal vs off, 8 concurrent: the median of {len(bare.rounds)} rounds; rounds "
+        f"ranged {low:.2f}x to {high:.2f}x; total over total time {bare.on / bare.off:.2f}x; "
+        f"the bare file took {bare.fsyncs:.2f} fsynced transactions per 10-step run"
+    )
     # The same 8 runs as coroutines of one event loop (`Agent.arun`): a run waiting for its
     # journal's write is a coroutine's wait, not a thread's.
     looped = journal_on_off(8, runs // 8, 1 if args.quick else ROUNDS, steps=loop_steps)

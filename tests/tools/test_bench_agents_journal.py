@@ -88,3 +88,26 @@ def test_the_anchor_runs_a_round_after_each_round_and_counts_total_over_total() 
     assert order == ["on", "off", "anchor 1x3"] * 2
     assert measured.anchor == 15.0
     assert bench_agents.journal_on_off(1, 4, 1, steps=steps).anchor is None
+
+
+def test_the_bare_journal_makes_one_record_a_step_durable_and_memoryd_none() -> None:
+    """The bare-journal side: 2 threads x 3 runs of 10 steps, after one warm-up run, put
+    70 records in the bare file, grouped into at most as many fsynced transactions;
+    memoryd's own store journals nothing (one turn commit a run at most, plus the
+    instances' leases)."""
+    bare = bench_agents.bare_journal(2, RUNS)
+    assert bare.rate > 0
+    assert bare.records == (2 * RUNS + 1) * bench_agents.STEPS
+    assert 0 < bare.commits <= bare.records
+    assert bare.store_fsyncs <= 1 + 2 / (2 * RUNS)
+
+
+def test_the_bare_rows_off_side_is_memoryds_runs_with_nothing_written() -> None:
+    """`bare_steps` alternates the bare journal with the plain journal-off runs: the off
+    side writes no bare record and no journal (fsyncs: turn commits only)."""
+    rate, fsyncs = bench_agents.bare_steps(1, RUNS, journal=False)
+    assert rate > 0
+    assert fsyncs <= 1 + 1 / RUNS
+    rate, commits_per_run = bench_agents.bare_steps(1, RUNS, journal=True)
+    assert rate > 0
+    assert commits_per_run == bench_agents.STEPS  # one at a time: a transaction a step

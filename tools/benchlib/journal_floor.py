@@ -6,8 +6,11 @@ the same shape with nothing but threads and py-lmdb: each of ``workers`` threads
 does) and, with the journal on, hands one small record per step to a committing thread
 and waits until it is durable; every run ends with one durable record either way. The
 committing thread gathers the records that arrive together into one transaction (group
-commit, fsynced as LMDB always does). Its ``on / off`` is what the machine allows: what
-is left above memoryd's own ratio is memoryd's cost.
+commit, fsynced as LMDB always does). Its ``on / off`` is the journal's shape with the
+lightest step there is: a spin that touches almost no memory. A thread that blocks on
+every step and runs an agent's step in between pays more than that for each block
+(its caches are cold when it comes back); the bare-journal row of `bench_agents` puts
+the same committer under memoryd's own runs, to measure that floor too.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import lmdb
 
-__all__ = ["Floor", "floor_on_off"]
+__all__ = ["Committer", "Floor", "floor_on_off"]
 
 _LINGER_S = 0.002
 """How long a batch waits for the rest of its writers after the first."""
@@ -33,13 +36,20 @@ def spin(seconds: float) -> None:
         pass
 
 
-class _Committer:
-    """One thread owning one LMDB environment; writers wait for their record's commit."""
+class Committer:
+    """One thread owning one LMDB environment; writers wait for their record's commit.
+
+    The least a durable journal can do: a record handed over, grouped with the records
+    of the other writers that arrive within a linger (or until ``writers`` are in), one
+    transaction fsynced as LMDB always does, and the writer woken. `tools/bench_agents.py`
+    also puts it under memoryd's own runs with their journal off (the bare-journal row).
+    """
 
     def __init__(self, path: str, writers: int) -> None:
         self.env = lmdb.open(path, map_size=1 << 30)
         self.expect = writers
         self.commits = 0
+        """Transactions committed so far (each fsynced)."""
         self._cond = threading.Condition()
         self._queue: list[tuple[bytes, threading.Lock]] = []
         self._stopped = False
@@ -103,7 +113,7 @@ class Floor:
 
 
 def _rate(
-    committer: _Committer, workers: int, runs: int, steps: int, step_s: float, journal: bool
+    committer: Committer, workers: int, runs: int, steps: int, step_s: float, journal: bool
 ) -> float:
     def work() -> None:
         for _ in range(runs):
@@ -138,7 +148,7 @@ def floor_on_off(workers: int, runs: int, steps: int, step_s: float, rounds: int
         for journal in (True, False):
             path = tempfile.mkdtemp(prefix="journal-floor-")
             try:
-                committer = _Committer(path, workers)
+                committer = Committer(path, workers)
                 rate = _rate(committer, workers, runs, steps, step_s, journal)
                 taken = committer.commits
                 held = committer.stop()
