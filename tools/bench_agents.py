@@ -26,8 +26,10 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
   group-committed to a bare LMDB file.
 * bare journal: memoryd's own 8 runs with their journal off, each step first handing one
   200-byte record to that bare group-committing thread and waiting until it is durable,
-  against the same runs with nothing written (alternating rounds, the median round): the
-  least any journal that makes each step durable before the next costs these runs.
+  run in each round of the 8-run rows right after the journal-off side and set against
+  it (the median round): the least any journal that makes each step durable before the
+  next costs these runs; memoryd's journal against it is the median of the rounds'
+  on/bare ratios.
 * a note: what a py-lmdb put costs beside a busy thread (`benchlib.lmdb_gil`), the
   reason the store builds a batch while its writers wait.
 """
@@ -299,15 +301,9 @@ def bare_journal(workers: int, runs: int) -> Bare:
     return Bare(rate, records, commits, fsyncs)
 
 
-def bare_steps(
-    workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
-) -> tuple[float, float]:
-    """A side for `journal_on_off`: the bare journal (``journal``) or memoryd's runs with
-    nothing written; runs/s and fsyncs per run (the bare file's, or memoryd's store's)."""
-    if not journal:
-        return memoryd_steps(workers, runs, journal=False, latency_s=latency_s)
-    bare = bare_journal(workers, runs)
-    return bare.rate, bare.commits / (workers * runs)
+def bare_rate(workers: int, runs: int) -> float:
+    """`bare_journal`'s runs/s: the ``bare`` side of `journal_on_off`."""
+    return bare_journal(workers, runs).rate
 
 
 def loop_steps(
@@ -332,6 +328,9 @@ class OnOff:
     anchor: float | None = None
     """The anchor's runs/s, a round of it run after each (on, off) round: total runs
     over total time (None: no anchor was measured)."""
+    bare: tuple[float, ...] = ()
+    """Each round's bare-journal runs/s (`bare_journal`), run right after its (on, off);
+    empty when none was measured."""
 
     def median_round(self) -> tuple[float, float]:
         """The (on, off) of the round whose on/off ratio is the median (the upper one of
@@ -349,6 +348,18 @@ class OnOff:
         ratios = [on / off for on, off in self.rounds]
         return min(ratios), max(ratios)
 
+    def bare_median_round(self) -> tuple[float, float]:
+        """The (bare, off) of the round whose bare/off ratio is the median (the upper one
+        of an even count): the bare journal against the same round's journal-off runs."""
+        pairs = [(bare, off) for bare, (_, off) in zip(self.bare, self.rounds, strict=True)]
+        return sorted(pairs, key=lambda pair: pair[0] / pair[1])[len(pairs) // 2]
+
+    def on_vs_bare(self) -> float:
+        """The median over rounds of memoryd's journal-on rate over the bare journal's:
+        what memoryd's journal costs beyond the least a per-step durable write costs."""
+        ratios = sorted(on / bare for bare, (on, _) in zip(self.bare, self.rounds, strict=True))
+        return ratios[len(ratios) // 2]
+
 
 def journal_on_off(
     workers: int,
@@ -358,14 +369,18 @@ def journal_on_off(
     steps: Callable[..., tuple[float, float]] = memoryd_steps,
     anchor: Callable[[int, int], float] | None = None,
     anchor_runs: int = 0,
+    bare: Callable[[int, int], float] | None = None,
 ) -> OnOff:
     """Runs/s with the journal on and off in ``rounds`` alternating rounds, and fsyncs per
     run with it on; ``steps`` runs one side (`memoryd_steps`, threads; `loop_steps`, one
-    event loop). With ``anchor`` (``anchor(workers, anchor_runs)`` -> runs/s, DBOS's
-    `dbos_steps`), a round of the anchor follows each round, so a slow moment of a shared
-    machine falls on both sides alike, not on whichever was measured then."""
+    event loop). With ``bare`` (``bare(workers, runs)`` -> runs/s, `bare_rate`), the bare
+    journal runs after each round's off side, against the same off. With ``anchor``
+    (``anchor(workers, anchor_runs)`` -> runs/s, DBOS's `dbos_steps`), a round of the
+    anchor follows each round, so a slow moment of a shared machine falls on both sides
+    alike, not on whichever was measured then."""
     on_s = off_s = anchor_s = fsyncs = 0.0
     pairs = []
+    bares: list[float] = []
     for _ in range(rounds):
         rate, per_run = steps(workers, runs, journal=True, latency_s=latency_s)
         on_s += workers * runs / rate
@@ -373,11 +388,13 @@ def journal_on_off(
         off = steps(workers, runs, journal=False, latency_s=latency_s)[0]
         off_s += workers * runs / off
         pairs.append((rate, off))
+        if bare is not None:
+            bares.append(bare(workers, runs))
         if anchor is not None:
             anchor_s += workers * anchor_runs / anchor(workers, anchor_runs)
     total = rounds * workers * runs
     theirs = rounds * workers * anchor_runs / anchor_s if anchor is not None else None
-    return OnOff(total / on_s, total / off_s, fsyncs, tuple(pairs), theirs)
+    return OnOff(total / on_s, total / off_s, fsyncs, tuple(pairs), theirs, tuple(bares))
 
 
 def shutdown_and_remove(data: str) -> None:
@@ -725,6 +742,9 @@ def main() -> None:
             1 if args.quick else ROUNDS,
             anchor=dbos_steps,
             anchor_runs=max(mine // 4, 2),  # a round of DBOS takes about as long as ours
+            # the least a journal that makes each step durable before the next can cost
+            # these runs on callers' threads: one bare record a step, nothing of memoryd's
+            bare=bare_rate if workers > 1 else None,
         )
         assert measured.anchor is not None
         row(
@@ -746,27 +766,23 @@ def main() -> None:
             step_s = 1 / (off * (STEPS + 1))  # the journal-off runs' own pace per step
             floor = floor_on_off(workers, runs // workers, STEPS, step_s, 1 if args.quick else 3)
             row(
+                f"bare journal vs off, {workers} concurrent callers' threads (memoryd's runs, "
+                "journal off, each step first making one 200-byte record durable in a bare "
+                "LMDB file; the same rounds)",
+                *measured.bare_median_round(),
+                "runs/s",
+            )
+            round_notes.append(
+                f"memoryd's journal vs the bare journal, {workers} concurrent: the median "
+                f"of the rounds' ratios {measured.on_vs_bare():.2f}x"
+            )
+            row(
                 f"floor: journal on vs off, {workers} threads, bare LMDB group commit, "
                 f"{step_s * 1e6:.0f} us steps (no memoryd)",
                 floor.on,
                 floor.off,
                 "runs/s",
             )
-    # The least a journal that makes each step durable before the next can cost these
-    # runs on callers' threads: one bare record a step, nothing else of memoryd's journal.
-    bare = journal_on_off(8, runs // 8, 1 if args.quick else ROUNDS, steps=bare_steps)
-    row(
-        "bare journal vs off, 8 concurrent callers' threads (memoryd's runs, journal off, "
-        "one 200-byte record a step made durable in a bare LMDB file)",
-        *bare.median_round(),
-        "runs/s",
-    )
-    low, high = bare.spread()
-    round_notes.append(
-        f"bare journal vs off, 8 concurrent: the median of {len(bare.rounds)} rounds; rounds "
-        f"ranged {low:.2f}x to {high:.2f}x; total over total time {bare.on / bare.off:.2f}x; "
-        f"the bare file took {bare.fsyncs:.2f} fsynced transactions per 10-step run"
-    )
     # The same 8 runs as coroutines of one event loop (`Agent.arun`): a run waiting for its
     # journal's write is a coroutine's wait, not a thread's.
     looped = journal_on_off(8, runs // 8, 1 if args.quick else ROUNDS, steps=loop_steps)

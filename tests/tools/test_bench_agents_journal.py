@@ -102,12 +102,47 @@ def test_the_bare_journal_makes_one_record_a_step_durable_and_memoryd_none() -> 
     assert bare.store_fsyncs <= 1 + 2 / (2 * RUNS)
 
 
-def test_the_bare_rows_off_side_is_memoryds_runs_with_nothing_written() -> None:
-    """`bare_steps` alternates the bare journal with the plain journal-off runs: the off
-    side writes no bare record and no journal (fsyncs: turn commits only)."""
-    rate, fsyncs = bench_agents.bare_steps(1, RUNS, journal=False)
-    assert rate > 0
-    assert fsyncs <= 1 + 1 / RUNS
-    rate, commits_per_run = bench_agents.bare_steps(1, RUNS, journal=True)
-    assert rate > 0
-    assert commits_per_run == bench_agents.STEPS  # one at a time: a transaction a step
+def test_one_writer_at_a_time_commits_each_bare_record_alone() -> None:
+    """One thread: each of its steps' records is a transaction of its own (no one to
+    group with), counted over the timed runs only (the warm-up run is left out)."""
+    bare = bench_agents.bare_journal(1, RUNS)
+    assert bare.commits == RUNS * bench_agents.STEPS
+    assert bare.records == (RUNS + 1) * bench_agents.STEPS
+
+
+def test_the_bare_journal_runs_in_each_round_after_its_off_side() -> None:
+    """With ``bare``, each round runs on, off, bare, then the anchor; the bare row is the
+    round with the median bare/off ratio, each against its own round's off, and memoryd
+    against the bare journal is the median of the rounds' on/bare ratios."""
+    order: list[str] = []
+    on_off = iter([(30.0, 100.0), (20.0, 40.0), (45.0, 50.0)])
+    current: list[tuple[float, float]] = []
+
+    def steps(workers: int, runs: int, *, journal: bool, latency_s: float) -> tuple[float, float]:
+        order.append("on" if journal else "off")
+        if journal:
+            current[:] = [next(on_off)]
+            return current[0][0], 11.0
+        return current[0][1], 1.0
+
+    bares = iter([40.0, 10.0, 30.0])
+
+    def bare(workers: int, runs: int) -> float:
+        order.append("bare")
+        return next(bares)
+
+    def anchor(workers: int, runs: int) -> float:
+        order.append("anchor")
+        return 5.0
+
+    measured = bench_agents.journal_on_off(
+        8, 2, 3, steps=steps, anchor=anchor, anchor_runs=1, bare=bare
+    )
+    assert order == ["on", "off", "bare", "anchor"] * 3
+    assert measured.bare == (40.0, 10.0, 30.0)
+    # bare/off: 0.4, 0.25, 0.6 -> the median round is the first: (40, 100)
+    assert measured.bare_median_round() == (40.0, 100.0)
+    # on/bare: 0.75, 2.0, 1.5 -> 1.5
+    assert measured.on_vs_bare() == 1.5
+    without = bench_agents.journal_on_off(1, 2, 1, steps=lambda *a, **k: (1.0, 1.0))
+    assert without.bare == ()
