@@ -59,6 +59,7 @@ from benchlib.lmdb_gil import put_cost
 
 import memoryd
 from memoryd.agents import AgentSystem
+from memoryd.kernel.tools import Tool
 
 STEPS = 10
 KILL_AT = 6
@@ -148,7 +149,7 @@ BARE_RECORD = b"s" * 200
 """What a bare-journal step makes durable: about the size of a step's journal record."""
 
 
-def bare_tool(committer: Committer) -> Any:
+def bare_tool(committer: Committer) -> Tool:
     """A trivial step that first makes one small record durable through ``committer``."""
 
     @memoryd.tool
@@ -199,7 +200,7 @@ def memoryd_steps(
     journal: bool,
     latency_s: float = 0.0,
     on_loop: bool = False,
-    tool: Any = None,
+    tool: Tool | None = None,
     timing: Callable[[], None] | None = None,
 ) -> tuple[float, float]:
     """Runs/s of 10-step runs on ``workers`` instances, and fsyncs per run; the model
