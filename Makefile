@@ -38,7 +38,7 @@ install: $(STAMP)
 # memoryd would compile it again, about 0.17 s of each start on two cores (a daemon, a
 # CLI call, a recovering process, the tests' child processes). Up-to-date files are skipped.
 bytecode: | $(BIN)/python
-	$(BIN)/python -m compileall -q -j 0 memoryd supervisors tools tests
+	$(BIN)/python -m compileall -q memoryd supervisors tools tests
 
 ## run: install what serving needs, then serve memoryd on an embedded LMDB data directory ($(DATA)/)
 run: $(RSTAMP) bytecode
