@@ -270,8 +270,8 @@ def _watched_eventfd(loop: asyncio.AbstractEventLoop, callback: Callable[[], Non
     The descriptor is closed when the loop is freed. Returns -1, and the loop is woken
     with ``call_soon_threadsafe``, where no eventfd can be had: the platform has none
     (only Linux does), the process is out of descriptors (``EMFILE``), or the loop
-    watches no descriptors (``add_reader`` raises ``NotImplementedError`` on Windows'
-    proactor loop).
+    watches no descriptors (Windows' proactor loop refuses ``add_reader``). Each case
+    has its test in ``tests/store/test_submit.py``.
     """
     make = getattr(os, "eventfd", None)
     if make is None:
