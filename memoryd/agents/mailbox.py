@@ -12,9 +12,11 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable, Collection
+from concurrent.futures import Future
 from typing import Any
 
 from memoryd._ids import IdSource
+from memoryd.agent.agent import RunResult
 from memoryd.agents import naming
 from memoryd.agents.instance import Call, Slot, State, call_chain, nudge
 from memoryd.errors import AgentSystemStopped, CallCycle, CallTimeout, Overloaded, UnknownAgent
@@ -216,20 +218,24 @@ class Mailboxes:
         slot.queue.append(call)
         return Placed.LIVE if nudge(slot) else Placed.DOWN
 
-    def withdraw(self, slot: Slot, call: Call) -> None:
-        """Take back a call still waiting (nothing of it runs); a running one goes on."""
-        with slot.mutex:
+    def withdraw(self, slot: Slot, call: Call) -> Future[RunResult]:
+        """Take back a call still waiting (nothing of it runs); a running one goes on.
+
+        Returns:
+            The call's future: cancelled, or running when the call had started.
+        """
+        with slot.mutex:  # out of the queue before the actor can take it, then cancelled
             future = call.waited()
-        future.cancel()
-        with slot.mutex:
             if call in slot.queue:
                 slot.queue.remove(call)
+        future.cancel()  # outside the mutex: it runs the future's callbacks
+        return future
 
     def timed_out(self, slot: Slot, call: Call) -> CallTimeout:
         """Withdraw a call past its deadline and say what became of it."""
-        self.withdraw(slot, call)
+        future = self.withdraw(slot, call)
         self._count("timeouts")
-        started = "its run goes on and commits" if call.waited().running() else "it never ran"
+        started = "its run goes on and commits" if future.running() else "it never ran"
         return CallTimeout(
             f"call to instance {slot.name!r} did not finish in time ({started}); "
             "call again with the same request_id to get the first result"

@@ -3,10 +3,13 @@ placed on a slot retired meanwhile lands on the instance's new slot."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from memoryd import AgentSystemStopped, Overloaded, UnknownAgent
-from memoryd.agents.instance import State
+from memoryd.agent.agent import RunResult
+from memoryd.agents.instance import Call, State
 from memoryd.agents.mailbox import Mailboxes, Placed
 
 
@@ -76,3 +79,33 @@ def test_a_full_mailbox_refuses_but_a_resume_is_always_queued() -> None:
     assert call.resume and call.run_id == "run-1"
     assert len(slot.queue) == 3
     assert counted == ["calls", "calls", "overloaded", "calls"]
+
+
+def test_a_call_answered_by_a_stop_keeps_that_answer_when_its_run_ends_after() -> None:
+    """`fail_all` answers a running call; the run's own end (a result, or an error)
+    comes after and changes nothing, and raises nothing into the instance's thread."""
+    boxes, _ = mailboxes()
+    slot = boxes.address("echo", "a")
+    call = Call(input="hi", run_id="r1")
+    slot.current = call  # running in its caller's thread: no future yet
+    stopped = AgentSystemStopped("the system stopped")
+    boxes.fail_all(stopped)
+    assert call.future is not None and call.future.exception() is stopped
+    call.answer(cast(RunResult, "a result that came too late"))
+    call.fail(RuntimeError("an error that came too late"))
+    assert call.future.exception() is stopped
+
+
+def test_a_withdrawn_call_leaves_the_queue_and_its_future_is_cancelled() -> None:
+    """A call withdrawn while queued never runs: out of the queue, its future cancelled;
+    one already running goes on (its future is not cancelled)."""
+    boxes, _ = mailboxes()
+    slot = boxes.address("echo", "a")
+    queued, running = Call(input="q", run_id="r1"), Call(input="r", run_id="r2")
+    slot.queue.append(queued)
+    queued.waited()
+    assert boxes.withdraw(slot, queued).cancelled()
+    assert list(slot.queue) == []
+    running.waited().set_running_or_notify_cancel()
+    future = boxes.withdraw(slot, running)
+    assert future.running() and not future.cancelled()
