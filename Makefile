@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # pytest's worker processes: the suite on two cores takes about half the time of one
 TEST_WORKERS ?= 2
 
-.PHONY: install bytecode run demo test lint typecheck unit sdk-sessions bench soak clean
+.PHONY: install bytecode bytecode-dev run demo test lint typecheck unit sdk-sessions bench soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,9 +36,13 @@ install: $(STAMP)
 # memoryd's bytecode, written once: an editable install compiles nothing, and where
 # PYTHONDONTWRITEBYTECODE is set (as in many container images) every process importing
 # memoryd would compile it again, about 0.17 s of each start on two cores (a daemon, a
-# CLI call, a recovering process, the tests' child processes). Up-to-date files are skipped.
+# CLI call, a recovering process). Up-to-date files are skipped. `bytecode-dev` adds the
+# tests' and tools' modules, which the tests' and benchmarks' child processes import.
 bytecode: | $(BIN)/python
-	$(BIN)/python -m compileall -q memoryd supervisors tools tests
+	$(BIN)/python -m compileall -q memoryd supervisors
+
+bytecode-dev: bytecode
+	$(BIN)/python -m compileall -q tools tests
 
 ## run: install what serving needs, then serve memoryd on an embedded LMDB data directory ($(DATA)/)
 run: $(RSTAMP) bytecode
@@ -55,16 +59,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check memoryd supervisors tests tools
 	$(BIN)/mypy
 
-unit: $(STAMP) bytecode
+unit: $(STAMP) bytecode-dev
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## sdk-sessions: the OpenAI Agents SDK's own session tests, run against MemorydSession
 ## (the SDK's source distribution is fetched from the package registry once, into .sdk-suite)
-sdk-sessions: $(STAMP) bytecode
+sdk-sessions: $(STAMP) bytecode-dev
 	$(BIN)/python tools/openai_agents_suite.py --work .sdk-suite
 
 ## bench: benchmarks against the peers, printed as ratios
-bench: $(BSTAMP) bytecode
+bench: $(BSTAMP) bytecode-dev
 	$(BIN)/python tools/bench_restart.py
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_prepare.py
@@ -73,7 +77,7 @@ bench: $(BSTAMP) bytecode
 	$(BIN)/python tools/bench_agents.py
 
 ## soak: the long crash and restart runs
-soak: $(STAMP) bytecode
+soak: $(STAMP) bytecode-dev
 	$(BIN)/python tools/bench_restart.py --cycles 20000
 	$(BIN)/python tools/soak.py
 	$(BIN)/python tools/soak_resources.py
