@@ -269,6 +269,9 @@ def test_escalation_through_two_levels() -> None:
     assert outer.is_alive()
     kill("w")  # inner gives up again; outer's second restart exceeds 1
     wait_until(lambda: not outer.is_alive())
+    # A supervisor that gives up is dead to observers before it stops its children (the
+    # tree is seen gone at once), so its children are unregistered a moment later.
+    wait_until(lambda: whereis("inner") is None and whereis("w") is None and whereis("x") is None)
     assert whereis("inner") is None and whereis("w") is None and whereis("x") is None
 
 
