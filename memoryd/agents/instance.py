@@ -47,6 +47,7 @@ import structlog
 
 from memoryd.agent.agent import Agent, RunResult
 from memoryd.agent.memory import store_of
+from memoryd.agents.building import build_agent
 from memoryd.agents.lease import InstanceLease
 from memoryd.errors import RunInterrupted, UnknownRun
 from memoryd.store.handle import StoreHandle
@@ -282,23 +283,18 @@ class Instance(SupervisedActor):
         """Build the agent, take the slot over and start draining it if calls wait.
 
         Raises:
-            TypeError: The factory did not return an `memoryd.Agent`.
-            ValueError: The agent keeps its memory in another store than the system's.
+            TypeError, ValueError: The factory's agent does not fit the instance
+                (`memoryd.agents.building.build_agent`).
         """
         slot, host = self._slot, self._host
-        agent = host.factory(slot.agent_type)(slot.key)
-        if not isinstance(agent, Agent):
-            raise TypeError(
-                f"the factory of agent type {slot.agent_type!r} returned "
-                f"{type(agent).__name__}; it must return a memoryd.Agent"
-            )
-        store = store_of(agent.provider)
-        if store is not None and store.name != host.store.name:
-            raise ValueError(
-                f"agent type {slot.agent_type!r} keeps its memory in store {store.name!r}, "
-                f"but agent system {host.name!r} runs on store {host.store.name!r}; build "
-                "the agent with memory= on the system's store"
-            )
+        agent = build_agent(
+            host.factory(slot.agent_type),
+            agent_type=slot.agent_type,
+            key=slot.key,
+            conversation_id=slot.cid,
+            store_name=host.store.name,
+            system=host.name,
+        )
         agent.agent_type = slot.agent_type
         agent.step_hook = self._step
         self._agent = agent

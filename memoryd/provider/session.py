@@ -97,6 +97,7 @@ class Session:
         input_keys: Sequence[str] | None = None,
         reply_keys: Sequence[str] | None = None,
     ) -> None:
+        self._named = conversation_id is not None
         if conversation_id is None:
             conversation_id = _SESSION_IDS.next()
         self._cid = msgs.validate_conversation_id(conversation_id)
@@ -127,9 +128,44 @@ class Session:
         return self._cid
 
     @property
+    def written(self) -> bool:
+        """True once the conversation holds anything: messages, or a memo (in a store,
+        any event at all)."""
+        store = self.store
+        if store is None:
+            return bool(self._memo) or bool(self._provider.history(self._cid))
+        return int(store.version(self._cid)) > 0
+
+    @property
+    def named(self) -> bool:
+        """True when the session was given its conversation id; False when it made one."""
+        return self._named
+
+    @property
     def provider(self) -> MemoryProvider:
         """The provider."""
         return self._provider
+
+    def with_conversation(self, conversation_id: str) -> Session:
+        """This session's policy on another conversation of the same provider: a new
+        session with a copy of the settings, ``input_keys`` and ``reply_keys``, and the
+        same handlers (registered anew on it, so registering on one leaves the other).
+        The other conversation's own history and memo are its own; nothing is written.
+
+        Args:
+            conversation_id: The conversation of the new session.
+
+        Returns:
+            The new session.
+
+        Raises:
+            InvalidConversationId: A bad ``conversation_id``.
+        """
+        twin = Session(conversation_id, self._provider, max_length=None)
+        twin._settings = copy.deepcopy(self._settings)
+        twin.input_keys, twin.reply_keys = self.input_keys, self.reply_keys
+        twin._handlers = self._handlers.copy()
+        return twin
 
     @property
     def store(self) -> Any:

@@ -184,6 +184,13 @@ class WindowHandlers:
             raise TypeError(f"resize handler {name!r} must be callable, not {handler!r:.80}")
         self._resize[name] = handler
 
+    def copy(self) -> WindowHandlers:
+        """The same handlers in a new registry (registering on one leaves the other)."""
+        twin = WindowHandlers()
+        twin._analysis = self._analysis
+        twin._resize = dict(self._resize)
+        return twin
+
     def run(
         self,
         full_context: list[Message],

@@ -185,3 +185,27 @@ def test_bad_handlers_and_arguments_raise(store: memoryd.StoreHandle) -> None:
         Session("e", store).set_memo({"when": object()})
     with pytest.raises(memoryd.InvalidMessage):
         Session("e", store).add_chat_history("hello")  # type: ignore[arg-type]
+
+
+def test_with_conversation_carries_the_policy_to_another_conversation(
+    store: memoryd.StoreHandle,
+) -> None:
+    """The twin session has the settings, keys and handlers, writes nothing, and keeps
+    its own history and memo; registering on one leaves the other."""
+    original = Session(None, store, max_length=500, input_keys=["q"], settings={"tone": "dry"})
+    original.register_analysis_handler(analysis)
+    original.register_resize_handler("keep_last_four", keep_last_four)
+    original.add_chat_history([u(str(i)) for i in range(7)])
+    twin = original.with_conversation("other")
+    assert (twin.id, twin.named, original.named) == ("other", True, False)
+    assert twin.settings == original.settings == {"tone": "dry", "max_length": 500}
+    assert (twin.input_keys, twin.reply_keys) == (("q",), None)
+    assert "other" not in store.conversations(include_empty=True)
+    twin.add_chat_history([u(f"t{i}") for i in range(7)])
+    assert [m["content"] for m in twin.context_window] == ["t3", "t4", "t5", "t6"]
+    assert twin.memo == {"previous_turns": 3, "note": "app summary"}
+    assert len(original.full_context) == 7
+    twin.register_analysis_handler(lambda *_: None)
+    assert len(original.context_window) == 4  # the original keeps its handler
+    with pytest.raises(memoryd.InvalidConversationId):
+        original.with_conversation("")
