@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Iterable
 
 from memoryd import messages as msgs
+from memoryd.errors import InvalidConversationId
 
 __all__ = [
     "REGISTRY_PREFIX",
@@ -62,7 +63,14 @@ def check_key(agent_type: str, key: object) -> str:
     """
     if not isinstance(key, str) or not key:
         raise ValueError(f"an instance key must be a non-empty str, not {key!r}")
-    msgs.validate_conversation_id(conversation_id(agent_type, key))
+    try:
+        msgs.validate_conversation_id(conversation_id(agent_type, key))
+    except InvalidConversationId as exc:
+        shown = repr(key) if len(key) <= 40 else f"{key[:40]!r}... ({len(key)} characters)"
+        raise InvalidConversationId(
+            f"instance key {shown} of agent type {agent_type!r} cannot name its "
+            f"conversation '<type>/<key>': {exc}"
+        ) from None
     return key
 
 

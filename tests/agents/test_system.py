@@ -60,8 +60,8 @@ def test_an_unknown_agent_type_is_refused(
     [
         ("", ValueError, "instance key must be a non-empty str"),
         (42, ValueError, "instance key must be a non-empty str"),
-        ("bad\x00key", memoryd.InvalidConversationId, "control character"),
-        ("k" * 300, memoryd.InvalidConversationId, "the limit is 256"),
+        ("bad\x00key", memoryd.InvalidConversationId, "key 'bad\\\\x00key'.*control character"),
+        ("k" * 300, memoryd.InvalidConversationId, r"\(300 characters\).*the limit is 256"),
     ],
 )
 def test_a_bad_key_is_refused_before_anything_is_written(
