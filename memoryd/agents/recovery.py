@@ -16,12 +16,13 @@ from typing import Literal, Protocol
 import structlog
 
 from memoryd.agent.agent import RunResult
-from memoryd.agent.journal import RunJournal, RunRecord
-from memoryd.agent.locks import active_runs
+from memoryd.agent.journal import OWNER, RunJournal, RunRecord
+from memoryd.agent.locks import active_runs, run_active
 from memoryd.agents.naming import split_conversation
+from memoryd.errors import ConflictError, UnknownRun
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["Recover", "Recovering", "Recovery", "orphaned_runs"]
+__all__ = ["Recover", "Recovering", "Recovery", "discard_orphan", "orphan", "orphaned_runs"]
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +47,59 @@ def orphaned_runs(store: StoreHandle, agent_types: Collection[str]) -> list[RunR
         if split_conversation(record.conversation_id)[0] in agent_types
         and record.orphaned(now, record.run_id in here)
     ]
+
+
+def orphan(store: StoreHandle, agent_types: Collection[str], run_id: object) -> RunRecord:
+    """The orphaned run ``run_id`` of one of ``agent_types`` (`AgentSystem.resume` and
+    `AgentSystem.discard` act on no other).
+
+    Args:
+        store: The store.
+        agent_types: The agent types.
+        run_id: The run id (from ``pending_runs()``).
+
+    Returns:
+        Its journal record.
+
+    Raises:
+        ValueError: ``run_id`` is not a non-empty str, or a live process holds the run
+            (this one, running it; or another, whose lease has not run out).
+        UnknownRun: No unfinished run of that id, or it runs on a conversation of
+            none of ``agent_types``.
+    """
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+    record = RunJournal(store).load(run_id)
+    agent_type = split_conversation(record.conversation_id)[0]
+    if agent_type not in agent_types or "/" not in record.conversation_id:
+        raise UnknownRun(
+            f"run {run_id!r} runs on conversation {record.conversation_id!r}, an instance "
+            f"of none of the agent types {sorted(agent_types)}"
+        )
+    now = time.time()
+    if not record.orphaned(now, run_id in active_runs()):
+        if record.owner == OWNER:
+            raise ValueError(f"run {run_id!r} is running in this process; wait for its call")
+        raise ValueError(
+            f"run {run_id!r} is held by the live process {record.owner!r} (its lease runs "
+            f"out in {record.heartbeat + record.lease_s - now:.1f} s unless renewed); that "
+            "process finishes it"
+        )
+    return record
+
+
+def discard_orphan(store: StoreHandle, record: RunRecord) -> None:
+    """Drop an orphaned run: claimed first (compare-and-set on its journal, so a process
+    that took it over since ``record`` was read keeps it), then cleared.
+
+    Raises:
+        ConflictError: Another process wrote to the run since ``record`` was read.
+        ValueError: The run started running in this process meanwhile.
+    """
+    journal = RunJournal(store)
+    with run_active(record.run_id):
+        journal.claim(record)
+        journal.discard(record.run_id)
 
 
 class Recovering(Protocol):
@@ -88,9 +142,11 @@ class Recovery:
             return
         runs = orphaned_runs(system.store, system.agent_types)
         if policy == "discard":
-            journal = RunJournal(system.store)
             for record in runs:
-                journal.discard(record.run_id)
+                try:
+                    discard_orphan(system.store, record)
+                except (ConflictError, ValueError):  # another process or run took it
+                    continue
                 system.count("discarded")
                 log.info("run_discarded", system=system.name, run_id=record.run_id)
             self._done.set()

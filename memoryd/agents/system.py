@@ -35,9 +35,9 @@ from memoryd.agents.instance import Slot
 from memoryd.agents.mailbox import Mailboxes, unknown_agent
 from memoryd.agents.options import Options, check_options
 from memoryd.agents.placement import Placement
-from memoryd.agents.recovery import Recover, Recovery
+from memoryd.agents.recovery import Recover, Recovery, discard_orphan, orphan
 from memoryd.agents.tool import agent_tool
-from memoryd.errors import AgentSystemStopped, AlreadyStarted
+from memoryd.errors import AgentSystemStopped, AlreadyStarted, CallTimeout
 from memoryd.kernel.tools import Tool
 from memoryd.store.default import default_store
 from memoryd.store.handle import StoreHandle
@@ -353,6 +353,55 @@ class AgentSystem:
             Pending runs; ``orphaned`` tells a crashed process's runs from runs going on.
         """
         return inspection.pending_runs(self.store, self._factories)
+
+    def resume(self, run_id: str, *, timeout: float | None = None) -> RunResult:
+        """Finish an orphaned run now, as recovery on start would: on its instance,
+        behind the calls queued there, without calling a recorded tool again (a run a
+        failed store left pending in this process, or one a dead process left).
+
+        Args:
+            run_id: The run id (``pending_runs()`` lists them, ``orphaned=True``).
+            timeout: The most seconds to wait (default ``call_timeout_s``); the run
+                goes on past it.
+
+        Returns:
+            The run's result.
+
+        Raises:
+            UnknownRun: No unfinished run of that id belongs to this system's types.
+            ValueError: A live process holds the run (see `memoryd.agents.recovery.orphan`).
+            CallTimeout: It did not finish within ``timeout`` (it goes on).
+            AgentSystemStopped: The system is stopped.
+            Exception: What the run raised.
+        """
+        deadline = self._calls.deadline(timeout)
+        record = orphan(self.store, self._factories, run_id)
+        future = self._calls.resume(record)
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except CallTimeout:
+            raise
+        except TimeoutError:
+            raise CallTimeout(
+                f"run {run_id!r} did not finish within its deadline; it goes on in "
+                f"instance {record.conversation_id!r} of agent system {self.name!r}"
+            ) from None
+
+    def discard(self, run_id: str) -> None:
+        """Drop an orphaned run: it is no longer pending and is never resumed.
+
+        Args:
+            run_id: The run id (``pending_runs()`` lists them, ``orphaned=True``).
+
+        Raises:
+            UnknownRun: No unfinished run of that id belongs to this system's types.
+            ValueError: A live process holds the run.
+            ConflictError: Another process took the run over meanwhile (it keeps it).
+        """
+        record = orphan(self.store, self._factories, run_id)
+        discard_orphan(self.store, record)
+        self._counts.add("discarded")
+        log.info("run_discarded", system=self.name, run_id=run_id)
 
     def recovered(self, timeout: float | None = None) -> bool:
         """Wait until the runs the start's recovery resumed have finished.
