@@ -266,6 +266,12 @@ class Agent(SessionMethods):
             the agent's memory is ``memory=``).
         journal: Where runs are checkpointed: None for the memory's store (no journal
             when it has none), a store handle, or False for no journal.
+        keep_failed_runs: Keep a run that raised pending, as Koog's checkpoints do: a
+            model that failed at step 7 leaves steps 1 to 6 recorded, and `resume`
+            (or `AgentSystem.resume`, or a system's recovery on start) goes on from
+            there without calling their tools again. By default a run that raised
+            drops its journal (a run stopped at a step boundary, or one that found its
+            store unavailable, is kept either way). Needs a journal.
 
     Raises:
         TypeError, ValueError: A bad argument (the message names it).
@@ -281,6 +287,7 @@ class Agent(SessionMethods):
         max_steps: int = 10,
         filters: Sequence[Any] = (),
         journal: StoreHandle | bool | None = None,
+        keep_failed_runs: bool = False,
     ) -> None:
         if any(isinstance(f, MemoryFilter) for f in filters if not isinstance(filters, str)):
             raise TypeError(
@@ -297,6 +304,14 @@ class Agent(SessionMethods):
         self.provider: MemoryProvider | None = resolve_memory(memory)
         self._append_options = check_provider_options(self.provider)
         self._journal = _resolve_journal(journal, self.provider)
+        if not isinstance(keep_failed_runs, bool):
+            raise TypeError(f"keep_failed_runs must be a bool, not {keep_failed_runs!r:.60}")
+        if keep_failed_runs and self._journal is None:
+            raise ValueError(
+                "keep_failed_runs needs a journal: give the agent memory in a store, or "
+                "journal= a store handle"
+            )
+        self.keep_failed_runs = keep_failed_runs
         self._session: Session | None = None
         self._sessions = Sessions()
         self.agent_type: str | None = None
@@ -557,13 +572,16 @@ class Agent(SessionMethods):
 
     def _failed(self, run_id: str, exc: Exception) -> None:
         """A run that raised ``exc`` drops its journal, unless it was stopped at a step
-        boundary (`RunInterrupted`: kept for the resume) or found its store unavailable
-        (not called again: the run stays pending)."""
+        boundary (`RunInterrupted`: kept for the resume), found its store unavailable
+        (not called again: the run stays pending), or the agent keeps failed runs."""
         if (
             self._journal is None
             or isinstance(exc, RunInterrupted | StoreUnavailable)
             or not self._journal.journaled(run_id)
         ):
+            return
+        if self.keep_failed_runs:
+            log.info("run_kept", run_id=run_id, error=type(exc).__name__)
             return
         try:
             self._journal.discard(run_id)

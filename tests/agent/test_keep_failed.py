@@ -1,0 +1,125 @@
+"""``keep_failed_runs`` (Koog's checkpoints): a run that raised stays pending with the
+steps it recorded, and a resume goes on from there without calling their tools again."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+import memoryd
+from memoryd import messages
+from memoryd.agents import AgentSystem
+from memoryd.llm import ScriptedModel
+from tests.agent.test_resume import counting_tools, tool_turns
+
+
+@pytest.fixture
+def store() -> memoryd.StoreHandle:
+    return memoryd.EphemeralStore.start(name=f"keep-{uuid.uuid4().hex[:8]}")
+
+
+def failing_at_step_three() -> ScriptedModel:
+    """Two tool steps, then the model fails (an LLM outage), then the final answer."""
+    return ScriptedModel([*tool_turns(), memoryd.LLMError("the model is down"), "all done"])
+
+
+def test_a_run_whose_model_failed_is_kept_and_resumed_without_its_tools(
+    store: memoryd.StoreHandle,
+) -> None:
+    """The failed run is pending (orphaned: nothing runs it) with both tool steps; the
+    resume asks the model once more and calls no tool again; nothing is left after."""
+    calls: list[str] = []
+    agent = memoryd.Agent(
+        llm=failing_at_step_three(),
+        memory=store,
+        tools=counting_tools(calls),
+        keep_failed_runs=True,
+    )
+    with pytest.raises(memoryd.LLMError, match="down"):
+        agent.run("do it", conversation_id="job")
+    assert store.get("job") == []
+    [pending] = agent.pending_runs()
+    assert pending.orphaned
+    assert [m["role"] for m in pending.messages] == ["user", *["assistant", "tool"] * 2]
+    assert agent.resume(pending.run_id).text == "all done"
+    assert calls == ["lookup:k1", "slow:k2"]
+    assert [m["role"] for m in store.get("job")] == [
+        "user",
+        *["assistant", "tool"] * 2,
+        "assistant",
+    ]
+    assert agent.pending_runs() == []
+
+
+def test_a_run_on_an_event_loop_is_kept_the_same_way(store: memoryd.StoreHandle) -> None:
+    """`Agent.arun` keeps its failed run too; the resume calls no tool again."""
+    calls: list[str] = []
+    agent = memoryd.Agent(
+        llm=failing_at_step_three(),
+        memory=store,
+        tools=counting_tools(calls),
+        keep_failed_runs=True,
+    )
+    with pytest.raises(memoryd.LLMError):
+        asyncio.run(agent.arun("do it", conversation_id="job"))
+    [pending] = agent.pending_runs()
+    assert agent.resume(pending.run_id).text == "all done"
+    assert calls == ["lookup:k1", "slow:k2"]
+
+
+def test_by_default_a_failed_run_drops_its_journal(store: memoryd.StoreHandle) -> None:
+    """The same failure without the option leaves nothing pending (the control)."""
+    agent = memoryd.Agent(llm=failing_at_step_three(), memory=store, tools=counting_tools([]))
+    with pytest.raises(memoryd.LLMError):
+        agent.run("do it", conversation_id="job")
+    assert agent.pending_runs() == []
+    assert store.conversations(include_empty=True) == []
+
+
+def test_a_call_retried_with_its_request_id_goes_on_from_the_kept_steps(
+    store: memoryd.StoreHandle,
+) -> None:
+    """Through an agent system: the call fails with the model's error, the same
+    request_id finishes that run (no tool called twice), and a third call answers the
+    committed result without running anything."""
+    calls: list[str] = []
+    model = failing_at_step_three()  # the resume gets its last answer
+
+    def make(key: str) -> memoryd.Agent:
+        return memoryd.Agent(
+            llm=model, memory=store, tools=counting_tools(calls), keep_failed_runs=True
+        )
+
+    system = AgentSystem.start({"w": make}, store=store, name=f"keep-{uuid.uuid4().hex[:6]}")
+    try:
+        with pytest.raises(memoryd.LLMError):
+            system.call("w", "k", "do it", request_id="job-1")
+        [pending] = system.pending_runs()
+        assert pending.orphaned
+        assert system.call("w", "k", "do it", request_id="job-1").text == "all done"
+        again = system.call("w", "k", "do it", request_id="job-1")
+        assert again.text == "all done"
+        assert calls == ["lookup:k1", "slow:k2"]
+        assert len(store.events("w/k")) == 1 and system.pending_runs() == []
+    finally:
+        system.stop()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "needle"),
+    [
+        ({"memory": False}, ValueError, "keep_failed_runs needs a journal"),
+        ({"journal": False}, ValueError, "keep_failed_runs needs a journal"),
+        ({"keep_failed_runs": "yes"}, TypeError, "must be a bool"),
+    ],
+)
+def test_keep_failed_runs_without_a_journal_or_not_a_bool_is_refused(
+    store: memoryd.StoreHandle, options: dict[str, Any], error: type[Exception], needle: str
+) -> None:
+    """Nothing could be kept without a journal; the error says what to give."""
+    settings: dict[str, Any] = {"memory": store, "keep_failed_runs": True, **options}
+    with pytest.raises(error, match=needle):
+        memoryd.Agent(llm=ScriptedModel([messages.assistant("x")]), **settings)
