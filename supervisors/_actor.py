@@ -34,7 +34,6 @@ import weakref
 from typing import Any, ClassVar, Self, cast
 
 import pykka
-import structlog
 from pykka import messages as pykka_messages
 
 from supervisors._errors import StartError
@@ -42,11 +41,12 @@ from supervisors._exit import Exit, ExitKind
 from supervisors._flag import StopFlag
 from supervisors._inbox import Inbox
 from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient
+from supervisors._log import EventLog
 from supervisors._registry import register, unregister
 
 __all__ = ["Killed", "SupervisedActor"]
 
-log = structlog.get_logger("supervisors")
+log = EventLog("supervisors")
 
 
 class Killed(Exception):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
 from pykka.messages import ProxyCall
 
 from supervisors._actor import SupervisedActor
@@ -23,12 +22,13 @@ from supervisors._errors import ChildRunning, ChildSpecError, StartError, Unknow
 from supervisors._exit import Exit, ExitKind
 from supervisors._intensity import RestartIntensity
 from supervisors._link import Link, linked
+from supervisors._log import EventLog
 from supervisors._plan import plan_restart
 from supervisors._spec import ChildSpec, Restart, Strategy, validate_spec
 
 __all__ = ["ChildInfo", "Clock"]
 
-log = structlog.get_logger("supervisors")
+log = EventLog("supervisors")
 
 Clock = Callable[[], float]
 """A monotonic time source: called with no arguments, returns seconds."""

@@ -227,3 +227,54 @@ def test_a_library_record_renders_as_one_readable_line_for_any_formatter() -> No
         std.removeHandler(handler)
         std.setLevel(logging.NOTSET)
     assert stream.getvalue() == "INFO store_opened store='s' durable=True\n"
+
+
+def test_a_program_using_supervisors_alone_prints_only_its_own_line() -> None:
+    """supervisors without memoryd (structlog unconfigured, which would print every
+    event to stdout): a crash's error reaches stderr, INFO events go nowhere, and stdout
+    holds only the program's line."""
+    done = _python(
+        """
+        import sys, time
+        from supervisors import ChildSpec, Strategy, SupervisedActor, Supervisor, kill, whereis
+
+        class Worker(SupervisedActor):
+            pass
+
+        sup = Supervisor.start(name="root", strategy=Strategy.ONE_FOR_ONE, children=[
+            ChildSpec(id="w", start=lambda: Worker.start(name="w"))])
+        first = whereis("w").actor_urn
+        kill("w")
+        deadline = time.monotonic() + 10
+        while getattr(whereis("w"), "actor_urn", first) == first and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sup.stop()
+        print("mine:", "memoryd" in sys.modules)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "mine: False\n"
+    assert "child_terminated supervisor='root' child='w' reason='killed" in done.stderr
+    assert "child_started" not in done.stderr  # INFO: nothing configured takes it
+
+
+def test_supervisors_events_join_the_programs_logging_when_it_configures_it() -> None:
+    """``logging.basicConfig(level=INFO)`` takes supervisors' INFO events as well."""
+    done = _python(
+        """
+        import logging, sys
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(message)s")
+        from supervisors import ChildSpec, SupervisedActor, Supervisor
+
+        class Worker(SupervisedActor):
+            pass
+
+        sup = Supervisor.start(name="root", children=[
+            ChildSpec(id="w", start=lambda: Worker.start(name="w"))])
+        sup.stop()
+        print("mine")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "mine\n"
+    assert "supervisors child_started supervisor='root' child='w'" in done.stderr
