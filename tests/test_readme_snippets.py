@@ -16,10 +16,7 @@ from tests.server.daemon import Daemon
 
 ROOT = Path(__file__).resolve().parents[1]
 
-RUN_ELSEWHERE = {
-    "## Quick start": "tests/cli/test_readme_quickstart.py",
-    "### Async runs": "tests/agent/test_arun.py",
-}
+RUN_ELSEWHERE = {"## Quick start": "tests/cli/test_readme_quickstart.py"}
 """Blocks run twice by the tests of their feature."""
 
 FRAGMENTS = {
@@ -71,8 +68,11 @@ def test_every_block_is_run_or_named_as_a_fragment() -> None:
     assert set(python_blocks()) == here | set(RUN_ELSEWHERE) | set(FRAGMENTS)
 
 
+SHIPPED = "".join(f"customer-{o} Order {o} has shipped.\n" for o in ("A-100", "B-200", "C-300"))
+
 STANDALONE = [
     ("## Kernel and agents", ["You are Alice\nYour order A-100 has shipped.\n"] * 2),
+    ("### Async runs", [SHIPPED] * 2),
     ("## Logging", ["", ""]),
     ("## Supervision (`supervisors`)", ["", ""]),  # a library's events never reach stdout
 ]
@@ -102,26 +102,23 @@ def test_the_backend_block_is_a_contract_suite_that_passes(tmp_path: Path) -> No
     """Saved as a test module, the block collects the whole contract and a slice of it
     passes against the store it starts (all of it runs in tests/contract)."""
     (tmp_path / "test_my_store.py").write_text(python_blocks()["## Writing a backend"])
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_store.py"]
-    listed = subprocess.run(
-        [*base, "--collect-only"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    listed = pytest_in(tmp_path, "--collect-only")
     assert listed.returncode == 0, listed.stdout[-3000:]
     collected = int(re.search(r"(\d+) tests? collected", listed.stdout).group(1))  # type: ignore[union-attr]
     assert collected > 50
-    ran = subprocess.run(
-        [*base, "-k", "idempotency or fork or conflict"],
-        cwd=tmp_path,
+    ran = pytest_in(tmp_path, "-k", "idempotency or fork or conflict")
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    passed = int(re.search(r"(\d+) passed", ran.stdout).group(1))  # type: ignore[union-attr]
+    assert 5 <= passed < collected
+
+
+def pytest_in(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest on ``directory``'s ``test_my_store.py`` in a fresh process."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_store.py", *args],
+        cwd=directory,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert ran.returncode == 0, ran.stdout[-3000:]
-    passed = int(re.search(r"(\d+) passed", ran.stdout).group(1))  # type: ignore[union-attr]
-    assert 5 <= passed < collected

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -503,27 +500,6 @@ def test_runs_of_a_loop_killed_with_sigkill_are_resumed_without_rerunning_tools(
     for w in range(crash_child.RUNS):
         roles = [m["role"] for m in store.get(f"job-{w}")]
         assert roles == ["user", *["assistant", "tool"] * (crash_child.STEPS + 1), "assistant"]
-
-
-def test_the_readme_snippet_runs_twice(tmp_path: Path) -> None:
-    """The README's async runs snippet, as written, twice: the same three answers."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Async runs", 1)[1].split("\n#", 1)[0]
-    (code,) = re.findall(r"^```python\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)
-    expected = "".join(
-        f"customer-{o} Order {o} has shipped.\n" for o in ("A-100", "B-200", "C-300")
-    )
-    for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout == expected
 
 
 @pytest.mark.parametrize(("window", "on_loop"), [(10, True), (None, False)])

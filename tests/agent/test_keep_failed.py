@@ -26,18 +26,23 @@ def failing_at_step_three() -> ScriptedModel:
     return ScriptedModel([*tool_turns(), memoryd.LLMError("the model is down"), "all done"])
 
 
+def kept(store: memoryd.StoreHandle, calls: list[str]) -> memoryd.Agent:
+    """An agent keeping its failed runs, its model failing at step 3, its tools counted."""
+    return memoryd.Agent(
+        llm=failing_at_step_three(),
+        memory=store,
+        tools=counting_tools(calls),
+        keep_failed_runs=True,
+    )
+
+
 def test_a_run_whose_model_failed_is_kept_and_resumed_without_its_tools(
     store: memoryd.StoreHandle,
 ) -> None:
     """The failed run is pending (orphaned: nothing runs it) with both tool steps; the
     resume asks the model once more and calls no tool again; nothing is left after."""
     calls: list[str] = []
-    agent = memoryd.Agent(
-        llm=failing_at_step_three(),
-        memory=store,
-        tools=counting_tools(calls),
-        keep_failed_runs=True,
-    )
+    agent = kept(store, calls)
     with pytest.raises(memoryd.LLMError, match="down"):
         agent.run("do it", conversation_id="job")
     assert store.get("job") == []
@@ -57,12 +62,7 @@ def test_a_run_whose_model_failed_is_kept_and_resumed_without_its_tools(
 def test_a_run_on_an_event_loop_is_kept_the_same_way(store: memoryd.StoreHandle) -> None:
     """`Agent.arun` keeps its failed run too; the resume calls no tool again."""
     calls: list[str] = []
-    agent = memoryd.Agent(
-        llm=failing_at_step_three(),
-        memory=store,
-        tools=counting_tools(calls),
-        keep_failed_runs=True,
-    )
+    agent = kept(store, calls)
     with pytest.raises(memoryd.LLMError):
         asyncio.run(agent.arun("do it", conversation_id="job"))
     [pending] = agent.pending_runs()
