@@ -7,6 +7,7 @@ the store-wide journal names them without the application knowing any conversati
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -161,10 +162,15 @@ class Recovery:
         ).start()
 
     def _resume_all(self, runs: list[RunRecord]) -> None:
-        """Queue every run on its instance; activations are bounded by ``max_active``."""
+        """Queue every run on its instance; activations are bounded by ``max_active``.
+        Each run that fails is logged as it ends, and the whole recovery once its last
+        run ended (``agent_system_recovered``: how many finished, how many failed)."""
+        tally = _Tally(self._system.name, len(runs))
         try:
             for record in runs:
-                self._futures.append(self._resume(record))
+                future = self._resume(record)
+                self._futures.append(future)
+                future.add_done_callback(functools.partial(tally.ended, record.run_id))
         except Exception as exc:  # the system stopped meanwhile
             log.warning("agent_recovery_stopped", system=self._system.name, error=repr(exc))
         finally:
@@ -189,3 +195,34 @@ class Recovery:
             except TimeoutError:
                 return False
         return True
+
+
+class _Tally:
+    """The runs of one recovery as they end: each failure logged, the total at the end."""
+
+    def __init__(self, system: str, runs: int) -> None:
+        self._system = system
+        self._runs = self._left = runs
+        self._failed = 0
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def ended(self, run_id: str, done: Future[RunResult]) -> None:
+        """One resumed run ended (called in whichever thread ended it)."""
+        error = None if done.cancelled() else done.exception()
+        if error is not None:
+            log.warning(
+                "recovered_run_failed", system=self._system, run_id=run_id, error=repr(error)
+            )
+        with self._lock:
+            self._left -= 1
+            self._failed += error is not None
+            last = self._left == 0
+        if last:
+            log.info(
+                "agent_system_recovered",
+                system=self._system,
+                runs=self._runs,
+                failed=self._failed,
+                seconds=round(time.monotonic() - self._started, 3),
+            )

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 import memoryd
 from memoryd.agents import AgentSystem
+from memoryd.llm import ScriptedModel
 from tests.agents._agents import (
     call_at_gate,
     factory,
@@ -145,3 +147,31 @@ def test_bad_or_foreign_run_ids_are_refused(systems: list[AgentSystem]) -> None:
         ours.resume("never-ran")
     gate.release.set()
     caller.outcome()
+
+
+def test_recovery_on_start_logs_each_failed_run_and_its_end(
+    tmp_path: Path, systems: list[AgentSystem]
+) -> None:
+    """Two orphaned runs resumed on start, one of them failing again (its model is down):
+    the failure is logged with its run id, then the recovery's end with the counts."""
+    effects, data = tmp_path / "effects", tmp_path / "data"
+    process = crashing(f"lmdb:{data}", effects)
+    process.kill()
+    process.wait()
+    store = memoryd.LmdbStore.start(data, name="pending-logs")
+
+    def make(key: str) -> memoryd.Agent:
+        model = ScriptedModel([memoryd.LLMError("down")]) if key == "k1" else stepping_model(4)
+        return memoryd.Agent(llm=model, memory=store, tools=[file_note_tool(effects, key)])
+
+    with capture_logs() as logs:
+        system = start(systems, {"w": make}, store=store, recover="resume")
+        assert system.recovered(timeout=60)
+        wait_until(lambda: any(e["event"] == "agent_system_recovered" for e in logs))
+    events = {e["event"]: e for e in logs if e["event"].startswith(("agent_system_rec", "recov"))}
+    assert events["agent_system_recovering"]["runs"] == 2
+    (failed,) = [e for e in logs if e["event"] == "recovered_run_failed"]
+    assert "down" in failed["error"]
+    recovered = events["agent_system_recovered"]
+    assert (recovered["runs"], recovered["failed"]) == (2, 1)
+    assert Counter(effects.read_text().split("\n")[:-1])["k0 3"] == 1
