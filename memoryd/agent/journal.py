@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd import messages as msgs
+from memoryd.agent.locks import active_runs, run_active
 from memoryd.errors import ConflictError, UnknownRun
 from memoryd.messages import CheckedMessages
 from memoryd.store import requests
@@ -428,6 +429,56 @@ class RunJournal:
             The journal id when the run wrote one, else None.
         """
         return journal_id(run_id) if self._live.pop(run_id, None) is not None else None
+
+    def orphan(self, run_id: object) -> RunRecord:
+        """The unfinished run ``run_id``, when no live process holds it.
+
+        Args:
+            run_id: The run id (from `pending`).
+
+        Returns:
+            Its record.
+
+        Raises:
+            ValueError: ``run_id`` is not a non-empty str, or a live process holds the
+                run: this one, running it, or another whose lease has not run out (the
+                message names the owner).
+            UnknownRun: No unfinished run of that id.
+        """
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+        record = self.load(run_id)
+        self.check_orphaned(record)
+        return record
+
+    def check_orphaned(self, record: RunRecord) -> None:
+        """Check that no live process holds the run ``record`` describes.
+
+        Raises:
+            ValueError: This process runs it, or another holds its lease (named).
+        """
+        now = self._clock()
+        if record.orphaned(now, record.run_id in active_runs()):
+            return
+        if record.owner == OWNER:
+            raise ValueError(f"run {record.run_id!r} is running in this process; wait for its call")
+        raise ValueError(
+            f"run {record.run_id!r} is held by the live process {record.owner!r} (its lease "
+            f"runs out in {record.heartbeat + record.lease_s - now:.1f} s unless renewed); "
+            "that process finishes it"
+        )
+
+    def discard_orphan(self, record: RunRecord) -> None:
+        """Drop an orphaned run (`orphan`): claimed first, compare-and-set on its journal,
+        so a process that took it over since ``record`` was read keeps it; then cleared.
+
+        Raises:
+            ConflictError: Another process wrote to the run since ``record`` was read.
+            ValueError: The run started running in this process meanwhile.
+        """
+        with run_active(record.run_id):
+            self.claim(record)
+            self.discard(record.run_id)
 
     def discard(self, run_id: str) -> None:
         """Drop a run: it is no longer pending (its journal is cleared).

@@ -17,13 +17,13 @@ from typing import Literal, Protocol
 import structlog
 
 from memoryd.agent.agent import RunResult
-from memoryd.agent.journal import OWNER, RunJournal, RunRecord
-from memoryd.agent.locks import active_runs, run_active
+from memoryd.agent.journal import RunJournal, RunRecord
+from memoryd.agent.locks import active_runs
 from memoryd.agents.naming import split_conversation
 from memoryd.errors import ConflictError, UnknownRun
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["Recover", "Recovering", "Recovery", "discard_orphan", "orphan", "orphaned_runs"]
+__all__ = ["Recover", "Recovering", "Recovery", "orphan", "orphaned_runs"]
 
 log = structlog.get_logger(__name__)
 
@@ -64,43 +64,22 @@ def orphan(store: StoreHandle, agent_types: Collection[str], run_id: object) -> 
 
     Raises:
         ValueError: ``run_id`` is not a non-empty str, or a live process holds the run
-            (this one, running it; or another, whose lease has not run out).
+            (`RunJournal.orphan`).
         UnknownRun: No unfinished run of that id, or it runs on a conversation of
             none of ``agent_types``.
     """
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
-    record = RunJournal(store).load(run_id)
+    journal = RunJournal(store)
+    record = journal.load(run_id)
     agent_type = split_conversation(record.conversation_id)[0]
     if agent_type not in agent_types or "/" not in record.conversation_id:
         raise UnknownRun(
             f"run {run_id!r} runs on conversation {record.conversation_id!r}, an instance "
             f"of none of the agent types {sorted(agent_types)}"
         )
-    now = time.time()
-    if not record.orphaned(now, run_id in active_runs()):
-        if record.owner == OWNER:
-            raise ValueError(f"run {run_id!r} is running in this process; wait for its call")
-        raise ValueError(
-            f"run {run_id!r} is held by the live process {record.owner!r} (its lease runs "
-            f"out in {record.heartbeat + record.lease_s - now:.1f} s unless renewed); that "
-            "process finishes it"
-        )
+    journal.check_orphaned(record)
     return record
-
-
-def discard_orphan(store: StoreHandle, record: RunRecord) -> None:
-    """Drop an orphaned run: claimed first (compare-and-set on its journal, so a process
-    that took it over since ``record`` was read keeps it), then cleared.
-
-    Raises:
-        ConflictError: Another process wrote to the run since ``record`` was read.
-        ValueError: The run started running in this process meanwhile.
-    """
-    journal = RunJournal(store)
-    with run_active(record.run_id):
-        journal.claim(record)
-        journal.discard(record.run_id)
 
 
 class Recovering(Protocol):
@@ -145,7 +124,7 @@ class Recovery:
         if policy == "discard":
             for record in runs:
                 try:
-                    discard_orphan(system.store, record)
+                    RunJournal(system.store).discard_orphan(record)
                 except (ConflictError, ValueError):  # another process or run took it
                     continue
                 system.count("discarded")

@@ -28,6 +28,7 @@ import structlog
 
 from memoryd import app
 from memoryd.agent.agent import Agent, PendingRun, RunResult
+from memoryd.agent.journal import RunJournal
 from memoryd.agents import inspection, naming
 from memoryd.agents.calls import Calls
 from memoryd.agents.inspection import Counters, InstanceInfo
@@ -35,7 +36,7 @@ from memoryd.agents.instance import Slot
 from memoryd.agents.mailbox import Mailboxes, unknown_agent
 from memoryd.agents.options import Options, check_options
 from memoryd.agents.placement import Placement
-from memoryd.agents.recovery import Recover, Recovery, discard_orphan, orphan
+from memoryd.agents.recovery import Recover, Recovery, orphan
 from memoryd.agents.tool import agent_tool
 from memoryd.errors import AgentSystemStopped, AlreadyStarted, CallTimeout
 from memoryd.kernel.tools import Tool
@@ -399,7 +400,7 @@ class AgentSystem:
             ConflictError: Another process took the run over meanwhile (it keeps it).
         """
         record = orphan(self.store, self._factories, run_id)
-        discard_orphan(self.store, record)
+        RunJournal(self.store).discard_orphan(record)
         self._counts.add("discarded")
         log.info("run_discarded", system=self.name, run_id=run_id)
 
