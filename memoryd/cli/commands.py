@@ -193,6 +193,10 @@ def run(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
         out.emit(names, lambda o: o.writelines(n + "\n" for n in names))
     elif command == "tail":
         return _tail(args, store, out)
+    elif command == "runs":
+        from memoryd.cli.runs import run_runs  # noqa: PLC0415 (the journal only for this command)
+
+        return run_runs(args, store, out)
     elif command == "stats":
         found_stats = store.stats()
         out.emit(found_stats, lambda o: o.writelines(f"{k}: {v}\n" for k, v in found_stats.items()))

@@ -233,6 +233,12 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             help="stop after N changes (default: every change, and with -f, forever)",
         )
     command("stats", "print the store's counts and sizes")
+    if p := command("runs", "list the unfinished agent runs (or discard an orphaned one)"):
+        p.add_argument(
+            "--discard",
+            metavar="RUN_ID",
+            help="drop this orphaned run for good (refused while a live process holds it)",
+        )
     _whole_store_commands(command)
     return top
 
