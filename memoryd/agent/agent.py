@@ -427,13 +427,13 @@ class Agent(SessionMethods):
             run_id: The run id (from `pending_runs`).
 
         Raises:
-            ValueError: The run is running in this process, or the agent keeps no journal.
+            UnknownRun: The journal holds no unfinished run ``run_id``.
+            ValueError: A live process holds the run (this one, running it, or another
+                whose lease has not run out), or the agent keeps no journal.
+            ConflictError: Another process took the run over meanwhile (it keeps it).
         """
         journal = self._need_journal("discard")
-        if not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
-        with run_active(run_id):
-            journal.discard(run_id)
+        journal.discard_orphan(journal.orphan(run_id))
         log.info("run_discarded", run_id=run_id)
 
     def resume(self, run_id: str) -> RunResult:
@@ -454,7 +454,9 @@ class Agent(SessionMethods):
             UnknownRun: The journal holds no unfinished run ``run_id`` (finished runs
                 leave nothing behind).
             ConflictError: Another process claimed the run first.
-            ValueError: The run is running in this process, or the agent keeps no journal.
+            ValueError: A live process holds the run (this one, running it, or another
+                whose lease has not run out: it finishes the run), or the agent keeps no
+                journal.
             StepLimitExceeded, LLMError: As for `run`.
         """
         journal = self._need_journal("resume")
@@ -462,6 +464,7 @@ class Agent(SessionMethods):
             raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
         with run_active(run_id):
             record = journal.load(run_id)
+            journal.check_orphaned(record, running_here=False)  # marked active just above
             cid = record.conversation_id
             with conversation_lock(self._lock_key(cid)):
                 journal.claim(record)

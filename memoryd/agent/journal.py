@@ -451,14 +451,20 @@ class RunJournal:
         self.check_orphaned(record)
         return record
 
-    def check_orphaned(self, record: RunRecord) -> None:
+    def check_orphaned(self, record: RunRecord, *, running_here: bool | None = None) -> None:
         """Check that no live process holds the run ``record`` describes.
+
+        Args:
+            record: The run's record.
+            running_here: Whether this process runs it (None: whether it is active here;
+                a caller that marked it active itself to take it over passes False).
 
         Raises:
             ValueError: This process runs it, or another holds its lease (named).
         """
         now = self._clock()
-        if record.orphaned(now, record.run_id in active_runs()):
+        here = record.run_id in active_runs() if running_here is None else running_here
+        if record.orphaned(now, here):
             return
         if record.owner == OWNER:
             raise ValueError(f"run {record.run_id!r} is running in this process; wait for its call")

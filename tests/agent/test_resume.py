@@ -140,6 +140,13 @@ def test_a_run_with_a_live_lease_elsewhere_is_not_orphaned(store: memoryd.StoreH
     assert not theirs.orphaned(now=theirs.heartbeat + 29.0)
     assert theirs.orphaned(now=theirs.heartbeat + 31.0)
     assert [p.orphaned for p in agent.pending_runs()] == [False]
+    for act in (agent.resume, agent.discard):  # a live process's run is not taken from it
+        with pytest.raises(ValueError, match="held by the live process 'elsewhere/1/x'"):
+            act(mine.run_id)
+    assert [p.run_id for p in agent.pending_runs()] == [mine.run_id]
+    later = RunJournal(store, clock=lambda: theirs.heartbeat + 31.0)
+    later.discard_orphan(later.orphan(mine.run_id))  # its lease ran out: orphaned, dropped
+    assert agent.pending_runs() == []
 
 
 def test_two_claims_of_one_run_let_one_win(store: memoryd.StoreHandle) -> None:
@@ -165,6 +172,8 @@ def test_resume_errors_are_named(store: memoryd.StoreHandle) -> None:
         agent.resume("nope")
     with pytest.raises(ValueError, match="non-empty str"):
         agent.resume("")
+    with pytest.raises(memoryd.UnknownRun, match="no unfinished run 'nope'"):
+        memoryd.Agent(llm=ScriptedModel([]), memory=store).discard("nope")
     with pytest.raises(ValueError, match="needs a run journal"):
         memoryd.Agent(llm=ScriptedModel([]), memory=False).pending_runs("x")
 
