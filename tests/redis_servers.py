@@ -302,7 +302,10 @@ class RedisCluster:
         return self
 
     def replicas_in_sync(self) -> bool:
-        """True when every replica's link is up and every master sees its replicas online."""
+        """True when every replica's link is up, and every master has exactly its
+        ``replicas`` replicas, seen online by the master and naming it themselves (while
+        the cluster settles, one master may briefly count two and another none)."""
+        claimed: dict[int, int] = {}
         for node in self.nodes:
             info = node.replication()
             if info.get("role") == "master":
@@ -311,11 +314,15 @@ class RedisCluster:
                     for key, value in info.items()
                     if key.startswith("slave") and isinstance(value, dict)
                 ]
-                if sum(1 for v in online if v.get("state") == "online") < self.replicas:
+                if sum(1 for v in online if v.get("state") == "online") != self.replicas:
                     return False
+                claimed.setdefault(node.port, 0)
             elif info.get("master_link_status") != "up":
                 return False
-        return True
+            else:
+                port = int(info.get("master_port", 0))
+                claimed[port] = claimed.get(port, 0) + 1
+        return all(count == self.replicas for count in claimed.values())
 
     def _by_port(self, port: int) -> RedisServer:
         """The node on ``port``, or announced there (the lossy node's proxy)."""
@@ -344,6 +351,22 @@ class RedisCluster:
             if info.get("role") == "slave" and int(info.get("master_port", 0)) == port:
                 replicas.append(node)
         return self._by_port(port), replicas
+
+    def topology(self) -> dict[int, str]:
+        """Each node's role as it sees itself: ``"master"``, or ``"replica of <port>"``
+        (``"down"`` for one that does not answer); for failure messages."""
+        roles: dict[int, str] = {}
+        for node in self.nodes:
+            try:
+                info = node.replication()
+            except redis.RedisError:
+                roles[node.port] = "down"
+                continue
+            role = info.get("role")
+            roles[node.port] = (
+                f"replica of {info.get('master_port')}" if role == "slave" else str(role)
+            )
+        return roles
 
     def flush(self) -> None:
         """FLUSHALL on every master (replicas follow)."""

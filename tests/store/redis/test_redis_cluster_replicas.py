@@ -41,9 +41,24 @@ def prefix(cluster: RedisCluster) -> Iterator[str]:
 
 
 def _shard(cluster: RedisCluster, prefix: str, cid: str) -> tuple[RedisServer, RedisServer]:
-    master, replicas = cluster.shard_of(redis_scripts.conv_keys(prefix, cid).stream)
-    assert len(replicas) == 1
-    return master, replicas[0]
+    """The master of ``cid``'s slot and its one replica. Right after the cluster formed
+    (or a failover), a replica's own INFO may still name another master for a moment, so
+    the topology is read until each replica names one master (10 s at most)."""
+    key = redis_scripts.conv_keys(prefix, cid).stream
+    seen: list[tuple[RedisServer, list[RedisServer]]] = []
+
+    def one_replica() -> bool:
+        seen.append(cluster.shard_of(key))
+        return len(seen[-1][1]) == 1
+
+    wait_until(
+        one_replica,
+        timeout=10.0,
+        interval=0.05,
+        message=f"the master of {key!r} never had exactly one replica: {cluster.topology()}",
+    )
+    master, (replica,) = seen[-1]
+    return master, replica
 
 
 def _one_per_master(cluster: RedisCluster, prefix: str) -> dict[int, str]:
