@@ -1,5 +1,5 @@
-"""Fixtures of the agent-system tests: a fresh ephemeral store, and the list of systems a
-test started (each stopped after the test)."""
+"""Fixtures of the agent-system tests: a fresh ephemeral store, the list of systems a
+test started (each stopped after the test), and a daemon shared by a module."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 import memoryd
 from memoryd.agents import AgentSystem
+from tests.server.daemon import Daemon
 
 
 @pytest.fixture
@@ -23,3 +24,11 @@ def systems() -> Iterator[list[AgentSystem]]:
     yield started
     for system in started:
         system.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    """A `memoryd serve` process shared by a module's tests."""
+    running = Daemon().start()
+    yield running
+    running.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,6 @@ from tests.agents._agents import (
 from tests.agents.test_processes import child
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[Daemon]:
-    running = Daemon().start()
-    yield running
-    running.close()
 
 
 def crashing(store_spec: str, effects: Path) -> subprocess.Popen[str]:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
@@ -37,13 +36,6 @@ def child(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[Daemon]:
-    running = Daemon().start()
-    yield running
-    running.close()
 
 
 @pytest.fixture(params=["lmdb", "remote", "redis"])
