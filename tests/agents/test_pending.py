@@ -4,7 +4,6 @@ a failed store left here) and refuse a run a live process holds."""
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -24,24 +23,9 @@ from tests.agents._agents import (
     start_gated,
     stepping_model,
 )
-from tests.agents.test_processes import child
+from tests.agents._spawn import crashing
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
-
-
-def crashing(store_spec: str, effects: Path) -> subprocess.Popen[str]:
-    """A child process running instances ``w/k0`` and ``w/k1`` on ``store_spec``, once
-    both are blocked in step 2 of 4 (steps 0 and 1 recorded)."""
-    process = child("crash", store_spec, str(effects), "2")
-    wait_until(
-        lambda: (
-            len(list(effects.parent.glob(f"{effects.name}.*.blocked"))) == 2
-            or process.poll() is not None
-        ),
-        timeout=60,
-    )
-    assert process.poll() is None, process.communicate()[1]
-    return process
 
 
 def on_store(store: memoryd.StoreHandle, effects: Path) -> dict[str, Any]:

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -19,23 +16,11 @@ from memoryd.agents.lease import LEASE_PREFIX
 from memoryd.store.lmdb import keys
 from memoryd.store.lmdb.check import check_store
 from memoryd.store.requests import HIDDEN_PREFIX
+from tests.agents._spawn import child
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
 
-ROOT = Path(__file__).resolve().parents[2]
 INSTANCES = 20
-
-
-def child(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.agents._child", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 @pytest.fixture(params=["lmdb", "remote", "redis"])

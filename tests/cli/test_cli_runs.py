@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.cli.runs import _show
-from tests.agents.test_pending import crashing
+from tests.agents._spawn import crashing
 from tests.cli._run import run
 from tests.server.daemon import Daemon
 
