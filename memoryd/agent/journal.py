@@ -39,7 +39,7 @@ from typing import Any
 
 from memoryd import messages as msgs
 from memoryd.agent.locks import active_runs, run_active
-from memoryd.errors import ConflictError, UnknownRun
+from memoryd.errors import ConflictError, InvalidConversationId, UnknownRun
 from memoryd.messages import CheckedMessages
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
@@ -531,7 +531,14 @@ class RunJournal:
             UnknownRun: No unfinished run ``run_id`` is recorded.
         """
         store = self.store
-        events = store.events(journal_id(run_id))
+        try:
+            events = store.events(journal_id(run_id))
+        except InvalidConversationId as exc:  # no run could have this id
+            shown = run_id if len(run_id) <= 40 else f"{run_id[:40]}... ({len(run_id)} characters)"
+            raise UnknownRun(
+                f"no unfinished run {shown!r} can be recorded: {exc} (a run's journal is "
+                f"{JOURNAL_PREFIX!r} + its id)"
+            ) from None
         messages: list[Message] = []
         owner, lease_s = "", self.lease_s
         for event in events:

@@ -174,6 +174,9 @@ def test_resume_errors_are_named(store: memoryd.StoreHandle) -> None:
         agent.resume("")
     with pytest.raises(memoryd.UnknownRun, match="no unfinished run 'nope'"):
         memoryd.Agent(llm=ScriptedModel([]), memory=store).discard("nope")
+    for bad, why in (("r" * 300, "300 characters"), ("r\x00", "control character")):
+        with pytest.raises(memoryd.UnknownRun, match=f"can be recorded.*{why}|{why}.*recorded"):
+            agent.resume(bad)
     with pytest.raises(ValueError, match="needs a run journal"):
         memoryd.Agent(llm=ScriptedModel([]), memory=False).pending_runs("x")
 
