@@ -53,7 +53,7 @@ import structlog
 
 from memoryd import messages as msgs
 from memoryd._ids import IdSource
-from memoryd.agent.journal import RunJournal, RunRecord, StepWrite
+from memoryd.agent.journal import RunJournal, RunRecord, StepWrite, check_run_id
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
     base_version,
@@ -460,9 +460,7 @@ class Agent(SessionMethods):
             StepLimitExceeded, LLMError: As for `run`.
         """
         journal = self._need_journal("resume")
-        if not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
-        with run_active(run_id):
+        with run_active(check_run_id(run_id)):
             record = journal.load(run_id)
             journal.check_orphaned(record, running_here=False)  # marked active just above
             cid = record.conversation_id
@@ -494,9 +492,7 @@ class Agent(SessionMethods):
         cid = msgs.validate_conversation_id(conversation_id)
         if run_id is None:
             run_id = _RUN_IDS.next()
-        elif not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
-        return turn, cid, run_id
+        return turn, cid, check_run_id(run_id)
 
     def _need_journal(self, what: str) -> RunJournal:
         if self._journal is None:

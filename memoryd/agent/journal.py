@@ -52,6 +52,7 @@ __all__ = [
     "RunJournal",
     "RunRecord",
     "StepWrite",
+    "check_run_id",
     "journal_id",
     "owner_gone",
 ]
@@ -79,6 +80,17 @@ def owner_gone(owner: str) -> bool:
     except PermissionError:  # alive, another user's
         return False
     return False
+
+
+def check_run_id(run_id: object) -> str:
+    """``run_id`` when it is a non-empty str.
+
+    Raises:
+        ValueError: It is not.
+    """
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
+    return run_id
 
 
 def journal_id(run_id: str) -> str:
@@ -445,9 +457,7 @@ class RunJournal:
                 message names the owner).
             UnknownRun: No unfinished run of that id.
         """
-        if not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
-        record = self.load(run_id)
+        record = self.load(check_run_id(run_id))
         self.check_orphaned(record)
         return record
 

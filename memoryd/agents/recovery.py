@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 import structlog
 
 from memoryd.agent.agent import RunResult
-from memoryd.agent.journal import RunJournal, RunRecord
+from memoryd.agent.journal import RunJournal, RunRecord, check_run_id
 from memoryd.agent.locks import active_runs
 from memoryd.agents.naming import split_conversation
 from memoryd.errors import ConflictError, UnknownRun
@@ -68,10 +68,8 @@ def orphan(store: StoreHandle, agent_types: Collection[str], run_id: object) -> 
         UnknownRun: No unfinished run of that id, or it runs on a conversation of
             none of ``agent_types``.
     """
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
     journal = RunJournal(store)
-    record = journal.load(run_id)
+    record = journal.load(check_run_id(run_id))
     agent_type = split_conversation(record.conversation_id)[0]
     if agent_type not in agent_types or "/" not in record.conversation_id:
         raise UnknownRun(
