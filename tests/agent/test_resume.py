@@ -165,6 +165,26 @@ def test_two_claims_of_one_run_let_one_win(store: memoryd.StoreHandle) -> None:
         second.claim(record)
 
 
+def test_a_discard_keeps_a_run_another_process_claimed_after_it_was_read(
+    store: memoryd.StoreHandle,
+) -> None:
+    """The discard claims before it clears: a takeover between reading the run and
+    dropping it wins (ConflictError), and the run stays pending for its new owner."""
+    from memoryd.agent.journal import RunJournal
+
+    agent = memoryd.Agent(
+        llm=ScriptedModel(tool_turns()), memory=store, tools=counting_tools([], crash_on="slow")
+    )
+    with pytest.raises(Crash):
+        agent.run("go", conversation_id="a")
+    dropping, taking = RunJournal(store), RunJournal(store)
+    record = dropping.orphan(agent.pending_runs()[0].run_id)
+    taking.claim(taking.load(record.run_id))  # another process takes it over meanwhile
+    with pytest.raises(memoryd.ConflictError):
+        dropping.discard_orphan(record)
+    assert [p.run_id for p in agent.pending_runs()] == [record.run_id]
+
+
 def test_resume_errors_are_named(store: memoryd.StoreHandle) -> None:
     """Unknown run ids, empty ids and agents without a journal are refused clearly."""
     agent = memoryd.Agent(llm=ScriptedModel([]), memory=store)
