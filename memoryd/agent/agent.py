@@ -573,22 +573,26 @@ class Agent(SessionMethods):
         """A run that raised ``exc`` drops its journal, unless it was stopped at a step
         boundary (`RunInterrupted`: kept for the resume), found its store unavailable
         (not called again: the run stays pending), or the agent keeps failed runs."""
-        if (
-            self._journal is None
-            or isinstance(exc, RunInterrupted | StoreUnavailable)
-            or not self._journal.journaled(run_id)
-        ):
+        journal = self._journal
+        if journal is None or not journal.journaled(run_id):
+            return
+        if isinstance(exc, RunInterrupted | StoreUnavailable):
+            journal.forget(run_id)  # pending: a resume claims it again
             return
         if self.keep_failed_runs:
+            journal.forget(run_id)
             log.info("run_kept", run_id=run_id, error=type(exc).__name__)
             return
         try:
-            self._journal.discard(run_id)
+            journal.discard(run_id)
         except Exception as journal_exc:  # the run's own error matters more
             log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
 
     def _finish(self, run: _Run, turn: CheckedMessages, version: int | None) -> RunResult:
-        """A committed run's result; its session forgets its window and keeps its memo."""
+        """A committed run's result (its journal cleared by the commit); its session
+        forgets its window and keeps its memo."""
+        if self._journal is not None:
+            self._journal.forget(run.run_id)
         if run.session is not None:
             run.session.forget_window()
             if run.memos:

@@ -435,12 +435,17 @@ class RunJournal:
         self._live[record.run_id] = _Live(version, self._clock())
 
     def finished_by(self, run_id: str) -> str | None:
-        """The journal to clear with the turn's commit, and forget the run here.
+        """The journal to clear with the turn's commit.
 
         Returns:
             The journal id when the run wrote one, else None.
         """
-        return journal_id(run_id) if self._live.pop(run_id, None) is not None else None
+        return journal_id(run_id) if run_id in self._live else None
+
+    def forget(self, run_id: str) -> None:
+        """Stop tracking a run this process no longer writes (its turn committed, or it
+        ended pending); its journal, if any, is left as it is."""
+        self._live.pop(run_id, None)
 
     def orphan(self, run_id: object) -> RunRecord:
         """The unfinished run ``run_id``, when no live process holds it.

@@ -123,3 +123,56 @@ def test_keep_failed_runs_without_a_journal_or_not_a_bool_is_refused(
     settings: dict[str, Any] = {"memory": store, "keep_failed_runs": True, **options}
     with pytest.raises(error, match=needle):
         memoryd.Agent(llm=ScriptedModel([messages.assistant("x")]), **settings)
+
+
+def conflicting(store: memoryd.StoreHandle, calls: list[str], *, keep: bool) -> memoryd.Agent:
+    """An agent whose one tool step writes to the run's conversation behind its back, so
+    the turn's commit finds the conversation changed."""
+
+    @memoryd.tool
+    def lookup(key: str) -> str:
+        """Look a key up while someone else writes to the conversation."""
+        calls.append(key)
+        store.add("job", [messages.user("written meanwhile")])
+        return f"value-of-{key}"
+
+    turns = [messages.assistant(tool_calls=[messages.tool_call("c1", "lookup", {"key": "k"})])]
+    return memoryd.Agent(
+        llm=ScriptedModel([*turns, "first answer", "resumed answer"]),
+        memory=store,
+        tools=[lookup],
+        keep_failed_runs=keep,
+    )
+
+
+def test_a_run_whose_commit_conflicted_is_kept_and_resumed_on_the_conversation_as_it_is(
+    store: memoryd.StoreHandle,
+) -> None:
+    """Another writer adds to the conversation during the run: the commit's ConflictError
+    keeps the run, and its resume commits after that write, calling no tool again."""
+    calls: list[str] = []
+    agent = conflicting(store, calls, keep=True)
+    with pytest.raises(memoryd.ConflictError):
+        agent.run("go", conversation_id="job")
+    [pending] = agent.pending_runs()
+    assert agent.resume(pending.run_id).text == "resumed answer"
+    assert calls == ["k"]
+    assert [m["content"] for m in store.get("job")] == [
+        "written meanwhile",
+        "go",
+        None,
+        "value-of-k",
+        "resumed answer",
+    ]
+
+
+def test_by_default_a_run_whose_commit_conflicted_leaves_nothing_pending(
+    store: memoryd.StoreHandle,
+) -> None:
+    """The caller is told nothing was stored and may run it again, so no journal is left
+    for a recovery to commit the same turn a second time."""
+    agent = conflicting(store, [], keep=False)
+    with pytest.raises(memoryd.ConflictError, match="nothing was stored"):
+        agent.run("go", conversation_id="job")
+    assert agent.pending_runs() == []
+    assert store.conversations(include_empty=True) == ["job"]
