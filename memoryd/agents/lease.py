@@ -1,9 +1,9 @@
 """Instance leases: one process at a time runs an agent instance over a shared store.
 
-A lease is a hidden conversation ``memoryd.run/lease/<type>/<key>`` holding one ``memo``
-event, ``{"owner", "state", "lease_s"}``: each write is compare-and-set on the version and
-supersedes the one before (`StoreHandle.record`), so the log never grows. It is
-held while its newest memo says ``held``, by a live owner, and is younger than
+A lease is a hidden conversation ``memoryd.run/lease/<type>/<key>`` (`lease_id`) holding
+one ``memo`` event, ``{"owner", "state", "lease_s"}``: each write is compare-and-set on
+the version and supersedes the one before (`StoreHandle.record`), so the log never
+grows. It is held while its newest memo says ``held``, by a live owner, and is younger than
 ``lease_s``; a process takes a free or expired lease with one write, renews it while
 the instance is live and releases it when the instance is passivated. A lease holds no
 messages, so the store lists it nowhere (not even among pending runs).
@@ -12,17 +12,30 @@ messages, so the store lists it nowhere (not even among pending runs).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Callable
 
 from memoryd.agent.journal import JOURNAL_PREFIX, OWNER, owner_gone
 from memoryd.errors import CallTimeout, ConflictError
+from memoryd.messages import MAX_CONVERSATION_ID_BYTES
 from memoryd.store.handle import StoreHandle
 
-__all__ = ["LEASE_PREFIX", "InstanceLease"]
+__all__ = ["LEASE_PREFIX", "InstanceLease", "lease_id"]
 
 LEASE_PREFIX = f"{JOURNAL_PREFIX}lease/"
+_HASHED_PREFIX = f"{JOURNAL_PREFIX}lease#/"
+
+
+def lease_id(cid: str) -> str:
+    """The conversation of ``cid``'s lease: ``memoryd.run/lease/<cid>``, or, for an id
+    too long to take the prefix within the conversation-id limit, ``memoryd.run/lease#/``
+    and its SHA-256 (a prefix no spelled-out lease starts with, so the two never meet)."""
+    spelled = f"{LEASE_PREFIX}{cid}"
+    if len(spelled.encode("utf-8")) <= MAX_CONVERSATION_ID_BYTES:
+        return spelled
+    return f"{_HASHED_PREFIX}{hashlib.sha256(cid.encode('utf-8')).hexdigest()}"
 
 
 class InstanceLease:
@@ -46,7 +59,8 @@ class InstanceLease:
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.store = store
-        self.id = f"{LEASE_PREFIX}{cid}"
+        self.cid = cid
+        self.id = lease_id(cid)
         self.lease_s = lease_s
         self._clock = clock
         self._sleep = sleep
@@ -104,7 +118,7 @@ class InstanceLease:
                     return
                 if time.monotonic() + wait > deadline:
                     raise CallTimeout(
-                        f"agent instance {self.id[len(LEASE_PREFIX) :]!r} is running in "
+                        f"agent instance {self.cid!r} is running in "
                         f"another process ({holder}); it was not released in time. Call "
                         "again later, or give the call a longer timeout"
                     )

@@ -166,8 +166,7 @@ class Mailboxes:
         if resume is not None:
             run_id = resume
         elif request_id is not None:
-            if not isinstance(request_id, str) or not request_id:
-                raise ValueError(f"request_id must be a non-empty str, not {request_id!r}")
+            naming.check_request_id(request_id)
             run_id = naming.request_run_id(slot.agent_type, slot.key, request_id)
         else:
             run_id = _RUN_IDS.next()

@@ -21,6 +21,8 @@ __all__ = [
     "REGISTRY_PREFIX",
     "check_agent_types",
     "check_key",
+    "check_request_id",
+    "check_system_name",
     "conversation_id",
     "instance_name",
     "request_run_id",
@@ -48,10 +50,51 @@ def check_agent_types(names: Iterable[object]) -> tuple[str, ...]:
     for name in names:
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"an agent type must be a non-empty str without '/', not {name!r}")
+        try:  # the type starts every conversation id of its instances: check it once, here
+            msgs.validate_conversation_id(conversation_id(name, "k"))
+        except InvalidConversationId as exc:
+            raise ValueError(
+                f"agent type {_shown(name)} cannot start its instances' conversation ids "
+                f"'<type>/<key>': {exc}"
+            ) from None
         checked.append(name)
     if not checked:
         raise ValueError("an agent system needs at least one agent type")
     return tuple(checked)
+
+
+MAX_SYSTEM_NAME = 128
+"""The longest system name (characters): it starts every registered name of the system."""
+
+
+def check_system_name(name: object) -> str:
+    """Check a system's name: a non-empty, printable str without ``/``, at most
+    `MAX_SYSTEM_NAME` characters. A ``/`` would make ``"<system>/<type>/<key>"``
+    ambiguous: system ``"a/b"``'s instance ``t/k`` and system ``"a"``'s instance
+    ``b/t/k`` would take one registered name.
+
+    Raises:
+        ValueError: Not such a str (the message says which rule).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty str, not {name!r}")
+    if "/" in name:
+        raise ValueError(
+            f"system name {_shown(name)} holds '/', which separates the parts of its "
+            "instances' names '<system>/<type>/<key>'; choose a name without it"
+        )
+    if len(name) > MAX_SYSTEM_NAME:
+        raise ValueError(
+            f"system name {_shown(name)} is longer than {MAX_SYSTEM_NAME} characters"
+        )
+    if not name.isprintable():
+        raise ValueError(f"system name {name!r} holds a character that is not printable")
+    return name
+
+
+def _shown(text: str) -> str:
+    """``text`` for an error message, cut after 40 characters."""
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
 
 
 def check_key(agent_type: str, key: object) -> str:
@@ -66,9 +109,8 @@ def check_key(agent_type: str, key: object) -> str:
     try:
         msgs.validate_conversation_id(conversation_id(agent_type, key))
     except InvalidConversationId as exc:
-        shown = repr(key) if len(key) <= 40 else f"{key[:40]!r}... ({len(key)} characters)"
         raise InvalidConversationId(
-            f"instance key {shown} of agent type {agent_type!r} cannot name its "
+            f"instance key {_shown(key)} of agent type {agent_type!r} cannot name its "
             f"conversation '<type>/<key>': {exc}"
         ) from None
     return key
@@ -93,6 +135,33 @@ def split_conversation(cid: str) -> tuple[str, str]:
     """The (type, key) of an instance's conversation id (the key may hold ``/``)."""
     agent_type, _, key = cid.partition("/")
     return agent_type, key
+
+
+MAX_REQUEST_ID = 1024
+"""The longest request id (characters); an id of a request elsewhere fits, a body does not."""
+
+
+def check_request_id(request_id: object) -> str:
+    """Check a call's request id: a non-empty str of at most `MAX_REQUEST_ID` characters
+    that encodes as UTF-8 (it is hashed into the run id).
+
+    Raises:
+        ValueError: Not such a str (the message says which rule).
+    """
+    if not isinstance(request_id, str) or not request_id:
+        raise ValueError(f"request_id must be a non-empty str, not {request_id!r:.80}")
+    if len(request_id) > MAX_REQUEST_ID:
+        raise ValueError(
+            f"request_id {_shown(request_id)} is longer than {MAX_REQUEST_ID} characters"
+        )
+    try:
+        request_id.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"request_id {_shown(request_id)} holds a lone surrogate at index {exc.start}; "
+            "fix its encoding"
+        ) from None
+    return request_id
 
 
 def request_run_id(agent_type: str, key: str, request_id: str) -> str:

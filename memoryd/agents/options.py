@@ -67,8 +67,7 @@ def check_options(
         if not callable(agents[agent_type]):
             raise TypeError(f"the factory of agent type {agent_type!r} is not callable")
     name, max_restarts = options.name, options.max_restarts
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty str, not {name!r}")
+    naming.check_system_name(name)
     for what in ("idle_after_s", "period_s", "call_timeout_s", "lease_s"):
         positive(getattr(options, what), what)
     for what in ("max_active", "mailbox"):

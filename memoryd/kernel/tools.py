@@ -156,6 +156,11 @@ class Tool:
             raise ValueError(
                 f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'; pass name="
             )
+        if description is not None and not isinstance(description, str):
+            raise TypeError(
+                f"tool {name!r}: description must be a str (what the model reads), "
+                f"not {type(description).__name__}"
+            )
         doc_description, doc_params = _doc_parts(inspect.getdoc(function))
         try:
             hints = typing.get_type_hints(function)

@@ -82,20 +82,30 @@ def test_a_bad_key_is_refused_before_anything_is_written(
     assert system.call("echo", "good", "hi").text == "echo: hi"
 
 
-@pytest.mark.parametrize("request_id", ["", 7])
+@pytest.mark.parametrize(
+    ("request_id", "needle"),
+    [
+        ("", "request_id must be a non-empty str"),
+        (7, "request_id must be a non-empty str"),
+        ("r" * 1025, r"request_id 'r+'\.\.\. \(1025 characters\) is longer than 1024"),
+        ("req-\ud800", "request_id 'req-\\\\ud800' holds a lone surrogate at index 4"),
+    ],
+)
 def test_a_bad_request_id_is_refused_also_for_a_live_instance(
-    store: memoryd.StoreHandle, systems: list[AgentSystem], request_id: Any
+    store: memoryd.StoreHandle, systems: list[AgentSystem], request_id: Any, needle: str
 ) -> None:
-    """A request id that is not a non-empty str is refused with ValueError before the
-    call is placed, whether the instance is new or live; it runs nothing."""
+    """A request id that is not a non-empty str, is longer than 1,024 characters or
+    cannot be encoded is refused with ValueError before the call is placed, whether the
+    instance is new or live; it runs nothing. The longest allowed id works."""
     system = start(systems, {"echo": factory(store, echo_model)}, store=store)
-    with pytest.raises(ValueError, match="request_id must be a non-empty str"):
+    with pytest.raises(ValueError, match=needle):
         system.call("echo", "a", "first", request_id=request_id)
     system.call("echo", "a", "hi")  # now live and idle
-    with pytest.raises(ValueError, match="request_id must be a non-empty str"):
+    with pytest.raises(ValueError, match=needle):
         system.call("echo", "a", "second", request_id=request_id)
     assert [m["content"] for m in store.get("echo/a")] == ["hi", "echo: hi"]
     assert system.stats()["calls"] == 1
+    assert system.call("echo", "a", "last", request_id="r" * 1024).text == "echo: last"
 
 
 def test_calls_to_one_instance_run_one_at_a_time_in_arrival_order(

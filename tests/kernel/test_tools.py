@@ -110,3 +110,5 @@ def test_functions_without_a_schema_are_refused() -> None:
         memoryd.tool(takes_args)
     with pytest.raises(TypeError, match="dict keys must be str"):
         memoryd.tool(int_keys)
+    with pytest.raises(TypeError, match=r"tool 'forecast': description must be a str.*not int"):
+        memoryd.tool(name="forecast", description=5)(forecast.function)  # type: ignore[arg-type]
