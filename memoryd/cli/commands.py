@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
-from memoryd.errors import AlreadyStarted, StoreUnavailable
+from memoryd.errors import AlreadyStarted, StoreUnavailable, UnknownStore
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
 
 if TYPE_CHECKING:
@@ -31,6 +31,12 @@ FOLLOW_PATIENCE_S = 3.0
 _FOLLOW_POLL_S = 1.0  # the long poll of tail -f: a vanished daemon is noticed between polls
 _TAIL_PAGE = 1000
 _BULK_COMMANDS = frozenset({"export", "import", "tail"})
+_READ_COMMANDS = frozenset(
+    {"conversations", "events", "export", "get", "runs", "stats", "tail", "version"}
+)
+"""Commands that only read (``runs --discard`` drops a run that must exist). On ``--data``
+they refuse a store that is not there, as a daemon does (`UnknownStore`), instead of
+creating it: a mistyped directory or ``--store`` is said, not read as empty."""
 """Commands that move many events through a daemon: they use msgpack bodies; the others
 make a call or two on JSON bodies, which needs no codec (nor msgpack) loaded."""
 
@@ -100,6 +106,8 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         configure_logging()
         root = Path(data)
         path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
+        if args.command in _READ_COMMANDS and not (path / "data.mdb").exists():
+            raise _missing(root, name)
         try:
             return LmdbStore.start(path, name=name or DEFAULT_STORE_NAME)
         except AlreadyStarted:
@@ -127,6 +135,19 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         timeout=timeout,
         wire="msgpack" if args.command in _BULK_COMMANDS else "json",
         empty_when_missing=False,
+    )
+
+
+def _missing(root: Path, name: str | None) -> UnknownStore:
+    """The error of a read on a data directory, or a store in it, that holds no store."""
+    if name in (None, DEFAULT_STORE_NAME):
+        return UnknownStore(
+            f"no memoryd data directory at '{root}' (it holds no data.mdb): check the "
+            "path; a write ('memoryd add', 'memoryd import') or 'memoryd serve' creates one"
+        )
+    return UnknownStore(
+        f"data directory '{root}' has no store {name!r} (no '{root}/stores/{name}'): "
+        "check the name; its first write creates it"
     )
 
 

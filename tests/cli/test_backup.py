@@ -56,3 +56,17 @@ def test_backup_needs_data_and_an_empty_destination(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "not empty" in done.stderr
     assert (tmp_path / "full" / "keep").read_text() == "mine"
+
+
+def test_a_failed_backup_leaves_no_destination_behind(tmp_path: Path) -> None:
+    """A backup of a directory holding no store fails (status 1) and removes the
+    destination it made; an empty destination that was there stays, still empty."""
+    (tmp_path / "empty-data").mkdir()
+    done = run("backup", str(tmp_path / "copy"), "--data", str(tmp_path / "empty-data"))
+    assert done.returncode == 1
+    assert "holds no LMDB data file" in done.stderr
+    assert not (tmp_path / "copy").exists()
+    (tmp_path / "there").mkdir()
+    done = run("backup", str(tmp_path / "there"), "--data", str(tmp_path / "empty-data"))
+    assert done.returncode == 1
+    assert list((tmp_path / "there").iterdir()) == []

@@ -191,6 +191,43 @@ def test_data_directory_is_used_directly_when_no_daemon_runs(tmp_path: Path) -> 
         short.close()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["get", "c"],
+        ["version", "c"],
+        ["events", "c"],
+        ["conversations"],
+        ["stats"],
+        ["tail"],
+        ["export"],
+        ["runs"],
+        ["runs", "--discard", "r1"],
+    ],
+)
+def test_a_read_of_a_missing_data_directory_or_store_is_refused_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A mistyped --data or --store is said (UnknownStore, status 1), as a daemon says
+    it, instead of being created and read as empty; a write still creates the store."""
+    missing = tmp_path / "dta"
+    done = run(*command, "--data", str(missing))
+    assert done.returncode == 1
+    assert f"UnknownStore: no memoryd data directory at '{missing}'" in done.stderr
+    assert not missing.exists()
+    data = tmp_path / "data"
+    assert run("add", "c", "--content", "x", "--data", str(data)).returncode == 0
+    done = run(*command, "--data", str(data), "--store", "notes")
+    assert done.returncode == 1
+    assert f"data directory '{data}' has no store 'notes'" in done.stderr
+    assert not (data / "stores").exists()
+    written = run("add", "c", "--content", "n", "--data", str(data), "--store", "notes")
+    assert written.returncode == 0, written.stderr
+    assert json.loads(run("version", "c", "--data", str(data), "--store", "notes").stdout) == {
+        "version": 1
+    }
+
+
 def _populate(path: Path, conversations: int, events: int, per_event: int) -> None:
     """Fill a store: appends (some keyed) and a pop per conversation, then memo and
     compacted events, forks, and conversations whose live log starts with a clear."""

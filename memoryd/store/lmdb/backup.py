@@ -11,6 +11,7 @@ directory, put in place of a damaged store's directory, opens as that store.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
     target = Path(os.path.realpath(os.fspath(dest)))
     if target.exists() and any(target.iterdir()):
         raise StorageError(f"backup destination {target} is not empty; choose a new directory")
+    created = not target.exists()
     make_dir(target)
     try:
         engine = _running_engine(source)
@@ -87,11 +89,27 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
         os.chmod(data, 0o600)
         _fsync(data)
         identity.write(target, _identity_of_copy(target))
-    except lmdb.Error as exc:
-        raise StorageError(f"backup to {target} failed: {exc}") from exc
+    except BaseException as exc:
+        _remove_partial(target, created)  # a failed backup leaves no half copy behind
+        if isinstance(exc, lmdb.Error):
+            raise StorageError(f"backup to {target} failed: {exc}") from exc
+        raise
     fsync_dir(target)
     fsync_dir(target.parent)
     return data
+
+
+def _remove_partial(target: Path, created: bool) -> None:
+    """Remove what a failed backup wrote: ``target`` itself when it made it, else its
+    contents (it was empty before)."""
+    if created:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    for entry in target.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _identity_of_copy(target: Path) -> identity.Identity:
