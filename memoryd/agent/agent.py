@@ -53,6 +53,7 @@ import structlog
 
 from memoryd import messages as msgs
 from memoryd._ids import IdSource
+from memoryd.agent.drops import UNDROPPED
 from memoryd.agent.journal import RunJournal, RunRecord, StepWrite, check_run_id
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
@@ -549,6 +550,8 @@ class Agent(SessionMethods):
 
     def _drive(self, run: _Run, history: list[Message], turn: CheckedMessages) -> RunResult:
         """Run the tool loop, commit the turn, and answer; a failed run drops its journal."""
+        if UNDROPPED and self._journal is not None:  # a failed run's journal, left behind
+            self._drop_undropped()
         try:
             turn = self._loop(run, history, turn)
             version = None if self.provider is None else self._commit(run, turn)
@@ -559,6 +562,8 @@ class Agent(SessionMethods):
 
     async def _adrive(self, run: _Run, history: list[Message], turn: CheckedMessages) -> RunResult:
         """`_drive` on an event loop."""
+        if UNDROPPED and self._journal is not None:
+            await asyncio.to_thread(self._drop_undropped)
         try:
             turn = await self._aloop(run, history, turn)
             version = None if self.provider is None else await self._acommit(run, turn)
@@ -586,7 +591,28 @@ class Agent(SessionMethods):
         try:
             journal.discard(run_id)
         except Exception as journal_exc:  # the run's own error matters more
-            log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc))
+            log.warning(
+                "run_journal_failed", run_id=run_id, error=str(journal_exc), retried=True
+            )
+            exc.add_note(
+                f"run {run_id!r} recorded tool steps, and its journal could not be dropped "
+                f"({type(journal_exc).__name__}): it stays pending until this process "
+                "drops it at its next run on this store, once the store takes writes again"
+            )
+
+    def _drop_undropped(self) -> None:
+        """Drop the journals of this store's failed runs that could not be dropped then
+        (`RunJournal.drop_undropped`); a store that still refuses writes fails the run
+        that follows, not this."""
+        journal = self._journal
+        if journal is None:
+            return
+        try:
+            dropped = journal.drop_undropped()
+        except Exception:  # the store itself is gone: the run's own calls say so
+            return
+        for run_id in dropped:
+            log.info("run_journal_dropped", run_id=run_id)
 
     def _finish(self, run: _Run, turn: CheckedMessages, version: int | None) -> RunResult:
         """A committed run's result (its journal cleared by the commit); its session

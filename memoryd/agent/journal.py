@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd import messages as msgs
+from memoryd.agent.drops import UNDROPPED
 from memoryd.agent.locks import active_runs, run_active
 from memoryd.errors import ConflictError, InvalidConversationId, UnknownRun
 from memoryd.messages import CheckedMessages
@@ -502,18 +503,62 @@ class RunJournal:
             self.discard(record.run_id)
 
     def discard(self, run_id: str) -> None:
-        """Drop a run: it is no longer pending (its journal is cleared).
+        """Drop a run: it is no longer pending (its journal is cleared). A run this
+        journal wrote whose drop fails is noted (`memoryd.agent.drops`) and dropped by
+        `drop_undropped` once the store takes writes again.
 
         Args:
             run_id: The run id.
+
+        Raises:
+            StorageError, StoreUnavailable, WriteTimeout: As `StoreHandle.clear`.
         """
-        self._live.pop(run_id, None)
-        self.store.clear(journal_id(run_id))
+        live = self._live.pop(run_id, None)
+        store = self.store
+        try:
+            store.clear(journal_id(run_id))
+        except Exception:
+            if live is not None:
+                UNDROPPED.note(store, run_id, live.version)
+            raise
+
+    def drop_undropped(self) -> list[str]:
+        """Drop the runs of this store that failed here and could not be dropped then
+        (`memoryd.agent.drops`): each claimed compare-and-set on the version noted, then
+        cleared. A run written since (resumed, claimed) is left as it is. Stops at the
+        first write the store still refuses, keeping that run and the rest noted.
+
+        Returns:
+            The run ids dropped.
+        """
+        store = self.store
+        dropped: list[str] = []
+        for run_id, version in UNDROPPED.of(store).items():
+            journal = journal_id(run_id)
+            data = {"owner": OWNER, "lease_s": self.lease_s}
+            try:
+                claimed = store.record(journal, "memo", data=data, expected_version=version)
+            except ConflictError:  # someone else's now, or gone
+                UNDROPPED.forget(store, run_id)
+                continue
+            except Exception:  # the store still refuses: next time
+                break
+            UNDROPPED.note(store, run_id, claimed)
+            try:
+                store.clear(journal)
+            except Exception:
+                break
+            UNDROPPED.forget(store, run_id)
+            dropped.append(run_id)
+        return dropped
 
     # -- reads ----------------------------------------------------------------------------
 
     def pending(self, cid: str | None = None) -> list[RunRecord]:
         """The unfinished runs of the store (or of one conversation), oldest first.
+
+        Runs that failed in this process and whose journal could not be dropped then
+        are dropped first, if the store takes writes now (`drop_undropped`).
 
         Args:
             cid: Only this conversation's runs (None: every run in the store).
@@ -521,6 +566,8 @@ class RunJournal:
         Returns:
             Their records.
         """
+        if UNDROPPED:
+            self.drop_undropped()
         store = self.store
         records = []
         for journal in store.conversations(prefix=JOURNAL_PREFIX):

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,26 +56,6 @@ def test_an_fsync_error_crashes_the_actor_instead_of_retrying(tmp_path: Path) ->
     assert out.problems == []
     assert out.errors == [("k00000", "StorageError")]
     assert out.acked == {"k00000": 1, "k00001": 2}
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs (needs root, as CI has); fails clearly when it cannot be mounted."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"cannot mount a 2 MiB tmpfs (run as root): {proc.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        memoryd.shutdown()
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize(
