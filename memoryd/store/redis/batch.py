@@ -273,11 +273,14 @@ class Batch:
         """Call ``fn(arg)`` until it does not fail for a lost connection, or the deadline."""
         while True:
             try:
-                return fn(arg)
+                done = fn(arg)
             except CONNECTION_ERRORS as exc:
                 self.connections.lost(exc)
                 self._pause(exc)
                 self.connections.refresh_topology()
+            else:
+                self.connections.reached()
+                return done
 
     def _pause(self, cause: Exception) -> None:
         """Wait a moment before trying again, or give up at the deadline."""

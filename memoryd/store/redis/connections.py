@@ -27,6 +27,7 @@ are known to work with, and ``setup.cfg`` pins the same range.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ from redis.retry import Retry
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store.redis import durability
 from memoryd.store.redis import scripts as lua
+from memoryd.store.redis.outage import Outage
 
 __all__ = [
     "CONNECTION_ERRORS",
@@ -133,6 +135,7 @@ class Connections:
         self.reconnects = 0
         """How often the batch writer found Redis unreachable and tried again."""
         self._writers = Writers()
+        self._outage = Outage()
         self.require_durable = require_durable
         self._loaded: set[str] = set()
         """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""
@@ -197,10 +200,25 @@ class Connections:
     # -- lost connections (the batch writer's thread) -------------------------------------
 
     def lost(self, exc: Exception) -> None:
-        """Count and log a lost connection (one of `CONNECTION_ERRORS`) before a resend."""
+        """Count a lost connection (one of `CONNECTION_ERRORS`) before a resend; the log
+        hears of the outage once, then at most every few seconds (`Outage`)."""
         self.reconnects += 1
         self._checked.clear()
-        log.warning("redis_unreachable", url=lua.redact(self.url), error=repr(exc))
+        event = self._outage.lost(time.monotonic())
+        if event is not None:
+            log.warning(event, url=lua.redact(self.url), error=repr(exc), retrying=True)
+
+    def reached(self) -> None:
+        """A send went through: log the end of an outage, if one was going on."""
+        ended = self._outage.reached(time.monotonic())
+        if ended is not None:
+            down_s, tries = ended
+            log.info(
+                "redis_reachable_again",
+                url=lua.redact(self.url),
+                down_s=round(down_s, 3),
+                tries=tries,
+            )
 
     def refresh_topology(self) -> None:
         """Ask a Cluster where its slots are now (after a lost node or a failover)."""

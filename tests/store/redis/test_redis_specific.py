@@ -7,6 +7,7 @@ it kills or reconfigures it.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+from structlog.testing import capture_logs
 
 import memoryd
 from memoryd import codec
@@ -277,3 +279,25 @@ def test_commands_are_encoded_as_redis_py_encodes_them() -> None:
         encode([("SET", "k", 1.5)])
     with pytest.raises(TypeError, match="bytes, str or int"):
         encode([("SET", "k", True)])
+
+
+def test_an_outage_is_logged_once_and_its_end_with_how_long(server: RedisServer) -> None:
+    """An add waits out a 1.5 s outage (the writer tries again every few tens of ms):
+    the log says `redis_unreachable` once, not at every try, and `redis_reachable_again`
+    with how long and how many tries once the add goes through."""
+    store = memoryd.RedisStore.start(server.url, call_timeout_s=20.0)
+    store.add("c", [user("before")])
+    with capture_logs() as logs:
+        server.kill()
+        adding = Worker(lambda: store.add("c", [user("during")], idempotency_key="during"))
+        adding.start()
+        time.sleep(1.5)
+        server.start()
+        assert adding.outcome(timeout=60) == 2
+    events = [e for e in logs if e["event"].startswith("redis_")]
+    assert [e["event"] for e in events] == ["redis_unreachable", "redis_reachable_again"]
+    assert events[0]["log_level"] == "warning"
+    assert events[1]["down_s"] >= 1.0
+    assert events[1]["tries"] >= 5
+    assert store.stats()["reconnects"] >= events[1]["tries"]
+    assert [m["content"] for m in store.get("c")] == ["before", "during"]
