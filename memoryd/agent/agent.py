@@ -591,9 +591,7 @@ class Agent(SessionMethods):
         try:
             journal.discard(run_id)
         except Exception as journal_exc:  # the run's own error matters more
-            log.warning(
-                "run_journal_failed", run_id=run_id, error=str(journal_exc), retried=True
-            )
+            log.warning("run_journal_failed", run_id=run_id, error=str(journal_exc), retried=True)
             exc.add_note(
                 f"run {run_id!r} recorded tool steps, and its journal could not be dropped "
                 f"({type(journal_exc).__name__}): it stays pending until this process "

@@ -84,9 +84,7 @@ def check_system_name(name: object) -> str:
             "instances' names '<system>/<type>/<key>'; choose a name without it"
         )
     if len(name) > MAX_SYSTEM_NAME:
-        raise ValueError(
-            f"system name {_shown(name)} is longer than {MAX_SYSTEM_NAME} characters"
-        )
+        raise ValueError(f"system name {_shown(name)} is longer than {MAX_SYSTEM_NAME} characters")
     if not name.isprintable():
         raise ValueError(f"system name {name!r} holds a character that is not printable")
     return name
