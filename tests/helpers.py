@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,3 +109,19 @@ class Overlap:
             return f"worked {key or n}"
 
         self.tool: Any = work
+
+
+BACKENDS = ("lmdb", "redis", "daemon")
+"""The backends a behaviour test runs on, with `backend_store`."""
+
+
+def backend_store(request: Any, tmp_path: Path, prefix: str) -> Any:
+    """A new, empty durable store of the backend ``request.param``: LMDB in ``tmp_path``,
+    Redis (the ``redis_server`` fixture) or a daemon (the ``daemon`` fixture, a
+    `RemoteStore` of a new named store), named ``<prefix>-<random>``."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    if request.param == "lmdb":
+        return memoryd.LmdbStore.start(tmp_path / name, name=name)
+    if request.param == "redis":
+        return memoryd.RedisStore.start(request.getfixturevalue("redis_server").url, prefix=name)
+    return memoryd.connect(request.getfixturevalue("daemon").address, store=name)

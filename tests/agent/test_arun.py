@@ -17,7 +17,7 @@ from memoryd import messages
 from memoryd.errors import InvalidConversationId, InvalidMessage, LLMError
 from memoryd.llm import ScriptedModel
 from tests.agent import _arun_crash_child as crash_child
-from tests.helpers import Overlap, kill9_when
+from tests.helpers import BACKENDS, Overlap, backend_store, kill9_when
 from tests.server.daemon import Daemon
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,17 +29,10 @@ def daemon() -> Iterator[Daemon]:
         yield running
 
 
-@pytest.fixture(params=["lmdb", "redis", "daemon"])
+@pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> memoryd.StoreHandle:
     """A durable store of each backend: LMDB, Redis, and the daemon (`RemoteStore`)."""
-    name = f"arun-{uuid.uuid4().hex[:8]}"
-    if request.param == "lmdb":
-        return memoryd.LmdbStore.start(tmp_path / "data", name=name)
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        return memoryd.RedisStore.start(server.url, prefix=name)
-    running = request.getfixturevalue("daemon")
-    return memoryd.connect(running.address, store=name)
+    return backend_store(request, tmp_path, "arun")
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +16,20 @@ from memoryd import messages
 from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from tests.agent.test_resume import counting_tools, tool_turns
+from tests.helpers import BACKENDS, backend_store
+from tests.server.daemon import Daemon
 
 
-@pytest.fixture
-def store() -> memoryd.StoreHandle:
-    return memoryd.EphemeralStore.start(name=f"keep-{uuid.uuid4().hex[:8]}")
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    with Daemon().start() as running:
+        yield running
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> memoryd.StoreHandle:
+    """Each test on every backend: LMDB, Redis, and the daemon."""
+    return backend_store(request, tmp_path, "keep")
 
 
 def failing_at_step_three() -> ScriptedModel:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +16,15 @@ from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from memoryd.provider.budget import char_length
 from tests.agents._agents import Gate, kill_during_step, note_tool, start, stepping_model
-from tests.helpers import Worker
+from tests.helpers import BACKENDS, Worker, backend_store
 
 Message = dict[str, Any]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> memoryd.StoreHandle:
+    """Each test on every backend: LMDB, Redis, and the daemon."""
+    return backend_store(request, tmp_path, "sessions")
 
 
 def echo_recording(seen: list[list[Message]]) -> ScriptedModel:
