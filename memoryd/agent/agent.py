@@ -54,7 +54,13 @@ import structlog
 from memoryd import messages as msgs
 from memoryd._ids import IdSource
 from memoryd.agent.drops import UNDROPPED
-from memoryd.agent.journal import RunJournal, RunRecord, StepWrite, check_run_id
+from memoryd.agent.journal import (
+    RunJournal,
+    RunRecord,
+    StepWrite,
+    check_new_run_id,
+    check_run_id,
+)
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
     base_version,
@@ -493,7 +499,7 @@ class Agent(SessionMethods):
         cid = msgs.validate_conversation_id(conversation_id)
         if run_id is None:
             run_id = _RUN_IDS.next()
-        return turn, cid, check_run_id(run_id)
+        return turn, cid, check_new_run_id(run_id)
 
     def _need_journal(self, what: str) -> RunJournal:
         if self._journal is None:

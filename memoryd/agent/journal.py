@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd import messages as msgs
+from memoryd._shown import shown
 from memoryd.agent.drops import UNDROPPED
 from memoryd.agent.locks import active_runs, run_active
 from memoryd.errors import ConflictError, InvalidConversationId, UnknownRun
@@ -49,10 +50,12 @@ from memoryd.store.requests import HIDDEN_PREFIX
 __all__ = [
     "DEFAULT_LEASE_S",
     "JOURNAL_PREFIX",
+    "MAX_RUN_ID_BYTES",
     "OWNER",
     "RunJournal",
     "RunRecord",
     "StepWrite",
+    "check_new_run_id",
     "check_run_id",
     "journal_id",
     "owner_gone",
@@ -92,6 +95,31 @@ def check_run_id(run_id: object) -> str:
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty str, not {run_id!r}")
     return run_id
+
+
+MAX_RUN_ID_BYTES = msgs.MAX_CONVERSATION_ID_BYTES - len(JOURNAL_PREFIX.encode("utf-8"))
+"""The longest run id (UTF-8 bytes): its journal ``memoryd.run/<run id>`` must be a
+conversation id."""
+
+
+def check_new_run_id(run_id: object) -> str:
+    """``run_id`` when a new run may take it: a non-empty str that names its journal
+    (``memoryd.run/<run id>``: at most `MAX_RUN_ID_BYTES` UTF-8 bytes, no control
+    character, no lone surrogate). Checked before the run starts, so that no tool runs
+    in a run whose steps could not be recorded.
+
+    Raises:
+        ValueError: It is not (the message says why).
+    """
+    checked = check_run_id(run_id)
+    try:
+        msgs.validate_conversation_id(journal_id(checked))
+    except InvalidConversationId as exc:
+        raise ValueError(
+            f"run_id {shown(checked)} cannot name its journal 'memoryd.run/<run id>': {exc} "
+            f"(a run id is at most {MAX_RUN_ID_BYTES} UTF-8 bytes, with no control character)"
+        ) from None
+    return checked
 
 
 def journal_id(run_id: str) -> str:
@@ -596,9 +624,8 @@ class RunJournal:
         try:
             events = store.events(journal_id(run_id))
         except InvalidConversationId as exc:  # no run could have this id
-            shown = run_id if len(run_id) <= 40 else f"{run_id[:40]}... ({len(run_id)} characters)"
             raise UnknownRun(
-                f"no unfinished run {shown!r} can be recorded: {exc} (a run's journal is "
+                f"no unfinished run {shown(run_id)} can be recorded: {exc} (a run's journal is "
                 f"{JOURNAL_PREFIX!r} + its id)"
             ) from None
         messages: list[Message] = []

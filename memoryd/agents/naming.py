@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Iterable
 
 from memoryd import messages as msgs
+from memoryd._shown import shown
 from memoryd.errors import InvalidConversationId
 
 __all__ = [
@@ -54,7 +55,7 @@ def check_agent_types(names: Iterable[object]) -> tuple[str, ...]:
             msgs.validate_conversation_id(conversation_id(name, "k"))
         except InvalidConversationId as exc:
             raise ValueError(
-                f"agent type {_shown(name)} cannot start its instances' conversation ids "
+                f"agent type {shown(name)} cannot start its instances' conversation ids "
                 f"'<type>/<key>': {exc}"
             ) from None
         checked.append(name)
@@ -80,19 +81,14 @@ def check_system_name(name: object) -> str:
         raise ValueError(f"name must be a non-empty str, not {name!r}")
     if "/" in name:
         raise ValueError(
-            f"system name {_shown(name)} holds '/', which separates the parts of its "
+            f"system name {shown(name)} holds '/', which separates the parts of its "
             "instances' names '<system>/<type>/<key>'; choose a name without it"
         )
     if len(name) > MAX_SYSTEM_NAME:
-        raise ValueError(f"system name {_shown(name)} is longer than {MAX_SYSTEM_NAME} characters")
+        raise ValueError(f"system name {shown(name)} is longer than {MAX_SYSTEM_NAME} characters")
     if not name.isprintable():
         raise ValueError(f"system name {name!r} holds a character that is not printable")
     return name
-
-
-def _shown(text: str) -> str:
-    """``text`` for an error message, cut after 40 characters."""
-    return repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
 
 
 def check_key(agent_type: str, key: object) -> str:
@@ -108,7 +104,7 @@ def check_key(agent_type: str, key: object) -> str:
         msgs.validate_conversation_id(conversation_id(agent_type, key))
     except InvalidConversationId as exc:
         raise InvalidConversationId(
-            f"instance key {_shown(key)} of agent type {agent_type!r} cannot name its "
+            f"instance key {shown(key)} of agent type {agent_type!r} cannot name its "
             f"conversation '<type>/<key>': {exc}"
         ) from None
     return key
@@ -150,13 +146,13 @@ def check_request_id(request_id: object) -> str:
         raise ValueError(f"request_id must be a non-empty str, not {request_id!r:.80}")
     if len(request_id) > MAX_REQUEST_ID:
         raise ValueError(
-            f"request_id {_shown(request_id)} is longer than {MAX_REQUEST_ID} characters"
+            f"request_id {shown(request_id)} is longer than {MAX_REQUEST_ID} characters"
         )
     try:
         request_id.encode()
     except UnicodeEncodeError as exc:
         raise ValueError(
-            f"request_id {_shown(request_id)} holds a lone surrogate at index {exc.start}; "
+            f"request_id {shown(request_id)} holds a lone surrogate at index {exc.start}; "
             "fix its encoding"
         ) from None
     return request_id

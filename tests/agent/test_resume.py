@@ -10,7 +10,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
-from memoryd.agent.journal import journal_id
+from memoryd.agent.journal import MAX_RUN_ID_BYTES, journal_id
 from memoryd.llm import ScriptedModel
 from tests.helpers import kill9_when
 
@@ -199,6 +199,36 @@ def test_resume_errors_are_named(store: memoryd.StoreHandle) -> None:
             agent.resume(bad)
     with pytest.raises(ValueError, match="needs a run journal"):
         memoryd.Agent(llm=ScriptedModel([]), memory=False).pending_runs("x")
+
+
+@pytest.mark.parametrize(
+    ("run_id", "why"),
+    [
+        ("r" * (MAX_RUN_ID_BYTES + 1), r"\(245 characters\).*is 257 bytes"),
+        ("é" * 123, r"\(123 characters\).*is 258 bytes"),
+        ("a\nb", "control character U\\+000A"),
+        ("a\ud800", "lone surrogate"),
+    ],
+)
+def test_a_run_id_that_names_no_journal_is_refused_before_any_tool_runs(
+    store: memoryd.StoreHandle, run_id: str, why: str
+) -> None:
+    """A run id too long for its journal's id, or holding a control character or a lone
+    surrogate, is refused before the run starts (ValueError naming the id and the
+    limit), where it used to fail after its first tool had run; the longest id works."""
+    calls: list[str] = []
+    agent = memoryd.Agent(
+        llm=ScriptedModel([*tool_turns(), "done"] * 2), memory=store, tools=counting_tools(calls)
+    )
+    with pytest.raises(ValueError, match=why) as refused:
+        agent.run("go", conversation_id="job", run_id=run_id)
+    assert "cannot name its journal" in str(refused.value)
+    assert "a run id is at most 244 UTF-8 bytes" in str(refused.value)
+    assert calls == []
+    assert store.conversations(include_empty=True) == []
+    longest = "r" * MAX_RUN_ID_BYTES
+    assert agent.run("go", conversation_id="job", run_id=longest).text == "done"
+    assert calls == ["lookup:k1", "slow:k2"]
 
 
 def test_run_killed_with_sigkill_in_a_tool_loop_is_resumed(tmp_path: Path) -> None:
