@@ -174,14 +174,35 @@ class Recovery:
         return True
 
 
-class _Tally:
-    """The runs of one recovery as they end: each failure logged, the total at the end."""
+PROGRESS_EVERY_S = 5.0
+"""A long recovery logs how far it is (``agent_system_recovery_progress``) at most this often."""
 
-    def __init__(self, system: str, runs: int) -> None:
+
+class _Tally:
+    """The runs of one recovery as they end: each failure logged, how far it is at most
+    every `PROGRESS_EVERY_S` while it lasts, the total at the end.
+
+    Args:
+        system: The system's name.
+        runs: How many runs it resumes.
+        clock: Monotonic seconds.
+        every_s: The least time between two progress events.
+    """
+
+    def __init__(
+        self,
+        system: str,
+        runs: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = PROGRESS_EVERY_S,
+    ) -> None:
         self._system = system
         self._runs = self._left = runs
         self._failed = 0
-        self._started = time.monotonic()
+        self._clock = clock
+        self._every_s = every_s
+        self._started = self._told = clock()
         self._lock = threading.Lock()
 
     def ended(self, run_id: str, done: Future[RunResult]) -> None:
@@ -191,15 +212,21 @@ class _Tally:
             log.warning(
                 "recovered_run_failed", system=self._system, run_id=run_id, error=repr(error)
             )
+        now = self._clock()
         with self._lock:
             self._left -= 1
             self._failed += error is not None
             last = self._left == 0
-        if last:
+            tell = not last and now - self._told >= self._every_s
+            if tell:
+                self._told = now
+            done_runs, failed = self._runs - self._left, self._failed
+        if last or tell:
             log.info(
-                "agent_system_recovered",
+                "agent_system_recovered" if last else "agent_system_recovery_progress",
                 system=self._system,
                 runs=self._runs,
-                failed=self._failed,
-                seconds=round(time.monotonic() - self._started, 3),
+                **({} if last else {"done": done_runs}),
+                failed=failed,
+                seconds=round(now - self._started, 3),
             )
