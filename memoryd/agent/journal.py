@@ -562,23 +562,40 @@ class RunJournal:
         store = self.store
         dropped: list[str] = []
         for run_id, version in UNDROPPED.of(store).items():
-            journal = journal_id(run_id)
-            data = {"owner": OWNER, "lease_s": self.lease_s}
             try:
-                claimed = store.record(journal, "memo", data=data, expected_version=version)
-            except ConflictError:  # someone else's now, or gone
-                UNDROPPED.forget(store, run_id)
-                continue
-            except Exception:  # the store still refuses: next time
-                break
-            UNDROPPED.note(store, run_id, claimed)
-            try:
-                store.clear(journal)
-            except Exception:
-                break
+                with run_active(run_id):
+                    outcome = self._drop_noted(store, run_id, version)
+            except ValueError:  # resumed in this process meanwhile: its run now
+                outcome = "theirs"
+            if outcome == "refused":
+                break  # the store still refuses writes: next time
             UNDROPPED.forget(store, run_id)
-            dropped.append(run_id)
+            if outcome == "dropped":
+                dropped.append(run_id)
         return dropped
+
+    def _drop_noted(self, store: StoreHandle, run_id: str, version: int) -> str:
+        """Claim a noted run at ``version``, then clear it.
+
+        Returns:
+            ``"dropped"``; ``"theirs"`` when someone wrote to it since (or it is gone);
+            ``"refused"`` when the store refused a write (it stays noted, at the
+            version it has now).
+        """
+        journal = journal_id(run_id)
+        data = {"owner": OWNER, "lease_s": self.lease_s}
+        try:
+            claimed = store.record(journal, "memo", data=data, expected_version=version)
+        except ConflictError:
+            return "theirs"
+        except Exception:
+            return "refused"
+        UNDROPPED.note(store, run_id, claimed)
+        try:
+            store.clear(journal)
+        except Exception:
+            return "refused"
+        return "dropped"
 
     # -- reads ----------------------------------------------------------------------------
 

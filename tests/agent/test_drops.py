@@ -13,6 +13,7 @@ import pytest
 import memoryd
 from memoryd.agent.drops import UNDROPPED, Undropped
 from memoryd.agent.journal import RunJournal
+from memoryd.agent.locks import run_active
 from tests.agent.test_keep_failed import kept
 
 
@@ -50,6 +51,17 @@ def test_a_noted_run_written_since_is_left_to_its_writer(store: memoryd.StoreHan
     journal = RunJournal(store)
     journal.claim(journal.load(run_id))
     assert journal.drop_undropped() == []
+    assert UNDROPPED.of(store) == {}
+    assert [p.run_id for p in agent.pending_runs()] == [run_id]
+
+
+def test_a_noted_run_running_in_this_process_is_left_to_it(store: memoryd.StoreHandle) -> None:
+    """A noted run that this process runs again (a resume between its read and its
+    claim) is not dropped under it: the note is forgotten, the run stays pending."""
+    agent, run_id, version = kept_run(store)
+    UNDROPPED.note(store, run_id, version)
+    with run_active(run_id):
+        assert RunJournal(store).drop_undropped() == []
     assert UNDROPPED.of(store) == {}
     assert [p.run_id for p in agent.pending_runs()] == [run_id]
 
