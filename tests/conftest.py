@@ -49,3 +49,12 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def systems() -> Iterator[list[Any]]:
+    """The agent systems a test started (append each): each stopped after the test."""
+    started: list[Any] = []
+    yield started
+    for system in started:
+        system.stop()

@@ -6,7 +6,6 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +17,8 @@ from memoryd.errors import InvalidConversationId, InvalidMessage, LLMError
 from memoryd.llm import ScriptedModel
 from tests.agent import _arun_crash_child as crash_child
 from tests.helpers import BACKENDS, Overlap, backend_store, kill9_when
-from tests.server.daemon import Daemon
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[Daemon]:
-    with Daemon().start() as running:
-        yield running
 
 
 @pytest.fixture(params=BACKENDS)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,6 @@ from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from tests.agent.test_resume import counting_tools, tool_turns
 from tests.helpers import BACKENDS, backend_store
-from tests.server.daemon import Daemon
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[Daemon]:
-    with Daemon().start() as running:
-        yield running
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,5 +1,5 @@
-"""Fixtures of the agent-system tests: a fresh ephemeral store, the list of systems a
-test started (each stopped after the test), and a daemon shared by a module."""
+"""Fixtures of the agent-system tests: a fresh ephemeral store and a daemon shared by a
+module (the list of systems a test started is the suite's `systems`)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 import memoryd
-from memoryd.agents import AgentSystem
 from tests.server.daemon import Daemon
 
 
 @pytest.fixture
 def store() -> memoryd.StoreHandle:
     return memoryd.EphemeralStore.start(name=f"agents-{uuid.uuid4().hex[:8]}")
-
-
-@pytest.fixture
-def systems() -> Iterator[list[AgentSystem]]:
-    started: list[AgentSystem] = []
-    yield started
-    for system in started:
-        system.stop()
 
 
 @pytest.fixture(scope="module")

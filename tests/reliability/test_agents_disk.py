@@ -9,7 +9,6 @@ recovery never commits a turn whose caller was told it failed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,6 @@ from memoryd import messages
 from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from tests.agents._agents import note_tool, stepping_model, tool_steps_done
-
-
-@pytest.fixture
-def systems() -> Iterator[list[AgentSystem]]:
-    started: list[AgentSystem] = []
-    yield started
-    for system in started:
-        system.stop()
 
 
 def fill(disk: Path, leave: int = 0) -> Path:
