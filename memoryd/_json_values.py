@@ -28,6 +28,7 @@ __all__ = [
     "copy_json_or_raise",
     "find_unencodable",
     "format_path",
+    "loads",
     "utf8_ok",
 ]
 
@@ -39,6 +40,20 @@ _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _JSON_TYPES = "str, int, float, bool, None, list and dict"
 _MAX_PATH_PARTS = 12
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, where text nested too deeply for the decoder is a ValueError like
+    any other text that is not JSON (the decoder recurses: about a thousand levels of
+    ``[`` raise RecursionError, which no caller expecting bad JSON catches).
+
+    Raises:
+        ValueError: ``text`` is not JSON, or nests too deeply to decode.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply to decode") from None
 
 
 def format_path(root: str, parts: Sequence[str | int]) -> str:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from memoryd._json_values import loads
 from memoryd.client._http import ConnectFailed, HttpTransport, Reply, TransportFailed
 from memoryd.errors import CorruptRecord, StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.protocol import ProtocolError, error_from_wire
@@ -127,7 +128,7 @@ def _decode(response: Reply) -> Any:
                 if answer is not None:
                     return answer
             return _unpack_wire(body)
-        return json.loads(response.body) if response.body else {}
+        return loads(response.body) if response.body else {}
     except (ValueError, CorruptRecord) as exc:
         raise ProtocolError(
             f"the daemon answered HTTP {response.status} with an unreadable body: {exc}"

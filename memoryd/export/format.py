@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memoryd import messages as msgs
+from memoryd._json_values import loads
 from memoryd.errors import ExportFormatError
 from memoryd.events import Event
 
@@ -50,7 +51,7 @@ def parse_json(number: int, text: str) -> Any:
         ExportFormatError: The line is not valid JSON.
     """
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError as exc:
         raise ExportFormatError(number, f"not valid JSON: {exc}") from None
 

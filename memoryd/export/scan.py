@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from memoryd import messages as msgs
+from memoryd._json_values import loads
 from memoryd.errors import ExportFormatError
 from memoryd.events import Event, EventKind
 from memoryd.export.format import CHUNK, check_header, parse_event, parse_json
@@ -160,7 +161,7 @@ class Scan:
         self._cid, self._lines = None, []
         last_number = self._first_line + len(lines) - 1
         try:
-            _, last = parse_event(last_number, json.loads(lines[-1]))
+            _, last = parse_event(last_number, loads(lines[-1]))
         except ValueError:  # ExportFormatError too: reported below, in line order
             pass
         else:

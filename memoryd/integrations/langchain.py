@@ -41,6 +41,7 @@ from langchain_core.messages import (
 )
 
 from memoryd import messages as msgs
+from memoryd._json_values import loads
 from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL, build_history
 from memoryd.store.handle import StoreHandle
 
@@ -136,8 +137,8 @@ def _from_plain(message: Mapping[str, Any]) -> BaseMessage:
     for call in message.get("tool_calls") or ():
         function = call["function"]
         try:
-            args = json.loads(function["arguments"])
-        except json.JSONDecodeError as exc:
+            args = loads(function["arguments"])
+        except ValueError as exc:
             invalid.append(
                 {
                     "name": function["name"],

@@ -28,6 +28,7 @@ import structlog
 
 from memoryd import messages as msgs
 from memoryd._ids import IdSource
+from memoryd._json_values import loads
 from memoryd.errors import InvalidMessage, LLMError, StepLimitExceeded, ToolArgumentError
 from memoryd.kernel.context import Context
 from memoryd.kernel.filters import (
@@ -107,7 +108,7 @@ def _arguments(call: ToolCall) -> Any:
     Raises:
         ValueError: They are not valid JSON.
     """
-    return json.loads(call.arguments) if call.arguments.strip() else {}
+    return loads(call.arguments) if call.arguments.strip() else {}
 
 
 def _tool_done(call: ToolCall, value: Any) -> ToolResult:

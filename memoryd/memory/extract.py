@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from memoryd._json_values import loads
 from memoryd.errors import ExtractionError, SchemaError
 from memoryd.llm.base import ChatModel
 from memoryd.memory.records import SCOPES, MemoryRecord
@@ -142,7 +143,7 @@ def loads_json(text: str) -> Any:
     if fenced:
         stripped = fenced.group(1)
     try:
-        return json.loads(stripped)
+        return loads(stripped)
     except ValueError as exc:
         raise ExtractionError(f"the reply is not JSON: {exc}") from None
 

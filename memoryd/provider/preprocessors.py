@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from memoryd._json_values import loads
 from memoryd.messages import is_system
 from memoryd.provider.budget import Counter, char_length, default_counter, fit
 from memoryd.provider.safe_window import check_messages, check_window, repair, safe_window
@@ -207,7 +208,7 @@ class _Redact:
         if not isinstance(arguments, str):
             return self._value(arguments)
         try:
-            decoded = json.loads(arguments)
+            decoded = loads(arguments)
         except ValueError:
             return self._text(arguments)
         return json.dumps(self._value(decoded), separators=(",", ":"), ensure_ascii=False)

@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
+from memoryd._json_values import loads
+
 __all__ = ["FORMAT", "Syntax", "dump", "parse"]
 
 FORMAT = "memoryd.session/1"
@@ -33,7 +35,38 @@ def dump(document: Mapping[str, Any], syntax: Syntax) -> str:
         return json.dumps(document, ensure_ascii=False, indent=2)
     import yaml  # noqa: PLC0415 - on first use: 10-40 ms of import a run never needs
 
-    return str(yaml.safe_dump(dict(document), allow_unicode=True, sort_keys=False))
+    text = yaml.dump(dict(document), Dumper=_dumper(yaml), allow_unicode=True, sort_keys=False)
+    return str(text)
+
+
+def _dumper(yaml: Any) -> Any:
+    """A safe dumper that writes a value shared by two places twice, never as an anchor
+    and an alias: `parse` refuses aliases."""
+
+    class Dumper(yaml.SafeDumper):  # type: ignore[misc]
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return Dumper
+
+
+def _loader(yaml: Any) -> Any:
+    """A safe loader that refuses aliases: an export holds none (`dump`), and a few
+    lines of nested aliases expand to billions of values (a "billion laughs")."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"the alias *{event.anchor} is refused: a session export holds no aliases",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+
+    return Loader
 
 
 def parse(text: str, syntax: Syntax) -> Any:
@@ -51,12 +84,14 @@ def parse(text: str, syntax: Syntax) -> Any:
     """
     if syntax == "json":
         try:
-            return json.loads(text)
+            return loads(text)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"session JSON does not parse: {exc}") from None
     import yaml  # noqa: PLC0415 - as in `dump`
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader(yaml))
+    except RecursionError:
+        raise ValueError("session YAML does not parse: it nests too deeply") from None
     except (TypeError, ValueError, yaml.YAMLError) as exc:
         raise ValueError(f"session {syntax.upper()} does not parse: {exc}") from None

@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memoryd._json_values import loads
+
 __all__ = ["check_keys", "recorded_turn", "render"]
 
 
@@ -76,7 +78,7 @@ def _data(text: Any) -> Mapping[str, Any] | None:
     if not isinstance(text, str):
         return None
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError:
         return None
     return value if isinstance(value, Mapping) else None

@@ -381,6 +381,9 @@ def _event_line(cid: str, role: str) -> str:
         pytest.param(['{"format": "memoryd-export", "schema": 9}'], 1, "schema", id="schema"),
         pytest.param(["HEADER", "{bad json"], 2, "not valid JSON", id="bad-json"),
         pytest.param(
+            ["HEADER", "[" * 100_000 + "]" * 100_000], 2, "nests too deeply", id="deep-json"
+        ),
+        pytest.param(
             [
                 "HEADER",
                 _event_line("c", "robot"),

@@ -90,6 +90,20 @@ def test_rich_messages_round_trip_without_loss() -> None:
     assert LANGCHAIN_KEY in stored[0] and stored[4]["role"] == "developer"
 
 
+def test_tool_call_arguments_nested_too_deeply_become_an_invalid_tool_call() -> None:
+    """An assistant message from another writer whose tool call arguments nest deeper
+    than the JSON decoder can go reads as an invalid tool call, not a RecursionError."""
+    deep = "[" * 100_000 + "]" * 100_000
+    stored = msgs.assistant(
+        None,
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}],
+    )
+    message = from_openai(stored)
+    assert isinstance(message, AIMessage) and message.tool_calls == []
+    [invalid] = message.invalid_tool_calls
+    assert invalid["id"] == "c1" and "nests too deeply" in str(invalid["error"])
+
+
 def test_messages_from_memoryds_own_writers_convert() -> None:
     """OpenAI dicts built with memoryd.messages become the matching LangChain messages."""
     stored = [

@@ -187,7 +187,8 @@ def test_tool_filter_can_change_the_result() -> None:
 
 
 def test_tool_exception_becomes_an_error_result_the_model_reads() -> None:
-    """A raising tool, an unknown tool and refused arguments each give an error result."""
+    """A raising tool, an unknown tool and refused arguments (also JSON nested too deeply to
+    decode) each give an error result."""
 
     @memoryd.tool
     def explode(reason: str) -> str:
@@ -202,6 +203,7 @@ def test_tool_exception_becomes_an_error_result_the_model_reads() -> None:
                     messages.tool_call("c2", "missing", {}),
                     messages.tool_call("c3", "add", {"a": "one", "b": 2}),
                     messages.tool_call("c4", "add", "{not json"),
+                    messages.tool_call("c5", "add", "[" * 100_000 + "]" * 100_000),
                 ]
             ),
             "sorry",
@@ -214,6 +216,7 @@ def test_tool_exception_becomes_an_error_result_the_model_reads() -> None:
     assert "no tool 'missing'" in errors["c2"]
     assert "argument 'a' must be of JSON type integer" in errors["c3"]
     assert "not valid JSON" in errors["c4"]
+    assert "nests too deeply" in errors["c5"]  # the model's reply, not a RecursionError
 
 
 def test_step_limit_is_a_clear_error(store: memoryd.StoreHandle) -> None:

@@ -124,7 +124,9 @@ def test_parse_facts_keeps_valid_facts_and_reports_invalid_ones() -> None:
     assert len(problems) == 1 and "text" in problems[0]
 
 
-@pytest.mark.parametrize("text", ["not json", '{"facts": 3}', '"just a string"'])
+@pytest.mark.parametrize(
+    "text", ["not json", '{"facts": 3}', '"just a string"', "[" * 100_000 + "]" * 100_000]
+)
 def test_parse_facts_refuses_a_malformed_reply(text: str) -> None:
     """A reply that is not JSON or has no facts list raises ExtractionError."""
     with pytest.raises(ExtractionError):

@@ -59,6 +59,17 @@ def test_redact_rewrites_text_parts_and_tool_arguments_without_mutating() -> Non
     assert history == before
 
 
+def test_redact_reads_arguments_nested_too_deeply_as_text() -> None:
+    """Tool call arguments too deep for the JSON decoder are redacted as plain text."""
+    call = calls("x")
+    call["tool_calls"][0]["function"]["arguments"] = (
+        "[" * 50_000 + '"bob@example.com"' + "]" * 50_000
+    )
+    [out] = preprocessors.redact(r"[\w.]+@[\w.]+")([call])
+    arguments = out["tool_calls"][0]["function"]["arguments"]
+    assert "bob@example.com" not in arguments and "[REDACTED]" in arguments
+
+
 @pytest.mark.parametrize(
     ("pattern", "error"),
     [("(", ValueError), ("x*", ValueError), (42, TypeError), (re.compile(b"x"), TypeError)],

@@ -14,6 +14,7 @@ import supervisors
 from memoryd import DefaultProvider, Session
 from memoryd.provider.budget import char_length
 from tests.provider.test_safe_window import a, calls, label, r, s, u
+from tests.provider.test_session_export import BILLION_LAUGHS
 
 Message = dict[str, Any]
 
@@ -153,7 +154,8 @@ def test_export_import_round_trips_everything(store: memoryd.StoreHandle, fmt: s
 
 
 def test_import_refuses_what_is_not_a_session(store: memoryd.StoreHandle) -> None:
-    """Garbage and foreign documents raise ValueError."""
+    """Garbage, foreign documents, YAML aliases and text nested too deeply raise
+    ValueError; nothing is written."""
     with pytest.raises(ValueError, match="does not parse"):
         Session.load_json("{not json", store)
     with pytest.raises(ValueError, match="not an exported memoryd session"):
@@ -162,6 +164,11 @@ def test_import_refuses_what_is_not_a_session(store: memoryd.StoreHandle) -> Non
         Session.load_yaml("a: [unclosed", store)
     with pytest.raises(ValueError, match="not an exported memoryd session"):
         Session.load_yaml(yaml.safe_dump([1, 2]), store)
+    with pytest.raises(ValueError, match="alias"):  # a billion laughs, refused unexpanded
+        Session.load_yaml(BILLION_LAUGHS, store)
+    with pytest.raises(ValueError, match="nests too deeply"):
+        Session.load_json('{"memo": ' + "[" * 100_000 + "]" * 100_000 + "}", store)
+    assert store.conversations(include_empty=True) == []
 
 
 def test_bad_handlers_and_arguments_raise(store: memoryd.StoreHandle) -> None:

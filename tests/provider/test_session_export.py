@@ -49,6 +49,44 @@ def test_parse_names_the_syntax_that_failed(syntax: Syntax, text: str) -> None:
         parse(text, syntax)
 
 
+BILLION_LAUGHS = (
+    "format: memoryd.session/1\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "memo: {x: *i}\n"
+)
+
+
+def test_yaml_aliases_are_refused_before_they_expand() -> None:
+    """Nine lines of nested aliases expand to 9**9 values (a "billion laughs"): the
+    parse refuses the first alias, naming it, instead of building them."""
+    with pytest.raises(
+        ValueError, match=r"alias \*a is refused: a session export holds no aliases"
+    ):
+        parse(BILLION_LAUGHS, "yaml")
+
+
+def test_a_value_shared_by_two_places_is_dumped_twice_and_read_back() -> None:
+    """`dump` never writes an anchor and an alias, so what it writes parses again."""
+    shared = {"note": "same"}
+    document = {**DOCUMENT, "memo": {"a": shared, "b": shared}}
+    text = dump(document, "yaml")
+    assert "&" not in text and "*" not in text
+    assert parse(text, "yaml") == document
+
+
+@pytest.mark.parametrize("syntax", ["json", "yaml"])
+def test_text_nested_too_deeply_is_a_value_error(syntax: Syntax) -> None:
+    """100,000 levels of brackets: a ValueError saying so, not a RecursionError."""
+    text = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(
+        ValueError, match=f"session {syntax.upper()} does not parse.*nests too deeply"
+    ):
+        parse(text, syntax)
+
+
 def test_parse_leaves_the_format_check_to_restore() -> None:
     """Valid text of something else parses; whether it is a session is checked later."""
     assert parse("[1, 2]", "json") == [1, 2]

@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd._json_values import loads
 from memoryd.errors import CorruptRecord
 from memoryd.store.lmdb.dirlock import fsync_dir, make_dir
 
@@ -80,7 +81,7 @@ def read(directory: Path) -> Identity | None:
     except FileNotFoundError:
         return None
     try:
-        raw = json.loads(text)
+        raw = loads(text)
         identity = Identity(
             store_id=raw["store_id"],
             format=raw["format"],
