@@ -181,21 +181,36 @@ def _fact(item: Any, where: str, schema: Mapping[str, Any], default_scope: str) 
     )
 
 
+DEFAULT_MAX_FACTS = 20
+"""The most facts one extraction keeps (`LongTermMemory(max_facts=...)`)."""
+
+MAX_PROBLEMS_LOGGED = 5
+"""The most invalid facts of one reply logged one by one; the rest are counted."""
+
+
 def parse_facts(
-    text: str, schema: Mapping[str, Any], *, default_scope: str = "session"
+    text: str,
+    schema: Mapping[str, Any],
+    *,
+    default_scope: str = "session",
+    max_facts: int = DEFAULT_MAX_FACTS,
 ) -> tuple[list[Fact], list[str]]:
     """Read the facts of an extraction reply. Pure.
 
     A reply that is not ``{"facts": [...]}`` (or a bare list) is an error; within a
-    valid reply, each invalid fact is reported and skipped, the others kept.
+    valid reply, each invalid fact is reported and skipped, the others kept, up to
+    ``max_facts`` (a reply may hold any number: a model asked, or talked into, listing
+    thousands would otherwise write thousands of records in one turn). The facts past
+    it are not read, and one problem says how many were dropped.
 
     Args:
         text: The reply text.
         schema: The body schema.
         default_scope: The scope of a fact that names none.
+        max_facts: The most facts kept.
 
     Returns:
-        The valid facts, and one message per invalid fact.
+        The valid facts, and one message per invalid fact (and one for those dropped).
 
     Raises:
         ExtractionError: The reply as a whole is malformed.
@@ -207,6 +222,11 @@ def parse_facts(
     facts: list[Fact] = []
     problems: list[str] = []
     for index, item in enumerate(items):
+        if len(facts) == max_facts:
+            problems.append(
+                f"facts[{index}:] dropped: {len(items) - index} more past max_facts={max_facts}"
+            )
+            break
         try:
             facts.append(_fact(item, f"facts[{index}]", schema, default_scope))
         except ExtractionError as exc:
@@ -223,6 +243,7 @@ def ask_facts(
     *,
     default_scope: str,
     conversation: str = "",
+    max_facts: int = DEFAULT_MAX_FACTS,
 ) -> list[Fact]:
     """Ask ``llm`` for the facts in ``messages``. Never raises for the LLM.
 
@@ -237,6 +258,7 @@ def ask_facts(
         known: The records already stored.
         default_scope: The scope of a fact that names none.
         conversation: The conversation id, for the log events.
+        max_facts: The most facts kept (`parse_facts`).
 
     Returns:
         The valid facts.
@@ -251,10 +273,18 @@ def ask_facts(
         )
         return []
     try:
-        facts, problems = parse_facts(reply_text(reply), schema, default_scope=default_scope)
+        facts, problems = parse_facts(
+            reply_text(reply), schema, default_scope=default_scope, max_facts=max_facts
+        )
     except ExtractionError as exc:
         log.warning("memory_extraction_invalid", conversation=conversation, error=str(exc)[:300])
         return []
-    for problem in problems:
+    for problem in problems[:MAX_PROBLEMS_LOGGED]:
         log.warning("memory_extraction_invalid", conversation=conversation, error=problem[:300])
+    if len(problems) > MAX_PROBLEMS_LOGGED:
+        log.warning(
+            "memory_extraction_invalid",
+            conversation=conversation,
+            error=f"{len(problems) - MAX_PROBLEMS_LOGGED} more problems in this reply",
+        )
     return facts

@@ -30,7 +30,12 @@ import structlog
 from memoryd.llm.base import ChatModel
 from memoryd.memory._cache import Lru
 from memoryd.memory.book import RecordBook
-from memoryd.memory.extract import DEFAULT_EXTRACTION_INSTRUCTION, Fact, ask_facts
+from memoryd.memory.extract import (
+    DEFAULT_EXTRACTION_INSTRUCTION,
+    DEFAULT_MAX_FACTS,
+    Fact,
+    ask_facts,
+)
 from memoryd.memory.filter import RecallFilter, query_of
 from memoryd.memory.pipeline import RecallSettings, check_settings, recall_records
 from memoryd.memory.plan import DEFAULT_PLAN_INSTRUCTION
@@ -82,6 +87,8 @@ class LongTermMemory:
         rerank_retries: Extra rerank attempts after a failed or malformed reply.
         keep_candidates_on_empty_rerank: When the rerank keeps nothing, inject the
             deterministic candidates (True) or nothing (False).
+        max_facts: The most facts one extraction stores; the rest of a longer reply is
+            dropped and logged (``memory_extraction_invalid``).
         clock: Epoch-seconds clock for record timestamps.
 
     Raises:
@@ -116,6 +123,7 @@ class LongTermMemory:
         rerank_min_candidates: int = 2,
         rerank_retries: int = 1,
         keep_candidates_on_empty_rerank: bool = True,
+        max_facts: int = DEFAULT_MAX_FACTS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         inner: Any = provider_or_store
@@ -148,6 +156,9 @@ class LongTermMemory:
         if not isinstance(extraction_instruction, str) or not extraction_instruction.strip():
             raise ValueError("extraction_instruction must be a non-empty str")
         self.extraction_instruction = extraction_instruction
+        if isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 1:
+            raise ValueError(f"max_facts must be an int >= 1, not {max_facts!r}")
+        self.max_facts = max_facts
         self.body_schema = check_schema(body_schema, "body_schema")
         self.settings = check_settings(
             RecallSettings(
@@ -244,6 +255,7 @@ class LongTermMemory:
             self._book.read(cid),
             default_scope=SESSION if SESSION in self.scopes else GLOBAL,
             conversation=cid,
+            max_facts=self.max_facts,
         )
         written = [r for f in facts if (r := self.remember(cid, f, versions=versions))]
         self.records(cid)

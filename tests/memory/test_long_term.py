@@ -183,6 +183,25 @@ def test_an_invalid_fact_is_skipped_and_the_valid_ones_kept(store: memoryd.Store
     assert "confidence" in problem["error"]
 
 
+def test_a_reply_listing_too_many_facts_stores_max_facts_and_logs_a_few_lines(
+    store: memoryd.StoreHandle,
+) -> None:
+    """A reply of 1,000 facts (a model talked into listing everything) stores the first
+    max_facts; 10 invalid ones among them are logged as five lines and a count, and the
+    dropped rest as one line."""
+    facts = [{"scope": "global", "body": {}} for _ in range(10)]
+    facts += [{"scope": "global", "body": {"text": f"fact {n}"}} for n in range(990)]
+    memory = LongTermMemory(store, llm=ScriptedModel([json.dumps({"facts": facts})]), max_facts=3)
+    with capture_logs() as logs:
+        memory.append("s1", [m.user("hello")])
+    assert texts(memory, "s1") == ["fact 0", "fact 1", "fact 2"]
+    problems = [x["error"] for x in logs if x["event"] == "memory_extraction_invalid"]
+    assert len(problems) == 6
+    assert problems[-1] == "6 more problems in this reply"
+    with pytest.raises(ValueError, match="max_facts must be an int >= 1"):
+        LongTermMemory(store, llm=ScriptedModel([]), max_facts=0)
+
+
 def seeded(
     store: memoryd.StoreHandle, rerank_replies: list[Any], **options: Any
 ) -> tuple[LongTermMemory, ScriptedModel]:

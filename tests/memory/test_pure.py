@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -114,6 +115,14 @@ def test_dedupe_key_ignores_case_and_punctuation_and_prefers_the_key() -> None:
     assert dedupe_key("pref", {"key": "drink", "text": "tea"}) == dedupe_key(
         "pref", {"key": "Drink", "text": "coffee"}
     )
+
+
+def test_parse_facts_keeps_at_most_max_facts_and_says_how_many_it_dropped() -> None:
+    """Of 1,000 valid facts, max_facts are kept; one problem counts the rest."""
+    items = [{"body": {"text": f"f{n}"}} for n in range(1000)]
+    facts, problems = parse_facts(json.dumps(items), DEFAULT_BODY_SCHEMA, max_facts=20)
+    assert [f.body["text"] for f in facts] == [f"f{n}" for n in range(20)]
+    assert problems == ["facts[20:] dropped: 980 more past max_facts=20"]
 
 
 def test_parse_facts_keeps_valid_facts_and_reports_invalid_ones() -> None:
