@@ -79,7 +79,7 @@ from memoryd.errors import (
     StoreUnavailable,
 )
 from memoryd.kernel.context import Context
-from memoryd.kernel.kernel import Kernel, check_max_steps, message_text
+from memoryd.kernel.kernel import DEFAULT_MAX_TOOL_CALLS, Kernel, check_max_steps, message_text
 from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool
 from memoryd.llm.base import ChatModel
@@ -279,6 +279,8 @@ class Agent(SessionMethods):
             there without calling their tools again. By default a run that raised
             drops its journal (a run stopped at a step boundary, or one that found its
             store unavailable, is kept either way). Needs a journal.
+        max_tool_calls: The most tool calls of one reply that run; each call past it
+            gets an error result the model reads, and its tool does not run.
 
     Raises:
         TypeError, ValueError: A bad argument (the message names it).
@@ -295,6 +297,7 @@ class Agent(SessionMethods):
         filters: Sequence[Any] = (),
         journal: StoreHandle | bool | None = None,
         keep_failed_runs: bool = False,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
     ) -> None:
         if any(isinstance(f, MemoryFilter) for f in filters if not isinstance(filters, str)):
             raise TypeError(
@@ -307,6 +310,7 @@ class Agent(SessionMethods):
             filters=filters,
             system_prompt=system_prompt,
             max_steps=check_max_steps(max_steps),
+            max_tool_calls=max_tool_calls,
         )
         self.provider: MemoryProvider | None = resolve_memory(memory)
         self._append_options = check_provider_options(self.provider)
@@ -877,17 +881,22 @@ class Agent(SessionMethods):
                 if not calls:
                     return turn
                 answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
-                for call in calls:
-                    if call["id"] not in answered:
+                cap = self.kernel.max_tool_calls
+                for position, call in enumerate(calls):
+                    if call["id"] in answered:
+                        continue
+                    if position >= cap:  # past max_tool_calls: answered, never run
+                        result = self.kernel.skip_call(call, len(calls), context=context)
+                    else:
                         result = yield (_TOOL, call, context)
-                        answer = {
-                            "role": "tool",
-                            "tool_call_id": result.call_id,
-                            "content": result.content,
-                        }
-                        piece = msgs.check([answer], max_bytes=None)
-                        turn = turn.join(piece)
-                        unsaved = piece if unsaved is None else unsaved.join(piece)
+                    answer = {
+                        "role": "tool",
+                        "tool_call_id": result.call_id,
+                        "content": result.content,
+                    }
+                    piece = msgs.check([answer], max_bytes=None)
+                    turn = turn.join(piece)
+                    unsaved = piece if unsaved is None else unsaved.join(piece)
                 if unsaved is not None:
                     yield (_SAVE, turn, unsaved)
                     unsaved = None

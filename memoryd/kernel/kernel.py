@@ -45,7 +45,7 @@ from memoryd.kernel.memory import EPHEMERAL_PREFIX, MemoryFilter
 from memoryd.kernel.tools import Tool, tools_by_name
 from memoryd.llm.base import ChatModel
 
-__all__ = ["InvokeResult", "Kernel", "message_text", "render_result"]
+__all__ = ["DEFAULT_MAX_TOOL_CALLS", "InvokeResult", "Kernel", "message_text", "render_result"]
 
 log = structlog.get_logger(__name__)
 
@@ -154,11 +154,12 @@ def _check_llm(llm: Any) -> ChatModel:
     return llm  # type: ignore[no-any-return]
 
 
-def check_max_steps(value: Any) -> int:
-    """``max_steps`` as an int >= 1, or ValueError.
+def check_max_steps(value: Any, name: str = "max_steps") -> int:
+    """``max_steps`` (or the count ``name``) as an int >= 1, or ValueError.
 
     Args:
         value: The candidate.
+        name: What it is, for the message.
 
     Returns:
         The value.
@@ -167,8 +168,12 @@ def check_max_steps(value: Any) -> int:
         ValueError: Not an int >= 1.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_steps must be an int >= 1, not {value!r}")
+        raise ValueError(f"{name} must be an int >= 1, not {value!r}")
     return value
+
+
+DEFAULT_MAX_TOOL_CALLS = 32
+"""The most tool calls of one assistant message that run (`Kernel(max_tool_calls=...)`)."""
 
 
 class Kernel:
@@ -181,10 +186,14 @@ class Kernel:
         system_prompt: Sent first on every LLM call by an innermost transient filter;
             never stored.
         max_steps: The most LLM calls one invoke may make.
+        max_tool_calls: The most tool calls of one reply that run. A model asking for
+            more in one step (a runaway, or one talked into it) gets an error result for
+            each call past it, and runs none of them: every call is answered, and the
+            model reads why.
 
     Raises:
         TypeError: ``llm`` is not a chat model; a filter or tool is not one.
-        ValueError: Duplicate tool names; a bad ``max_steps``.
+        ValueError: Duplicate tool names; a bad ``max_steps`` or ``max_tool_calls``.
         InvalidMessage: ``system_prompt`` is not text.
     """
 
@@ -196,12 +205,14 @@ class Kernel:
         filters: Sequence[Any] = (),
         system_prompt: str | None = None,
         max_steps: int = 10,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
     ) -> None:
         self.llm = _check_llm(llm)
         self.tools = tools_by_name(tools)
         self.filters = check_filters(filters)
         self.system_prompt = system_prompt
         self.max_steps = check_max_steps(max_steps)
+        self.max_tool_calls = check_max_steps(max_tool_calls, "max_tool_calls")
         inner = [SystemPromptFilter(system_prompt)] if system_prompt is not None else []
         self._inner = tuple(inner)
         layers = (*self.filters, *inner)
@@ -349,6 +360,19 @@ class Kernel:
             call = ToolCall.from_message(call, context or Context())
         return self._tool(call)
 
+    def skip_call(
+        self, call: Message | ToolCall, asked: int, *, context: Context | None = None
+    ) -> ToolResult:
+        """The error result of a call past ``max_tool_calls`` in a reply of ``asked``
+        calls: the tool does not run, and the model reads why."""
+        if not isinstance(call, ToolCall):
+            call = ToolCall.from_message(call, context or Context())
+        return _tool_error(
+            call,
+            f"Error: not run: this reply asked for {asked} tool calls and at most "
+            f"{self.max_tool_calls} run per step; ask for fewer at a time",
+        )
+
     # -- the same single steps from an event loop (`Agent.arun`) -------------------------
 
     async def achat_checked(
@@ -468,7 +492,15 @@ class Kernel:
                 return InvokeResult(
                     message=reply, messages=tuple(produced), context=context, steps=step + 1
                 )
-            delta = [self.call_tool(call, context=context).message for call in calls]
+            cap = self.max_tool_calls
+            delta = [
+                (
+                    self.call_tool(call, context=context)
+                    if position < cap
+                    else self.skip_call(call, len(calls), context=context)
+                ).message
+                for position, call in enumerate(calls)
+            ]
             produced.extend(delta)
             sent.extend(delta)
         if delta_mode and context.conversation_id is not None:

@@ -315,3 +315,32 @@ def test_activate_session_needs_memory_in_a_store() -> None:
     """Without memory there is nothing to hold a session."""
     with pytest.raises(ValueError, match="activate_session needs memory"):
         memoryd.Agent(llm=ScriptedModel([]), memory=False).activate_session("s")
+
+
+def test_a_reply_asking_for_too_many_tool_calls_runs_max_tool_calls_of_them(
+    store: memoryd.StoreHandle,
+) -> None:
+    """40 parallel calls in one reply, the default limit of 32: 32 tools run, the other 8
+    calls are answered with an error naming the limit, and the committed turn holds all
+    40 results (the step is journaled whole, so a resume would run none of them)."""
+    ran: list[int] = []
+
+    @memoryd.tool
+    def note(n: int) -> str:
+        """Note n."""
+        ran.append(n)
+        return "ok"
+
+    calls = [messages.tool_call(f"c{n}", "note", {"n": n}) for n in range(40)]
+    agent = memoryd.Agent(
+        llm=ScriptedModel([messages.assistant(tool_calls=calls), "done"]),
+        memory=store,
+        tools=[note],
+    )
+    assert agent.run("go", conversation_id="many").text == "done"
+    assert ran == list(range(32))
+    results = [m for m in store.get("many") if m["role"] == "tool"]
+    assert len(results) == 40
+    assert all("at most 32 run per step" in m["content"] for m in results[32:])
+    with pytest.raises(ValueError, match="max_tool_calls must be an int >= 1"):
+        memoryd.Agent(llm=ScriptedModel([]), memory=store, max_tool_calls=0)

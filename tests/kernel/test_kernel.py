@@ -321,3 +321,27 @@ def test_an_agents_tools_and_filters_see_the_runs_context() -> None:
     result = agent.run("hello", "conv-1", run_id="run-1")
     assert result.text == "hi"
     assert seen == [memoryd.Context(conversation_id="conv-1", metadata={"run_id": "run-1"})]
+
+
+def test_tool_calls_past_max_tool_calls_are_answered_and_not_run() -> None:
+    """A reply asking for 5 calls with max_tool_calls=2: two tools run, the other three
+    calls get an error result naming the limit; the model reads five results."""
+    ran: list[int] = []
+
+    @memoryd.tool
+    def note(n: int) -> str:
+        """Note n."""
+        ran.append(n)
+        return f"noted {n}"
+
+    calls = [messages.tool_call(f"c{n}", "note", {"n": n}) for n in range(5)]
+    model = ScriptedModel([messages.assistant(tool_calls=calls), "done"])
+    result = memoryd.Kernel(llm=model, tools=[note], max_tool_calls=2).invoke([messages.user("go")])
+    assert result.text == "done" and ran == [0, 1]
+    answers = {m["tool_call_id"]: m["content"] for m in model.calls[1] if m["role"] == "tool"}
+    assert [answers[f"c{n}"] for n in range(2)] == ["noted 0", "noted 1"]
+    for n in range(2, 5):
+        assert "not run: this reply asked for 5 tool calls and at most 2 run" in answers[f"c{n}"]
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="max_tool_calls must be an int >= 1"):
+            memoryd.Kernel(llm=model, max_tool_calls=bad)
