@@ -24,6 +24,7 @@ import httpx
 import structlog
 
 from memoryd import messages as msgs
+from memoryd._json_values import loads
 from memoryd.errors import InvalidMessage, LLMError
 
 __all__ = ["OpenAIChat"]
@@ -35,15 +36,50 @@ _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _REPLY_KEYS = ("role", "content", "tool_calls", "name")
 
 
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""The largest answer body read from the server (`OpenAIChat(max_response_bytes=...)`)."""
+
+_EXCERPT_BYTES = 4096
+"""How much of an error answer is read to say what went wrong."""
+
+
+class _TooLarge(Exception):
+    """An answer body longer than the limit (the rest was not read)."""
+
+
+def _read(response: httpx.Response, limit: int) -> bytes:
+    """The body of a streamed ``response``, at most ``limit`` bytes.
+
+    Raises:
+        _TooLarge: The body is longer (stated by ``Content-Length``, or met while read).
+    """
+    stated = response.headers.get("content-length", "")
+    if stated.isdigit() and int(stated) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _excerpt(response: httpx.Response) -> str:
+    """What an error answer says: its ``error.message``, else its first characters."""
     try:
-        body = response.json()
+        raw = _read(response, _EXCERPT_BYTES)
+    except _TooLarge:
+        return f"(an answer of over {_EXCERPT_BYTES} bytes)"
+    try:
+        body = loads(raw)
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])[:300]
     except ValueError:
         pass
-    return response.text[:300]
+    return raw.decode("utf-8", "replace")[:300]
 
 
 class OpenAIChat:
@@ -60,6 +96,8 @@ class OpenAIChat:
         options: Extra request fields (``temperature``, ``max_tokens``, ...).
         sleep: Injected for tests; ``time.sleep`` by default.
         transport: An httpx transport (tests); default: a real network client.
+        max_response_bytes: The largest answer read (default 32 MiB); a longer one is an
+            `LLMError`, refused as it arrives without reading the rest.
 
     Raises:
         ValueError: An empty model name, a bad timeout, retry count or URL.
@@ -77,6 +115,7 @@ class OpenAIChat:
         options: dict[str, Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty str, not {model!r}")
@@ -86,6 +125,13 @@ class OpenAIChat:
             raise ValueError(f"max_retries must be an int >= 0, not {max_retries!r}")
         if isinstance(backoff, bool) or not isinstance(backoff, int | float) or backoff < 0:
             raise ValueError(f"backoff must be a number of seconds >= 0, not {backoff!r}")
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
+            raise ValueError(f"max_response_bytes must be an int >= 1, not {max_response_bytes!r}")
+        self.max_response_bytes = max_response_bytes
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, not {url!r}")
@@ -118,22 +164,13 @@ class OpenAIChat:
         for attempt in range(self.max_retries + 1):
             response: httpx.Response | None = None
             try:
-                response = self._client.post(url, json=body)
+                with self._client.stream("POST", url, json=body) as response:
+                    if response.status_code == 200:
+                        return self._answer(url, response)
+                    problem = f"HTTP {response.status_code}: {_excerpt(response)}"
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code == 200:
-                    try:
-                        data = response.json()
-                    except ValueError:
-                        raise LLMError(
-                            f"{url} answered 200 with a body that is not JSON: "
-                            f"{response.text[:200]!r}"
-                        ) from None
-                    if not isinstance(data, dict):
-                        raise LLMError(f"{url} answered with JSON that is not an object")
-                    return data
-                problem = f"HTTP {response.status_code}: {_excerpt(response)}"
                 if response.status_code not in _RETRY_STATUS:
                     raise LLMError(
                         f"{url} refused the request ({problem}); check the model, "
@@ -147,6 +184,30 @@ class OpenAIChat:
             f"{url} failed {self.max_retries + 1} times (last: {problem}); the server is down "
             "or overloaded: try again later or raise max_retries"
         )
+
+    def _answer(self, url: str, response: httpx.Response) -> dict[str, Any]:
+        """The JSON object of a 200 answer, read up to ``max_response_bytes``.
+
+        Raises:
+            LLMError: Too long, not JSON, or not an object.
+        """
+        try:
+            raw = _read(response, self.max_response_bytes)
+        except _TooLarge:
+            raise LLMError(
+                f"{url} answered with more than {self.max_response_bytes} bytes; the rest "
+                "was not read (raise max_response_bytes if such answers are expected)"
+            ) from None
+        try:
+            data = loads(raw)
+        except ValueError as exc:
+            text = raw[:200].decode("utf-8", "replace")
+            raise LLMError(
+                f"{url} answered 200 with a body that is not JSON ({exc}): {text!r}"
+            ) from None
+        if not isinstance(data, dict):
+            raise LLMError(f"{url} answered with JSON that is not an object")
+        return data
 
     def complete(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None

@@ -35,9 +35,11 @@ class Stub:
                 status, body, headers = stub.replies.pop(0)
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(status)
+                unstated = headers.pop("x-unstated-length", None)  # a body ended by close
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.send_header("content-length", str(len(data)))
+                if unstated is None:
+                    self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -139,6 +141,26 @@ def test_malformed_answers_are_llm_errors(stub: Stub) -> None:
         chat.complete([messages.user("hi")])
 
 
+@pytest.mark.parametrize("stated", [True, False], ids=["content-length", "until-close"])
+def test_an_answer_over_max_response_bytes_is_an_llm_error(stub: Stub, stated: bool) -> None:
+    """A 200 answer of 2 MB against a 1 MB limit: LLMError naming the limit, whether the
+    server states its length (refused before reading) or not (refused as it arrives)."""
+    big = {"choices": [{"message": {"role": "assistant", "content": "x" * 2_000_000}}]}
+    stub.replies.append((200, big, {} if stated else {"x-unstated-length": "1"}))
+    chat = OpenAIChat("m", base_url=stub.url, max_retries=0, max_response_bytes=1_000_000)
+    with pytest.raises(LLMError, match="answered with more than 1000000 bytes"):
+        chat.complete([messages.user("hi")])
+    stub.replies.append(stub.reply({"role": "assistant", "content": "small"}))
+    assert chat.complete([messages.user("hi")])["content"] == "small"
+
+
+def test_an_answer_nested_too_deeply_is_an_llm_error(stub: Stub) -> None:
+    """JSON too deep for the decoder is an LLMError like any body that is not JSON."""
+    stub.replies.append((200, "[" * 100_000 + "]" * 100_000, {}))
+    with pytest.raises(LLMError, match="not JSON.*nests too deeply"):
+        model(stub).complete([messages.user("hi")])
+
+
 def test_connection_errors_are_retried_then_reported() -> None:
     """Nothing listening: each attempt fails to connect, then one LLMError."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
@@ -163,3 +185,5 @@ def test_bad_configuration_is_named() -> None:
         OpenAIChat("m", max_retries=-1)
     with pytest.raises(ValueError, match="base_url"):
         OpenAIChat("m", base_url="ftp://x")
+    with pytest.raises(ValueError, match="max_response_bytes must be an int >= 1"):
+        OpenAIChat("m", max_response_bytes=0)
