@@ -157,7 +157,7 @@ def test_an_answer_over_max_response_bytes_is_an_llm_error(stub: Stub, stated: b
 def test_an_answer_nested_too_deeply_is_an_llm_error(stub: Stub) -> None:
     """JSON too deep for the decoder is an LLMError like any body that is not JSON."""
     stub.replies.append((200, "[" * 100_000 + "]" * 100_000, {}))
-    with pytest.raises(LLMError, match="not JSON.*nests too deeply"):
+    with pytest.raises(LLMError, match=r"not JSON.*nests too deeply"):
         model(stub).complete([messages.user("hi")])
 
 
