@@ -96,6 +96,8 @@ DEFINED_ELSEWHERE = {
     "codec turns it into CorruptRecord before it leaves memoryd/codec.py",
     "memoryd.client._http._Stop": "the response parser's callback stop; the connection "
     "turns it into TransportFailed naming the problem",
+    "memoryd.llm.openai._TooLarge": "the bounded body read's private stop; OpenAIChat turns "
+    "it into LLMError naming max_response_bytes (or an excerpt saying the answer is long)",
     "memoryd.store.lmdb.engine._MapAtCap": "the LMDB engine's private note that the map "
     "may not grow; the engine refuses the batch with StorageError",
     "memoryd.store.redis.batch._Unreachable": "the Redis batch's private retry signal; "
