@@ -355,7 +355,14 @@ def check(args: argparse.Namespace, out: Output) -> int:
     root = Path(data)
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")
-    reports = check_directory(root)
+    def told(path: Path, read: int) -> None:
+        sys.stderr.write(f"\rchecking {path}: {read} records read")
+        sys.stderr.flush()
+
+    on_terminal = sys.stderr.isatty()  # a bare count, as import's, for people only
+    reports = check_directory(root, progress=told if on_terminal else None)
+    if on_terminal:
+        sys.stderr.write("\n")
     sound = all(report.sound for report in reports)
     result = {
         "sound": sound,

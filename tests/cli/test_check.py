@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import memoryd
 from memoryd import messages
+from memoryd.store.lmdb import check
 from tests.cli._run import run
 
 
@@ -58,3 +61,19 @@ def test_check_needs_data(tmp_path: Path) -> None:
     done = run("check")
     assert done.returncode == 1
     assert "--data" in done.stderr
+
+
+def test_a_check_tells_how_far_each_stores_walk_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every PROGRESS_EVERY records the walk tells which store and how many it read, and
+    the count starts again for the next store; the reports are the same as without."""
+    data = _data(tmp_path / "data")
+    monkeypatch.setattr(check, "PROGRESS_EVERY", 4)
+    told: list[tuple[Path, int]] = []
+    reports = check.check_directory(data, progress=lambda path, read: told.append((path, read)))
+    assert all(r.sound for r in reports)
+    for store in (data, data / "stores" / "notes"):
+        counts = [read for path, read in told if path == store]
+        assert counts and counts == list(range(4, 4 * len(counts) + 1, 4))
+    assert [r.events for r in reports] == [r.events for r in check.check_directory(data)]

@@ -124,12 +124,22 @@ def _meta_problems(path: Path) -> list[str]:
     return []
 
 
-def record_problems(directory: Path, report: StoreReport | None = None) -> StoreReport:
+Progress = Callable[[Path, int], None]
+"""Told the store's directory and how many records were read, every `PROGRESS_EVERY`."""
+
+PROGRESS_EVERY = 10_000
+"""Records read between two calls of a `Progress`."""
+
+
+def record_problems(
+    directory: Path, report: StoreReport | None = None, *, progress: Progress | None = None
+) -> StoreReport:
     """Check every record of a structurally sound store (see `structure_problems`).
 
     Args:
         directory: the store's directory.
         report: a report to add to (a new one by default).
+        progress: told how far the walk is (a long check on a terminal shows it).
 
     Returns:
         The report, with ``conversations`` and ``events`` counted.
@@ -167,7 +177,7 @@ def record_problems(directory: Path, report: StoreReport | None = None) -> Store
             system=env.open_db(layout.SYSTEM_DB, create=False) if indexed else None,
         )
         with env.begin() as txn:
-            _Walk(txn, dbs, report, known).run()
+            _Walk(txn, dbs, report, known, progress=progress).run()
     except lmdb.Error as exc:
         report.problems.append(f"LMDB failed while reading {directory / DATA_FILE}: {exc}")
     finally:
@@ -194,8 +204,16 @@ class _Walk:
     """One pass over every sub-database, cross-checking as it goes."""
 
     def __init__(
-        self, txn: Any, dbs: layout.Dbs, report: StoreReport, known: identity.Identity | None
+        self,
+        txn: Any,
+        dbs: layout.Dbs,
+        report: StoreReport,
+        known: identity.Identity | None,
+        *,
+        progress: Progress | None = None,
     ) -> None:
+        self.progress = progress
+        self.read = 0
         self.txn = txn
         self.dbs = dbs
         self.report = report
@@ -217,6 +235,9 @@ class _Walk:
     def items(self, db: Any, what: str) -> Iterator[tuple[bytes, Any]]:
         """Each (key, value) of ``db`` whose checksum holds; the others are problems."""
         for raw_key, raw in self.txn.cursor(db=db):
+            self.read += 1
+            if self.progress is not None and self.read % PROGRESS_EVERY == 0:
+                self.progress(self.report.path, self.read)
             key = bytes(raw_key)
             try:
                 yield key, codec.unseal(key, raw)
@@ -441,7 +462,7 @@ class _Walk:
             self.problem(f"{where} lacks the system messages at {shown}")
 
 
-def check_store(directory: Path) -> StoreReport:
+def check_store(directory: Path, *, progress: Progress | None = None) -> StoreReport:
     """Verify one store's directory: its pages, then (if they are sound) its records."""
     report = StoreReport(directory)
     if not (directory / DATA_FILE).exists():
@@ -450,21 +471,25 @@ def check_store(directory: Path) -> StoreReport:
     report.problems.extend(structure_problems(directory))
     if report.problems:
         return report  # reading a structurally damaged file could abort the process
-    return record_problems(directory, report)
+    return record_problems(directory, report, progress=progress)
 
 
-def check_directory(data: Path) -> list[StoreReport]:
+def check_directory(data: Path, *, progress: Progress | None = None) -> list[StoreReport]:
     """Verify a data directory: its default store and every named store under ``stores/``.
+
+    Args:
+        data: The data directory.
+        progress: Told how far each store's walk is.
 
     Returns:
         One report per store found (none for an empty directory).
     """
     reports = []
     if (data / DATA_FILE).exists() or (data / identity.FILE_NAME).exists():
-        reports.append(check_store(data))
+        reports.append(check_store(data, progress=progress))
     stores = data / "stores"
     if stores.is_dir():
         for directory in sorted(stores.iterdir()):
             if directory.is_dir():
-                reports.append(check_store(directory))
+                reports.append(check_store(directory, progress=progress))
     return reports
