@@ -29,7 +29,12 @@ def kill(target: str | pykka.ActorRef[Any], reason: str = "killed") -> bool:
 
     Returns:
         True if the message was delivered, False if no such live actor exists.
+
+    Raises:
+        TypeError: ``target`` is neither a name nor an ActorRef.
     """
+    if not isinstance(target, str | pykka.ActorRef):
+        raise TypeError(f"kill takes a registered name or an ActorRef, not {target!r:.80}")
     ref = whereis(target) if isinstance(target, str) else target
     if ref is None:
         return False

@@ -9,6 +9,7 @@ Pure: the caller passes the time in.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 __all__ = ["RestartIntensity"]
@@ -30,8 +31,13 @@ class RestartIntensity:
     def __init__(self, max_restarts: int, period_s: float) -> None:
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0, not {max_restarts!r}")
-        if isinstance(period_s, bool) or not isinstance(period_s, int | float) or period_s <= 0:
-            raise ValueError(f"period_s must be a number > 0, not {period_s!r}")
+        if (
+            isinstance(period_s, bool)
+            or not isinstance(period_s, int | float)
+            or not math.isfinite(period_s)
+            or period_s <= 0
+        ):
+            raise ValueError(f"period_s must be a finite number > 0, not {period_s!r}")
         self.max_restarts = max_restarts
         self.period_s = float(period_s)
         self._restarts: deque[float] = deque()

@@ -105,8 +105,11 @@ def test_kill_crashes_the_named_actor_with_reason_killed() -> None:
 
 
 def test_kill_of_an_unknown_name_reports_false() -> None:
-    """Nothing to kill is not an error."""
+    """Nothing to kill is not an error; something that names no actor is a TypeError."""
     assert kill("act.nobody") is False
+    for target in (5, None, b"act.nobody"):
+        with pytest.raises(TypeError, match="a registered name or an ActorRef"):
+            kill(target)  # type: ignore[arg-type]
 
 
 def test_a_registered_name_is_taken_until_the_actor_dies() -> None:

@@ -40,9 +40,19 @@ def test_sliding_window_counts_only_recent_restarts() -> None:
 
 @pytest.mark.parametrize(
     ("max_restarts", "period_s"),
-    [(-1, 5.0), (1.5, 5.0), (True, 5.0), (3, 0), (3, -1.0), (3, "5")],
+    [
+        (-1, 5.0),
+        (1.5, 5.0),
+        (True, 5.0),
+        (3, 0),
+        (3, -1.0),
+        (3, "5"),
+        (3, float("nan")),
+        (3, float("inf")),
+    ],
 )
 def test_bad_settings_are_refused(max_restarts: object, period_s: object) -> None:
-    """Negative or non-int max_restarts and non-positive periods raise ValueError."""
+    """Negative or non-int max_restarts and periods that are not finite and positive
+    raise ValueError."""
     with pytest.raises(ValueError):
         RestartIntensity(max_restarts, period_s)  # type: ignore[arg-type]
