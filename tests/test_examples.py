@@ -58,3 +58,17 @@ def test_the_agent_example_keeps_its_memory_across_processes(tmp_path: pathlib.P
     assert len(stored) == 2 * len(
         [line for line in first.stdout.splitlines() if line.startswith("  user ")]
     )
+
+
+def test_make_demo_runs_twice_on_one_data_directory(tmp_path: pathlib.Path) -> None:
+    """``make demo``'s command: both runs survive the actor crash they cause, losing nothing."""
+    for attempt in (1, 2):
+        done = subprocess.run(
+            [sys.executable, "-m", "memoryd.demo", "--data", str(tmp_path / "demo")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, (attempt, done.stderr[-2000:])
+        assert "after a crash of the store actor: 4 messages, nothing lost" in done.stdout
