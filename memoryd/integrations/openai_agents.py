@@ -322,9 +322,12 @@ class MemorydSession:
             The items exactly as they were added.
 
         Raises:
+            TypeError: ``limit`` is not an int or None.
             RuntimeError: the session is closed.
         """
         self._check_open()
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit must be an int or None, not {limit!r:.60}")
         effective = resolve_session_limit(limit, self.session_settings)
         if self.store.reads_inline(effective):
             try:
@@ -347,6 +350,11 @@ class MemorydSession:
             RuntimeError: the session is closed (even for an empty list).
         """
         self._check_open()
+        if isinstance(items, Mapping | str | bytes):  # one item given where a list belongs
+            raise InvalidSessionItem(
+                f"items must be a list of session items (dicts), not one {type(items).__name__}"
+                "; wrap it in a list"
+            )
         if not items:
             return
         encoded: list[dict[str, Any]] = []

@@ -529,6 +529,21 @@ def test_add_items_refuses_a_value_of_the_wrong_type_with_a_type_error(
     assert store.version(cid) == 0
 
 
+def test_one_item_given_for_a_list_and_a_limit_not_an_int_are_named(
+    store: StoreHandle, cid: str
+) -> None:
+    """A single dict (or a str) passed as ``items`` is refused as such, where iterating
+    it used to name its first key as "session item 0"; a str limit is a TypeError
+    naming ``limit``. Nothing is written."""
+    session = MemorydSession(cid, store)
+    for one in ({"role": "user", "content": "hi"}, "hi"):
+        with pytest.raises(InvalidSessionItem, match="not one (dict|str); wrap it in a list"):
+            run(session.add_items(cast(Any, one)))
+    with pytest.raises(TypeError, match="limit must be an int or None, not '3'"):
+        run(session.get_items(limit=cast(Any, "3")))
+    assert store.version(cid) == 0
+
+
 def test_invalid_session_id_is_refused() -> None:
     """A bad session id fails at construction, naming the problem."""
     from memoryd.errors import InvalidConversationId
