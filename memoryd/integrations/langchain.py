@@ -170,6 +170,21 @@ def to_openai(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
+def _encoded(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """``messages`` as stored dicts.
+
+    Raises:
+        TypeError: ``messages`` is one message (or text) where a sequence belongs, or
+            holds something that is no LangChain message.
+    """
+    if isinstance(messages, BaseMessage | str | bytes | Mapping):
+        raise TypeError(
+            "add_messages takes a sequence of LangChain messages, not one "
+            f"{type(messages).__name__}; wrap it in a list"
+        )
+    return [to_openai(m) for m in messages]
+
+
 def from_openai(message: Mapping[str, Any]) -> BaseMessage:
     """The LangChain message a stored OpenAI-format dict holds (inverse of `to_openai`)."""
     extra = message.get(LANGCHAIN_KEY)
@@ -203,10 +218,11 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
         """Append ``messages`` as one atomic store event (nothing for an empty list).
 
         Raises:
+            TypeError: one message given where a sequence belongs, or not a message.
             InvalidMessage: a message holds a value that is not JSON-compatible or is
                 too large; nothing is written.
         """
-        encoded = [to_openai(m) for m in messages]
+        encoded = _encoded(messages)
         if encoded:
             self.store.add(self.conversation_id, encoded)
 
@@ -221,7 +237,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """`add_messages`, written in a worker thread."""
-        encoded = [to_openai(m) for m in messages]
+        encoded = _encoded(messages)
         if encoded:
             await asyncio.to_thread(self.store.add, self.conversation_id, encoded)
 

@@ -104,6 +104,19 @@ def test_tool_call_arguments_nested_too_deeply_become_an_invalid_tool_call() -> 
     assert invalid["id"] == "c1" and "nests too deeply" in str(invalid["error"])
 
 
+def test_one_message_given_for_a_sequence_is_named(store: StoreHandle, cid: str) -> None:
+    """``add_messages(HumanMessage(...))`` (or a str) is refused as one message where a
+    sequence belongs, where it used to say "got tuple" (the message's fields, iterated);
+    nothing is written."""
+    history = MemorydChatMessageHistory(store, cid)
+    for one in (HumanMessage(content="hi"), "hi"):
+        with pytest.raises(TypeError, match=r"not one (HumanMessage|str); wrap it in a list"):
+            history.add_messages(cast(Any, one))
+        with pytest.raises(TypeError, match="wrap it in a list"):
+            asyncio.run(history.aadd_messages(cast(Any, one)))
+    assert store.version(cid) == 0
+
+
 def test_messages_from_memoryds_own_writers_convert() -> None:
     """OpenAI dicts built with memoryd.messages become the matching LangChain messages."""
     stored = [

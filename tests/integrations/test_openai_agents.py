@@ -537,7 +537,7 @@ def test_one_item_given_for_a_list_and_a_limit_not_an_int_are_named(
     naming ``limit``. Nothing is written."""
     session = MemorydSession(cid, store)
     for one in ({"role": "user", "content": "hi"}, "hi"):
-        with pytest.raises(InvalidSessionItem, match="not one (dict|str); wrap it in a list"):
+        with pytest.raises(InvalidSessionItem, match=r"not one (dict|str); wrap it in a list"):
             run(session.add_items(cast(Any, one)))
     with pytest.raises(TypeError, match="limit must be an int or None, not '3'"):
         run(session.get_items(limit=cast(Any, "3")))
