@@ -73,6 +73,7 @@ from memoryd.agent.memory import (
 from memoryd.agent.sessions import SessionMethods, Sessions
 from memoryd.errors import (
     ConflictError,
+    DiskFull,
     InvalidMessage,
     RunInterrupted,
     StepLimitExceeded,
@@ -881,6 +882,7 @@ class Agent(SessionMethods):
                 if not calls:
                     return turn
                 answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
+                self._check_recordable(run)
                 cap = self.kernel.max_tool_calls
                 for position, call in enumerate(calls):
                     if call["id"] in answered:
@@ -910,6 +912,25 @@ class Agent(SessionMethods):
             turn = turn.join(reply)
             unsaved = reply
             step += 1
+
+    def _check_recordable(self, run: _Run) -> None:
+        """Stop a run before its tool step when its journal's store is known to refuse
+        writes (a full disk): the tools would run, and their results could not be
+        recorded, so a retry would run them again.
+
+        Raises:
+            DiskFull: The store refuses writes; nothing was written.
+        """
+        journal = self._journal
+        if journal is None:
+            return
+        store = journal.store
+        if store.refuses_writes():
+            raise DiskFull(
+                f"run {run.run_id} stopped before its tool step: store {store.name!r} "
+                "refuses writes (its disk is full), so the tools' results could not be "
+                "recorded; nothing was written. Free disk space and retry"
+            )
 
     def __repr__(self) -> str:
         return f"<Agent memory={self.provider!r} tools={sorted(self.kernel.tools)}>"

@@ -350,6 +350,13 @@ class StoreHandle(abc.ABC):
 
         return await asyncio.to_thread(self._write, request)
 
+    def refuses_writes(self) -> bool:
+        """A hint, read without a round trip: True while the store is known to refuse
+        every write (a local store on a full disk), so a caller may stop before work whose
+        outcome it could not record (an agent run, before a tool step). False when that
+        is not known, as it never is through a daemon or on Redis: the write says so."""
+        return False
+
     def reads_inline(self, records: int | None) -> bool:
         """True when reading ``records`` records is cheap enough to run on an event loop.
 

@@ -159,6 +159,14 @@ class LifecycleContract:
 
     # --- stats --------------------------------------------------------------------------------
 
+    def test_a_store_that_takes_writes_does_not_say_it_refuses_them(self, store: Store) -> None:
+        """``refuses_writes()`` is a hint agents read before each tool step: a store that
+        takes writes answers False, before and after one (a backend that cannot know
+        keeps the base class's False)."""
+        assert store.refuses_writes() is False
+        store.add("c", [user("x")])
+        assert store.refuses_writes() is False
+
     def test_stats_counts_conversations_and_events(self, store: Store) -> None:
         """stats() reports at least 'conversations' and 'events'."""
         store.add("a", [user("1")])

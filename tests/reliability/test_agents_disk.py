@@ -61,9 +61,11 @@ def users(store: memoryd.StoreHandle, cid: str) -> list[str]:
 def test_runs_on_a_full_disk_fail_with_disk_full_and_the_instance_lives_on(
     small_disk: Path, systems: list[AgentSystem]
 ) -> None:
-    """20 calls on a full disk: each `DiskFull` to its caller, each ran at most the tool
-    whose result it could not record, the instance kept its one incarnation, nothing is
-    pending; once the filler is deleted the next call runs its three steps."""
+    """20 calls on a full disk: each `DiskFull` to its caller; the first ran the tool
+    whose result it could not record, the 19 after it stopped before their tool step (the
+    store is known to refuse writes), so no tool ran for nothing; the instance kept its
+    one incarnation, nothing is pending; once the filler is deleted the next call runs
+    its three steps."""
     store = memoryd.LmdbStore.start(small_disk / "db", name="agents-full", map_size=1 << 22)
     log: list[Any] = []
     agents = {
@@ -73,10 +75,12 @@ def test_runs_on_a_full_disk_fail_with_disk_full_and_the_instance_lives_on(
     systems.append(system)
     assert system.call("w", "k", "first").text == "done 3 for first"
     filler = fill(small_disk)
-    for i in range(20):
-        with pytest.raises(memoryd.DiskFull, match="No space left on device"):
+    with pytest.raises(memoryd.DiskFull, match="No space left on device"):
+        system.call("w", "k", "refused 0", timeout=30)
+    for i in range(1, 20):
+        with pytest.raises(memoryd.DiskFull, match="stopped before its tool step"):
             system.call("w", "k", f"refused {i}", timeout=30)
-    assert len(log) == 3 + 20  # the first tool of each: its result could not be recorded
+    assert len(log) == 3 + 1  # only the call that found the disk full ran its tool
     stats = system.stats()
     assert (stats["restarts"], stats["escalations"], stats["calls"]) == (0, 0, 21)
     assert [i.incarnations for i in system.instances()] == [1]

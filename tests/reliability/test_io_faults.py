@@ -94,8 +94,10 @@ def test_a_full_disk_gives_disk_full_keeps_reads_and_loses_nothing(
     assert engine.commits == commits
     assert (small_disk / "db" / "data.mdb").stat().st_size == size
     assert store.stats()["disk_full"] is True
+    assert store.refuses_writes() is True  # the hint agents read before a tool step
     assert [m["content"][: len(k)] for m, k in zip(store.get("c"), acked, strict=True)] == acked
     filler.unlink()
+    assert store.refuses_writes() is False  # space is back: no write needed to tell
     store.add("c", [messages.user("after")], idempotency_key="after")
     contents = [m["content"] for m in store.get("c")]
     assert [c.split("x")[0] for c in contents[:-1]] == acked

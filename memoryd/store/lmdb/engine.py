@@ -465,6 +465,19 @@ class LmdbEngine:
             self._note_counters()
             return results
 
+    def refuses_writes(self) -> bool:
+        """True while a full disk refuses this store's writes: set by a write that found
+        it full, and still below `low_water` now (one ``statvfs``, only then). Read from
+        any thread, without a write: a hint for callers that would otherwise do work
+        whose outcome cannot be recorded (`StoreHandle.refuses_writes`)."""
+        if not self._disk_full:
+            return False
+        try:
+            free, size = free_space(self.path)
+        except OSError:
+            return False
+        return free < low_water(size)
+
     def _refuse_full(self, count: int, free: int) -> list[tuple[bool, Any]]:
         self.disk_full_refusals += count
         error = DiskFull(
