@@ -109,6 +109,10 @@ class Store(Protocol):
         """Return counters, at least ``conversations`` and ``events``."""
         ...
 
+    def refuses_writes(self) -> bool:
+        """A hint: True while the store is known to refuse every write."""
+        ...
+
     def stop(self) -> None:
         """Stop the store; later calls on the handle raise `memoryd.StoreUnavailable`."""
         ...
