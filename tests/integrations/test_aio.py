@@ -34,8 +34,9 @@ def test_every_method_takes_the_handles_arguments() -> None:
         if callable(member) and not name.startswith("_")
     }
     # what AsyncStore itself is built on, and begin: a thread's send-now-wait-later,
-    # which on an event loop is begin_on_loop (already awaitable: nothing to wrap)
-    plumbing = {"submit", "reads_inline", "begin", "begin_on_loop"}
+    # which on an event loop is begin_on_loop (already awaitable: nothing to wrap), and
+    # refuses_writes: a hint read without a round trip, nothing to await
+    plumbing = {"submit", "reads_inline", "begin", "begin_on_loop", "refuses_writes"}
     assert public - plumbing <= set(methods), sorted(public - plumbing - set(methods))
     for name, method in methods.items():
         assert inspect.signature(method) == inspect.signature(getattr(StoreHandle, name)), name
