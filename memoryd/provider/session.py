@@ -36,6 +36,7 @@ from typing import Any, TypeAlias
 
 from memoryd import messages as msgs
 from memoryd._ids import IdSource
+from memoryd._json_values import copy_json_or_raise
 from memoryd.errors import ConflictError
 from memoryd.provider.chat_store import check_store, looks_like_store, warn_once
 from memoryd.provider.default import DefaultProvider
@@ -491,6 +492,13 @@ class Session:
         """
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise ValueError(f"not an exported memoryd session (expected format {FORMAT!r})")
+        for part in ("settings", "memo"):  # checked before anything is written
+            value = data.get(part)
+            if value is not None and not isinstance(value, Mapping):
+                raise ValueError(
+                    f"an exported session's {part} must be an object, not "
+                    f"{type(value).__name__}"
+                )
         settings = dict(data.get("settings") or {})
         session = cls(
             conversation_id or data.get("id"),
@@ -501,10 +509,11 @@ class Session:
             reply_keys=data.get("reply_keys"),
         )
         history = as_messages(data.get("full_context") or [])
+        memo = copy_json_or_raise(dict(data.get("memo") or {}), "memo", error=ValueError)
         session._check_replace(replace)
         session._replace(history)
         session._memo = None
-        session.set_memo(dict(data.get("memo") or {}))
+        session.set_memo(memo)
         session._window = None
         return session
 

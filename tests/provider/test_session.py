@@ -171,6 +171,31 @@ def test_import_refuses_what_is_not_a_session(store: memoryd.StoreHandle) -> Non
     assert store.conversations(include_empty=True) == []
 
 
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ('"memo": {"x": NaN}', "memo.x is nan"),
+        ('"memo": [1, 2]', "memo must be an object, not list"),
+        ('"settings": "x"', "settings must be an object, not str"),
+    ],
+)
+def test_a_restore_with_a_bad_memo_or_settings_writes_nothing(
+    store: memoryd.StoreHandle, extra: str, needle: str
+) -> None:
+    """The memo and settings are checked before the history is written: a bad one is a
+    ValueError naming it, and the conversation is as it was (here, with ``replace=True``,
+    its old history is kept), where the history used to be replaced first."""
+    store.add("job", [memoryd.messages.user("kept")])
+    text = (
+        '{"format": "memoryd.session/1", "id": "job", '
+        f'"full_context": [{{"role": "user", "content": "restored"}}], {extra}}}'
+    )
+    with pytest.raises(ValueError, match=needle):
+        Session.load_json(text, store, replace=True)
+    assert [m["content"] for m in store.get("job")] == ["kept"]
+    assert store.version("job") == 1
+
+
 def test_bad_handlers_and_arguments_raise(store: memoryd.StoreHandle) -> None:
     """Unknown resize names, bad handler results and bad options are named."""
     session = Session("c", store).register_analysis_handler(lambda *args: "missing")
