@@ -7,6 +7,7 @@ back, for `Session.from_dict` to check and restore.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
@@ -39,9 +40,10 @@ def dump(document: Mapping[str, Any], syntax: Syntax) -> str:
     return str(text)
 
 
+@functools.cache
 def _dumper(yaml: Any) -> Any:
     """A safe dumper that writes a value shared by two places twice, never as an anchor
-    and an alias: `parse` refuses aliases."""
+    and an alias: `parse` refuses aliases. Made once (``yaml`` is imported on first use)."""
 
     class Dumper(yaml.SafeDumper):  # type: ignore[misc]
         def ignore_aliases(self, data: Any) -> bool:
@@ -50,6 +52,7 @@ def _dumper(yaml: Any) -> Any:
     return Dumper
 
 
+@functools.cache
 def _loader(yaml: Any) -> Any:
     """A safe loader that refuses aliases: an export holds none (`dump`), and a few
     lines of nested aliases expand to billions of values (a "billion laughs")."""

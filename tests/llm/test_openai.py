@@ -187,3 +187,4 @@ def test_bad_configuration_is_named() -> None:
         OpenAIChat("m", base_url="ftp://x")
     with pytest.raises(ValueError, match="max_response_bytes must be an int >= 1"):
         OpenAIChat("m", max_response_bytes=0)
+    assert OpenAIChat("m").max_response_bytes == 32 * 1024 * 1024  # the stated default

@@ -200,6 +200,7 @@ def test_a_reply_listing_too_many_facts_stores_max_facts_and_logs_a_few_lines(
     assert problems[-1] == "6 more problems in this reply"
     with pytest.raises(ValueError, match="max_facts must be an int >= 1"):
         LongTermMemory(store, llm=ScriptedModel([]), max_facts=0)
+    assert LongTermMemory(store, llm=ScriptedModel([])).max_facts == 20  # the stated default
 
 
 def seeded(
