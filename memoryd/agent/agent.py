@@ -67,6 +67,7 @@ from memoryd.agent.memory import (
     check_provider_options,
     commit_turn,
     keep_turn,
+    record_limit,
     resolve_memory,
     store_of,
 )
@@ -896,7 +897,7 @@ class Agent(SessionMethods):
                         "tool_call_id": result.call_id,
                         "content": result.content,
                     }
-                    piece = msgs.check([answer], max_bytes=None)
+                    piece = self._recordable(run, call, msgs.check([answer], max_bytes=None))
                     turn = turn.join(piece)
                     unsaved = piece if unsaved is None else unsaved.join(piece)
                 if unsaved is not None:
@@ -912,6 +913,31 @@ class Agent(SessionMethods):
             turn = turn.join(reply)
             unsaved = reply
             step += 1
+
+    def _recordable(self, run: _Run, call: Message, piece: CheckedMessages) -> CheckedMessages:
+        """A tool's result as it can be recorded: one larger than the run's stores keep
+        becomes an error result the model reads (the tool ran; failing the run instead
+        would make every retry run it again, to fail the same way)."""
+        limit = record_limit(self.provider, None if self._journal is None else self._journal.store)
+        size = piece.sizes[0]
+        if limit is None or size <= limit:
+            return piece
+        name = call["function"]["name"]
+        log.warning(
+            "tool_result_too_large",
+            run_id=run.run_id,
+            tool=name,
+            call_id=call["id"],
+            bytes=size,
+            limit=limit,
+        )
+        text = (
+            f"Error: the result of tool {name!r} is {size:,} bytes as compact JSON; the "
+            f"store keeps messages of at most {limit:,} bytes. Ask for less (a summary or "
+            "a page of it)"
+        )
+        answer = {"role": "tool", "tool_call_id": call["id"], "content": text}
+        return msgs.check([answer], max_bytes=None)
 
     def _check_recordable(self, run: _Run) -> None:
         """Stop a run before its tool step when its journal's store is known to refuse

@@ -89,6 +89,21 @@ def store_of(provider: MemoryProvider | None) -> StoreHandle | None:
     return store if isinstance(store, StoreHandle) else None
 
 
+def record_limit(provider: MemoryProvider | None, journal: StoreHandle | None) -> int | None:
+    """The largest message a run can record: the smaller per-message limit of its
+    memory's store and its journal's store, or None when neither is a store handle.
+
+    Args:
+        provider: The run's memory.
+        journal: The store its journal writes to, if it keeps one.
+
+    Returns:
+        The limit in bytes (as compact JSON), or None.
+    """
+    stores = [s for s in (store_of(provider), journal) if s is not None]
+    return min(s.max_message_bytes for s in stores) if stores else None
+
+
 def base_version(provider: MemoryProvider | None, cid: str) -> int | None:
     """The version a run starts from, when its memory keeps versions; else None.
 

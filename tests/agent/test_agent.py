@@ -344,3 +344,53 @@ def test_a_reply_asking_for_too_many_tool_calls_runs_max_tool_calls_of_them(
     assert all("at most 32 run per step" in m["content"] for m in results[32:])
     with pytest.raises(ValueError, match="max_tool_calls must be an int >= 1"):
         memoryd.Agent(llm=ScriptedModel([]), memory=store, max_tool_calls=0)
+
+
+@pytest.mark.parametrize("journal", [None, False], ids=["journaled", "no-journal"])
+def test_a_tool_result_larger_than_the_store_keeps_becomes_an_error_the_model_reads(
+    journal: bool | None,
+) -> None:
+    """A tool returns 10 KB where the store keeps messages of 4 KB: the tool runs once,
+    the model reads an error naming the sizes and answers, the turn is committed with
+    that error as the result, no run is left pending, and a warning says what was
+    refused. (The run used to fail after the tool ran, naming "messages[3]" of its
+    journal write, so each retry ran the tool again to fail the same way.)"""
+    from structlog.testing import capture_logs
+
+    store = memoryd.EphemeralStore.start(
+        name=f"agent-{uuid.uuid4().hex[:8]}", max_message_bytes=4096
+    )
+    ran: list[int] = []
+
+    @memoryd.tool
+    def fetch(n: int) -> str:
+        """Fetch n characters."""
+        ran.append(n)
+        return "x" * n
+
+    model = ScriptedModel(
+        [call("c1", "fetch", n=10_000), lambda sent: "read: " + sent[-1]["content"]]
+    )
+    agent = memoryd.Agent(llm=model, memory=store, tools=[fetch], journal=journal)
+    with capture_logs() as logs:
+        result = agent.run("go", conversation_id="big")
+    assert ran == [10_000]
+    error = "Error: the result of tool 'fetch' is 10,048 bytes as compact JSON; the store "
+    assert result.text.startswith("read: " + error)
+    assert "at most 4,096 bytes" in result.text
+    recorded = store.get("big")
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool", "assistant"]
+    assert recorded[2]["content"].startswith(error)
+    if journal is None:
+        assert agent.pending_runs("big") == []
+    [warning] = [e for e in logs if e["event"] == "tool_result_too_large"]
+    assert (warning["tool"], warning["bytes"], warning["limit"]) == ("fetch", 10_048, 4096)
+    small = memoryd.Agent(
+        llm=ScriptedModel([call("c2", "fetch", n=3000), "fine"]),
+        memory=store,
+        tools=[fetch],
+        journal=journal,
+    )
+    assert small.run("again", conversation_id="big").text == "fine"
+    assert store.get("big")[-2]["content"] == "x" * 3000
+    store.stop()
