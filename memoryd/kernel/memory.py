@@ -60,6 +60,7 @@ class MemoryFilter(Filter):
         self.store = check_store(store, user="memory_filter")
         self._features: StoreFeatures = store_features(self.store)
         self._scratch: dict[str, list[Message]] = {}
+        self._scratch_keys: dict[str, set[str]] = {}
         self._scratch_lock = threading.Lock()
 
     def around_chat(self, request: ChatRequest, next: ChatNext) -> Message:
@@ -87,7 +88,8 @@ class MemoryFilter(Filter):
         scratch = self._scratch.get(cid)
         if scratch is not None:
             reply = next(request.with_messages(copy.deepcopy(scratch)))
-            scratch.append(copy.deepcopy(reply))
+            if self._first_in_scratch(cid, _key(request.invoke_id, request.step, "out")):
+                scratch.append(copy.deepcopy(reply))
             return reply
         history = store_get(self.store, self._features, cid)
         reply = next(request.with_messages(history))
@@ -106,11 +108,12 @@ class MemoryFilter(Filter):
         """
         if not messages:
             return
+        key = _key(invoke_id, step, "in")
         scratch = self._scratch.get(cid)
         if scratch is not None:
-            scratch.extend(copy.deepcopy(messages))
+            if self._first_in_scratch(cid, key):
+                scratch.extend(copy.deepcopy(messages))
             return
-        key = _key(invoke_id, step, "in")
         store_add(self.store, self._features, cid, messages, idempotency_key=key)
 
     def begin_one_off(self, cid: str) -> None:
@@ -121,6 +124,23 @@ class MemoryFilter(Filter):
         """
         with self._scratch_lock:
             self._scratch[cid] = []
+            self._scratch_keys[cid] = set()
+
+    def _first_in_scratch(self, cid: str, key: str | None) -> bool:
+        """True the first time a one-off conversation's write ``key`` is seen.
+
+        The scratch list honours the idempotency keys a store would: a retry filter
+        outside the memory filter re-runs a step with the same delta, which must not
+        reach the model twice.
+        """
+        if key is None:
+            return True
+        with self._scratch_lock:
+            seen = self._scratch_keys.setdefault(cid, set())
+            if key in seen:
+                return False
+            seen.add(key)
+            return True
 
     def forget(self, cid: str) -> None:
         """Drop a one-off conversation's history kept in memory.
@@ -130,6 +150,7 @@ class MemoryFilter(Filter):
         """
         with self._scratch_lock:
             self._scratch.pop(cid, None)
+            self._scratch_keys.pop(cid, None)
 
     def __repr__(self) -> str:
         return f"memory_filter({self.store!r})"

@@ -1,9 +1,11 @@
 """Session: Agently's multi-turn chat container, on a memoryd conversation.
 
 A session is bound to one conversation and a provider. ``full_context`` is the stored
-history; ``context_window`` is what would be sent: the provider's `prepare` of it, then
-the analysis handler picks a resize handler (by default ``simple_cut`` once the window
-passes ``max_length`` characters; see `memoryd.provider.session_handlers`). ``memo`` is a
+history; ``context_window`` is what would be sent: the provider's `prepare` of the
+history a run loads (the stored one, or a summarising provider's summary and the
+messages after it), then the analysis handler picks a resize handler (by default
+``simple_cut`` once the window passes ``max_length`` characters; see
+`memoryd.provider.session_handlers`). ``memo`` is a
 dict that resize handlers update; it is persisted as a ``memo`` event in the
 conversation's log, so it survives restarts. The exported document is described in
 `memoryd.provider.session_export`.
@@ -313,6 +315,18 @@ class Session:
         window = self._provider.prepare(self._cid, copy.deepcopy(messages))
         return self._handlers.run(history, window, self.memo, self._settings)
 
+    def _loaded(self, full: list[Message]) -> list[Message]:
+        """What a run loads as history, given the stored ``full`` history (a copy).
+
+        A `DefaultProvider`'s ``history`` is the stored history (or a tail its window
+        prepares alike), and without a store ``full`` is the provider's ``history``
+        already; another provider loads its own (a `SummarizingProvider`: its latest
+        summary, then the messages after it), which is what a run's window is made of.
+        """
+        if self.store is None or type(self._provider) is DefaultProvider:
+            return copy.deepcopy(full)
+        return self._provider.history(self._cid)
+
     def forget_window(self) -> None:
         """Drop the cached context window (the history changed elsewhere)."""
         self._window = None
@@ -320,23 +334,31 @@ class Session:
     def refresh(self) -> list[Message]:
         """Recompute the context window, running the handlers; persist a changed memo.
 
-        A resize handler returning a full context (not None) replaces the stored history.
+        A resize handler returning a full context (not None) replaces the stored history;
+        the memo (the one it returned, or else the current one) is kept with it.
 
         Returns:
             The new context window (a copy).
 
         Raises:
-            ValueError: The analysis handler named an unregistered resize handler.
-            TypeError: A resize handler returned something other than a 3-tuple.
+            ValueError: The analysis handler named an unregistered resize handler, or
+                returned a memo that is not JSON-compatible (nothing is written).
+            TypeError: A resize handler returned something other than a 3-tuple, or a
+                memo that is not a dict (nothing is written).
             InvalidMessage: A resize handler returned a bad message (nothing is written).
         """
         full = self.full_context
-        window = self._provider.prepare(self._cid, copy.deepcopy(full))
-        resized = self._handlers.run(full, window, self.memo, self._settings)
-        if resized.full_context is not None:
-            self._replace(resized.full_context)
+        window = self._provider.prepare(self._cid, self._loaded(full))
+        memo = self.memo
+        resized = self._handlers.run(full, window, memo, self._settings)
         if resized.memo is not None:
-            self.set_memo(resized.memo)
+            if not isinstance(resized.memo, Mapping):
+                raise TypeError(f"memo must be a dict, not {type(resized.memo).__name__}")
+            memo = copy_json_or_raise(dict(resized.memo), "memo", error=ValueError)
+        if resized.full_context is not None:  # checked before anything is written
+            self._replace(resized.full_context)
+            self._memo = None  # a clear deletes the log, memo events included
+        self.set_memo(memo)
         self._window = resized.window
         return copy.deepcopy(resized.window)
 

@@ -6,8 +6,10 @@ into one system message. The summary is recorded as a ``compacted`` event whose 
 names the versions it replaces; the original events stay in the log, readable with
 ``store.events`` and ``store.get``. `history` returns the latest summary followed by the
 messages after it. A tool call and its results are never split between the summary and
-the kept messages. If the LLM fails, nothing is recorded, the failure is logged, and
-`prepare` falls back to the safe window (or the token budget).
+the kept messages. Stored system messages (a persona) are never summarised: they stay
+verbatim at the head, before the summary, as a window keeps them. If the LLM fails,
+nothing is recorded, the failure is logged, and `prepare` falls back to the safe window
+(or the token budget).
 """
 
 from __future__ import annotations
@@ -274,18 +276,24 @@ class SummarizingProvider:
         if boundary == 0:
             return False
         old = rest[:boundary]
-        text = self._summarise(summary, [m for _, m in old])
+        # System messages (a persona) stay verbatim, ahead of the summary; a summary
+        # in effect is the last message of its event, after the ones it kept.
+        kept = [*summary[:-1], *(m for _, m in old if is_system(m))]
+        told = [m for _, m in old if not is_system(m)]
+        if not told:
+            return False
+        text = self._summarise(summary[-1:], told)
         replaced = len(state.tagged) - len(rest) + boundary
         data: dict[str, Any] = {
             "replaces": {"from_version": old[0][0], "to_version": old[-1][0]},
             "replaced_messages": replaced,
-            "summarised": boundary,
+            "summarised": len(told),
         }
         try:
             self._store.record(
                 cid,
                 "compacted",
-                messages=[msgs.system(SUMMARY_PREFIX + text)],
+                messages=[*kept, msgs.system(SUMMARY_PREFIX + text)],
                 data=data,
                 expected_version=state.version,
             )
