@@ -205,10 +205,11 @@ class _Run:
         inputs: How many messages of the turn are the run's input.
         session: The active session when the run is one of its turns.
         memos: The memos the session's handlers returned, in order.
+        full: The history the session's handlers are given (read at the first LLM call).
         writing: The journal write of its last tool step, until it is waited for.
     """
 
-    __slots__ = ("base", "cid", "inputs", "memos", "run_id", "session", "writing")
+    __slots__ = ("base", "cid", "full", "inputs", "memos", "run_id", "session", "writing")
 
     def __init__(
         self, run_id: str, cid: str, base: int | None, inputs: int, session: Session | None
@@ -219,6 +220,7 @@ class _Run:
         self.inputs = inputs
         self.session = session
         self.memos: list[Any] = []
+        self.full: list[Message] | None = None
         self.writing: StepWrite | None = None
 
 
@@ -842,12 +844,22 @@ class Agent(SessionMethods):
 
     def _window(self, run: _Run, history: list[Message], shown: Sequence[Message]) -> list[Message]:
         """What an LLM call is sent: the provider's ``prepare`` of history + turn (or the
-        session's window), the turn always kept whole; a session's memo is kept."""
+        session's window), the turn always kept whole; a session's memo is kept.
+
+        A session's handlers get the whole stored history as their ``full_context``
+        (`Session.handlers_history`). A run only appends its turn: a full context a
+        resize handler returns is not applied by it (`Session.refresh` applies one),
+        and the session warns so once."""
         sent = [*history, *shown]
-        if run.session is not None:
-            resized = run.session.shape(history, sent)
+        session = run.session
+        if session is not None:
+            if run.full is None:
+                run.full = session.handlers_history(history)
+            resized = session.shape(run.full, sent)
             if resized.memo is not None:
                 run.memos.append(resized.memo)
+            if resized.full_context is not None:
+                session.note_unapplied(run.run_id)
             return keep_turn(resized.window, shown)
         if self.provider is not None:
             return keep_turn(self.provider.prepare(run.cid, sent), shown)

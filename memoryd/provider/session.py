@@ -315,6 +315,41 @@ class Session:
         window = self._provider.prepare(self._cid, copy.deepcopy(messages))
         return self._handlers.run(history, window, self.memo, self._settings)
 
+    def handlers_history(self, loaded: list[Message]) -> list[Message]:
+        """The ``full_context`` a run's handlers get, given the history the run loaded.
+
+        It is the whole stored history, as `refresh` gives them: read once, when
+        handlers of the user's are registered and the run loaded less (a window's tail,
+        a summary); else ``loaded`` itself, with no read.
+
+        Args:
+            loaded: The history the run loaded.
+
+        Returns:
+            The history the handlers are given.
+        """
+        if not self._handlers.reads_full_context or self.store is None:
+            return loaded
+        if type(self._provider) is DefaultProvider and self._provider.window is None:
+            return loaded
+        return self.full_context
+
+    def note_unapplied(self, run_id: str) -> None:
+        """A resize handler returned a full context during a run, which the run does not
+        store (a run only appends its turn): warn once for this session.
+
+        Args:
+            run_id: The run.
+        """
+        warn_once(
+            self,
+            "session_full_context_not_applied",
+            conversation_id=self._cid,
+            run_id=run_id,
+            hint="a run only appends its turn; session.refresh() stores a resize "
+            "handler's full context",
+        )
+
     def _loaded(self, full: list[Message]) -> list[Message]:
         """What a run loads as history, given the stored ``full`` history (a copy).
 

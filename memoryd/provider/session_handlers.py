@@ -184,6 +184,13 @@ class WindowHandlers:
             raise TypeError(f"resize handler {name!r} must be callable, not {handler!r:.80}")
         self._resize[name] = handler
 
+    @property
+    def reads_full_context(self) -> bool:
+        """False while only the built-in pair is registered (`default_analysis` and
+        `simple_cut`), which look at the window alone: a run then need not read the
+        whole history for them."""
+        return self._analysis is not default_analysis or self._resize != {"simple_cut": simple_cut}
+
     def copy(self) -> WindowHandlers:
         """The same handlers in a new registry (registering on one leaves the other)."""
         twin = WindowHandlers()

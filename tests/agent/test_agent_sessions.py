@@ -181,3 +181,46 @@ def test_loading_a_session_over_messages_needs_replace(store: memoryd.StoreHandl
         assert store.version("b") == version
     restored = memoryd.Session.load_json(text, store, conversation_id="b", replace=True)
     assert contents(restored.full_context) == ["exported"]
+
+
+def test_a_runs_session_handlers_see_the_whole_stored_history_through_a_window(
+    store: memoryd.StoreHandle,
+) -> None:
+    """Agently's handlers count the whole history (``len(full_context)``): through a
+    window of 2 a run's handlers get all of it, as `Session.refresh` gives them. They
+    used to get the window's tail, so "compact past 6 messages" never fired."""
+    seen: list[int] = []
+    agent = memoryd.Agent(
+        llm=ScriptedModel(["ok"] * 10), memory=memoryd.DefaultProvider(store, window=2)
+    )
+    agent.activate_session("whole", max_length=None)
+    agent.register_session_analysis_handler(lambda f, w, m, s: seen.append(len(f)))
+    for i in range(4):
+        agent.run(f"m{i}")
+    assert seen == [0, 2, 4, 6]
+    assert agent.sessions["whole"].refresh() and seen[-1] == 8
+
+
+def test_a_resize_handlers_full_context_is_left_to_refresh_and_a_run_says_so_once(
+    store: memoryd.StoreHandle,
+) -> None:
+    """A run only appends its turn: the full context a resize handler returns during a
+    run is not stored (one warning per session says so and what stores it), its memo
+    is; `Session.refresh` then stores that full context and keeps the memo."""
+    from structlog.testing import capture_logs
+
+    agent = memoryd.Agent(llm=ScriptedModel(["ok"] * 10), memory=store)
+    agent.activate_session("compacted", max_length=None)
+    agent.register_session_analysis_handler(lambda f, w, m, s: "keep2" if len(f) >= 4 else None)
+    agent.register_session_resize_handler("keep2", lambda f, w, m, s: (f[-2:], w, {"cut": True}))
+    with capture_logs() as logs:
+        for i in range(4):
+            agent.run(f"m{i}")
+    assert contents(store.get("compacted")) == ["m0", "ok", "m1", "ok", "m2", "ok", "m3", "ok"]
+    warnings = [e for e in logs if e["event"] == "session_full_context_not_applied"]
+    assert len(warnings) == 1 and warnings[0]["conversation_id"] == "compacted"
+    session = agent.sessions["compacted"]
+    assert session.memo == {"cut": True}
+    session.refresh()
+    assert contents(store.get("compacted")) == ["m3", "ok"]
+    assert memoryd.Session("compacted", store).memo == {"cut": True}
