@@ -46,6 +46,10 @@ _FORMS = (
 )
 
 
+_PROVIDER_METHODS = ("history", "append", "prepare", "clear")
+"""What a `MemoryProvider` has (beamai's four callbacks)."""
+
+
 def resolve_memory(memory: Any) -> MemoryProvider | None:
     """The provider a ``memory=`` value stands for (beamai's five forms).
 
@@ -73,7 +77,18 @@ def resolve_memory(memory: Any) -> MemoryProvider | None:
         return memory
     if looks_like_store(memory):
         return DefaultProvider(check_store(memory, user="Agent(memory=...)"))
-    raise TypeError(f"memory={memory!r:.60} is not a memory form; use {_FORMS}")
+    has = [name for name in _PROVIDER_METHODS if callable(getattr(memory, name, None))]
+    if has:
+        missing = [name for name in _PROVIDER_METHODS if name not in has]
+        raise TypeError(
+            f"memory={memory!r:.60} has {', '.join(has)} but a MemoryProvider also needs "
+            f"{', '.join(missing)}; use {_FORMS}"
+        )
+    raise TypeError(
+        f"memory={memory!r:.60} is not a memory form: it has none of a MemoryProvider's "
+        f"methods ({', '.join(_PROVIDER_METHODS)}) nor a store's (get, add, clear); use "
+        f"{_FORMS}"
+    )
 
 
 def store_of(provider: MemoryProvider | None) -> StoreHandle | None:

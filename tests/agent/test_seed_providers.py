@@ -148,6 +148,34 @@ def test_a_non_provider_is_named() -> None:
         memoryd.Agent(llm=ScriptedModel([]), memory=42)
 
 
+def test_a_provider_missing_callbacks_is_told_which() -> None:
+    """A provider written with some of beamai's four callbacks, or Koog's ``store`` and
+    ``load`` instead of them, is told what it has and what it lacks."""
+
+    class Half:
+        def history(self, cid: str) -> list[dict[str, Any]]:
+            return []
+
+        def append(self, cid: str, messages: list[dict[str, Any]]) -> None:
+            pass
+
+    class KoogStyle:
+        def store(self, cid: str, messages: list[dict[str, Any]]) -> None:
+            pass
+
+        def load(self, cid: str) -> list[dict[str, Any]]:
+            return []
+
+    with pytest.raises(
+        TypeError, match="has history, append but a MemoryProvider also needs prepare, clear"
+    ):
+        memoryd.Agent(llm=ScriptedModel([]), memory=Half())
+    with pytest.raises(
+        TypeError, match=r"none of a MemoryProvider's methods \(history, append, prepare, clear\)"
+    ):
+        memoryd.Agent(llm=ScriptedModel([]), memory=KoogStyle())
+
+
 class StoreBackedProvider:
     """A provider over a store handle whose append takes expected_version (not the key)."""
 
