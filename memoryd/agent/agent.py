@@ -81,7 +81,13 @@ from memoryd.errors import (
     StoreUnavailable,
 )
 from memoryd.kernel.context import Context
-from memoryd.kernel.kernel import DEFAULT_MAX_TOOL_CALLS, Kernel, check_max_steps, message_text
+from memoryd.kernel.kernel import (
+    DEFAULT_MAX_TOOL_CALLS,
+    Kernel,
+    check_max_steps,
+    message_text,
+    oversized_result,
+)
 from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool
 from memoryd.llm.base import ChatModel
@@ -909,7 +915,7 @@ class Agent(SessionMethods):
                         "tool_call_id": result.call_id,
                         "content": result.content,
                     }
-                    piece = self._recordable(run, call, msgs.check([answer], max_bytes=None))
+                    piece = self._recordable(call, msgs.check([answer], max_bytes=None))
                     turn = turn.join(piece)
                     unsaved = piece if unsaved is None else unsaved.join(piece)
                 if unsaved is not None:
@@ -926,30 +932,15 @@ class Agent(SessionMethods):
             unsaved = reply
             step += 1
 
-    def _recordable(self, run: _Run, call: Message, piece: CheckedMessages) -> CheckedMessages:
-        """A tool's result as it can be recorded: one larger than the run's stores keep
-        becomes an error result the model reads (the tool ran; failing the run instead
-        would make every retry run it again, to fail the same way)."""
+    def _recordable(self, call: Message, piece: CheckedMessages) -> CheckedMessages:
+        """A tool's result as the run can record it: one larger than its stores keep
+        becomes an error result the model reads (`oversized_result`)."""
         limit = record_limit(self.provider, None if self._journal is None else self._journal.store)
         size = piece.sizes[0]
         if limit is None or size <= limit:
             return piece
-        name = call["function"]["name"]
-        log.warning(
-            "tool_result_too_large",
-            run_id=run.run_id,
-            tool=name,
-            call_id=call["id"],
-            bytes=size,
-            limit=limit,
-        )
-        text = (
-            f"Error: the result of tool {name!r} is {size:,} bytes as compact JSON; the "
-            f"store keeps messages of at most {limit:,} bytes. Ask for less (a summary or "
-            "a page of it)"
-        )
-        answer = {"role": "tool", "tool_call_id": call["id"], "content": text}
-        return msgs.check([answer], max_bytes=None)
+        result = oversized_result(call["id"], call["function"]["name"], size, limit)
+        return msgs.check([result.message], max_bytes=None)
 
     def _check_recordable(self, run: _Run) -> None:
         """Stop a run before its tool step when its journal's store is known to refuse

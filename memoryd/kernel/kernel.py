@@ -102,6 +102,18 @@ def _tool_raised(call: ToolCall, exc: Exception) -> ToolResult:
     return _tool_error(call, f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}")
 
 
+def oversized_result(call_id: str, name: str, size: int, limit: int) -> ToolResult:
+    """The error result the model reads in place of a tool's result of ``size`` bytes
+    (as compact JSON) where its store keeps messages of at most ``limit``. The tool ran:
+    failing the run instead would make every retry run it again, to fail the same way."""
+    log.warning("tool_result_too_large", tool=name, call_id=call_id, bytes=size, limit=limit)
+    text = (
+        f"Error: the result of tool {name!r} is {size:,} bytes as compact JSON; the store "
+        f"keeps messages of at most {limit:,} bytes. Ask for less (a summary or a page of it)"
+    )
+    return ToolResult(call_id=call_id, name=name, content=text, is_error=True)
+
+
 def _arguments(call: ToolCall) -> Any:
     """A tool call's arguments decoded from JSON (blank text is no arguments).
 
@@ -481,6 +493,7 @@ class Kernel:
         sent: list[Message] = list(batch)  # full mode: everything so far
         delta: list[Message] = list(batch)  # delta mode: only what is new
         produced: list[Message] = []
+        limit = self._record_limit() if delta_mode else None
         for step in range(self.max_steps):
             reply = self.chat(
                 delta if delta_mode else sent, context=context, step=step, invoke_id=invoke_id
@@ -494,11 +507,12 @@ class Kernel:
                 )
             cap = self.max_tool_calls
             delta = [
-                (
+                self._recordable(
                     self.call_tool(call, context=context)
                     if position < cap
-                    else self.skip_call(call, len(calls), context=context)
-                ).message
+                    else self.skip_call(call, len(calls), context=context),
+                    limit,
+                )
                 for position, call in enumerate(calls)
             ]
             produced.extend(delta)
@@ -512,6 +526,23 @@ class Kernel:
             f"the tool loop made {self.max_steps} LLM calls and the model still asks for "
             "tools; raise max_steps or check what the tools return"
         )
+
+    def _record_limit(self) -> int | None:
+        """The largest message the memory filters' stores keep (None: no such limit)."""
+        limits = [getattr(m.store, "max_message_bytes", None) for m in self._memory]
+        known = [n for n in limits if isinstance(n, int) and not isinstance(n, bool)]
+        return min(known) if known else None
+
+    @staticmethod
+    def _recordable(result: ToolResult, limit: int | None) -> Message:
+        """A tool result's message as the memory can store it (`oversized_result`)."""
+        message = result.message
+        if limit is None:
+            return message
+        size = msgs.check([message], max_bytes=None).sizes[0]
+        if size <= limit:
+            return message
+        return oversized_result(result.call_id, result.name, size, limit).message
 
     def __repr__(self) -> str:
         return f"<Kernel tools={sorted(self.tools)} filters={len(self.filters)}>"

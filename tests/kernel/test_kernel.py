@@ -345,3 +345,33 @@ def test_tool_calls_past_max_tool_calls_are_answered_and_not_run() -> None:
     for bad in (0, -1, True, 2.5):
         with pytest.raises(ValueError, match="max_tool_calls must be an int >= 1"):
             memoryd.Kernel(llm=model, max_tool_calls=bad)
+
+
+def test_a_tool_result_larger_than_the_memorys_store_keeps_is_an_error_the_model_reads() -> None:
+    """Through a memory filter on a store keeping 4 KB messages, a tool returning 10 KB:
+    the tool runs once, the stored delta and the model both get an error naming the
+    sizes, and the invoke finishes. It used to fail after the tool ran, its delta
+    refused by the store ("messages[0]"), leaving the tool call unanswered."""
+    store = memoryd.EphemeralStore.start(
+        name=f"kernel-{uuid.uuid4().hex[:8]}", max_message_bytes=4096
+    )
+    ran: list[int] = []
+
+    @memoryd.tool
+    def fetch(n: int) -> str:
+        """Fetch n characters."""
+        ran.append(n)
+        return "y" * n
+
+    kernel = memoryd.Kernel(
+        llm=ScriptedModel([call("c1", "fetch", n=10_000), lambda sent: sent[-1]["content"]]),
+        tools=[fetch],
+        filters=[memoryd.memory_filter(store)],
+    )
+    result = kernel.invoke([messages.user("go")], context=memoryd.Context(conversation_id="big"))
+    assert ran == [10_000]
+    assert result.text.startswith("Error: the result of tool 'fetch' is 10,048 bytes")
+    stored = store.get("big")
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[2]["content"] == result.text
+    store.stop()
