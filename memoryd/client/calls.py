@@ -26,7 +26,7 @@ from memoryd.client._http import ConnectFailed, HttpTransport, Reply, TransportF
 from memoryd.errors import CorruptRecord, StoreNotRunning, StoreUnavailable, WriteTimeout
 from memoryd.protocol import ProtocolError, error_from_wire
 
-__all__ = ["DaemonCaller", "parse_address"]
+__all__ = ["MAX_ERROR_MESSAGE_CHARS", "DaemonCaller", "parse_address"]
 
 _MSGPACK = "application/msgpack"
 _JSON = "application/json"
@@ -135,6 +135,22 @@ def _decode(response: Reply) -> Any:
         ) from None
 
 
+MAX_ERROR_MESSAGE_CHARS = 4096
+"""The most characters of an error's message kept from the daemon's answer: a daemon's
+messages are sentences; a longer one is cut (and says so)."""
+
+
+def _bounded_error(body: Any) -> Any:
+    """An error answer whose message is cut to `MAX_ERROR_MESSAGE_CHARS` (a new object;
+    anything else as it is)."""
+    error = body.get("error") if type(body) is dict else None
+    message = error.get("message") if type(error) is dict else None
+    if type(message) is not str or len(message) <= MAX_ERROR_MESSAGE_CHARS:
+        return body
+    cut = f"{message[:MAX_ERROR_MESSAGE_CHARS]}... ({len(message)} characters in all)"
+    return {**body, "error": {**error, "message": cut}}  # type: ignore[dict-item]
+
+
 class DaemonCaller:
     """Calls to one daemon, with the headers of one handle (thread-safe).
 
@@ -214,7 +230,9 @@ class DaemonCaller:
         Raises:
             StoreUnavailable: the daemon could not be reached until the deadline.
             WriteTimeout: the call's outcome is unknown.
-            MemorydError: the error the daemon reported (or `ProtocolError`).
+            MemorydError: the error the daemon reported (its message cut to
+                `MAX_ERROR_MESSAGE_CHARS`), or `ProtocolError` for an answer that is not
+                one of memoryd's (unreadable, or a status other than 2xx, 4xx and 5xx).
             ValueError: the daemon reported one, or the request cannot be sent.
         """
         query = {k: v for k, v in params.items() if v is not None} if params else None
@@ -244,9 +262,15 @@ class DaemonCaller:
                 if not retry:
                     raise failure from None
             else:
-                if response.status < 400:
+                if response.status < 300:
                     return _decode(response)
-                error = error_from_wire(response.status, _decode(response))
+                if response.status < 400:
+                    raise ProtocolError(
+                        f"{self.address} answered a {method} of {path} with HTTP "
+                        f"{response.status}; a memoryd daemon answers 2xx, or 4xx/5xx with an "
+                        "error: is it a memoryd daemon?"
+                    )
+                error = error_from_wire(response.status, _bounded_error(_decode(response)))
                 if isinstance(error, StoreNotRunning) or not isinstance(error, StoreUnavailable):
                     raise error
                 if isinstance(error, WriteTimeout) and not retry:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 from memoryd._ids import IdSource
+from memoryd.client import _answers as answers
 from memoryd.client.calls import DaemonCaller, parse_address
 from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_conversation_id
@@ -78,6 +79,23 @@ def _segment(cid: str) -> str:
     if _PLAIN.issuperset(cid):
         return cid
     return quote(cid, safe="").replace(".", "%2E")
+
+
+def _messages(answer: Any, call: str) -> list[dict[str, Any]]:
+    return answers.listed(answer, "messages", dict, call)
+
+
+def _events(answer: Any, call: str) -> list[Event]:
+    return answers.converted(answers.listed(answer, "events", dict, call), event_from_wire, call)
+
+
+def _changes(answer: Any, call: str) -> list[Change]:
+    found = answers.listed(answer, "changes", dict, call)
+    return answers.converted(found, change_from_wire, call)
+
+
+def _conversations(answer: Any, call: str) -> list[str]:
+    return answers.listed(answer, "conversations", str, call)
 
 
 class RemoteStore(StoreHandle):
@@ -175,11 +193,14 @@ class RemoteStore(StoreHandle):
         handle = cls(address, token=token, store=name, timeout=timeout, autostart=False, wire=wire)
         try:
             body = {"kind": "ephemeral" if ephemeral else "lmdb", "exclusive": True}
-            info = handle._call("PUT", f"/v1/stores/{handle.name}", body=body, retry=False)
+            path = f"/v1/stores/{handle.name}"
+            info = handle._call("PUT", path, body=body, retry=False)
+            handle.max_message_bytes = answers.positive_int(
+                info, "max_message_bytes", f"PUT {path}", handle.max_message_bytes
+            )
         except BaseException:
             handle.close()
             raise
-        handle.max_message_bytes = int(info.get("max_message_bytes", handle.max_message_bytes))
         return handle
 
     def close(self) -> None:
@@ -207,8 +228,8 @@ class RemoteStore(StoreHandle):
         Returns:
             True if the crash was delivered.
         """
-        body = self._call("POST", f"/v1/stores/{self.name}/crash", retry=False)
-        return bool(body.get("killed"))
+        path = f"/v1/stores/{self.name}/crash"
+        return answers.flag(self._call("POST", path, retry=False), "killed", f"POST {path}")
 
     def __enter__(self) -> Self:
         return self
@@ -256,13 +277,21 @@ class RemoteStore(StoreHandle):
         )
 
     def _read(
-        self, path: str, field: str, empty: Any, *, params: Any = None, wait_s: float = 0.0
+        self,
+        path: str,
+        field: Callable[[Any, str], Any],
+        empty: Any,
+        *,
+        params: Any = None,
+        wait_s: float = 0.0,
     ) -> Any:
-        """``field`` of a read's answer; ``empty`` for a store the daemon never had.
+        """The field a read's answer holds, taken and checked by ``field`` (the answer
+        and the call, for its message); ``empty`` for a store the daemon never had.
 
         Raises:
             UnknownStore: the daemon never had this store, and this handle does not
                 read a missing store as empty.
+            ProtocolError: the answer is not of the shape ``field`` takes.
         """
         try:
             answer = self._call("GET", path, params=params, retry=True, wait_s=wait_s)
@@ -270,7 +299,7 @@ class RemoteStore(StoreHandle):
             if not self._empty_when_missing:
                 raise
             return empty
-        return answer[field]
+        return field(answer, f"GET {path}")
 
     def _conv(self, cid: str, suffix: str) -> str:
         return f"{self._prefix}/conversations/{_segment(cid)}/{suffix}"
@@ -323,7 +352,7 @@ class RemoteStore(StoreHandle):
                     answer = self._daemon.call(
                         "POST", path, timeout=self.timeout, retry=True, content=content
                     )
-                    return int(answer["version"])
+                    return answers.version(answer, f"POST {path}")
         return super().add(
             cid,
             messages,
@@ -353,17 +382,17 @@ class RemoteStore(StoreHandle):
             if request.then_clear is not None:
                 body["then_clear"] = request.then_clear
             path = self._add_paths.get(request.cid) or self._add_path(request.cid)
-            return self._call("POST", path, body=body, retry=True)["version"]
+            return answers.version(self._call("POST", path, body=body, retry=True), f"POST {path}")
         if isinstance(request, requests.Clear):
             self._call("DELETE", self._conv(request.cid, "messages"), retry=False)
             return None
         if isinstance(request, requests.Pop):
-            return self._call("POST", self._conv(request.cid, "pop"), retry=False)["message"]
+            path = self._conv(request.cid, "pop")
+            return answers.message_or_none(self._call("POST", path, retry=False), f"POST {path}")
         if isinstance(request, requests.Fork):
             body = {"target": request.target, "at_version": request.at_version}
-            return self._call("POST", self._conv(request.source, "fork"), body=body, retry=False)[
-                "version"
-            ]
+            path = self._conv(request.source, "fork")
+            return answers.version(self._call("POST", path, body=body, retry=False), f"POST {path}")
         if isinstance(request, requests.Record):
             key = request.idempotency_key or _auto_key()
             record: dict[str, Any] = {
@@ -375,18 +404,20 @@ class RemoteStore(StoreHandle):
             }
             if request.supersede:
                 record["supersede"] = True
-            return self._call("POST", self._conv(request.cid, "record"), body=record, retry=True)[
-                "version"
-            ]
+            path = self._conv(request.cid, "record")
+            return answers.version(
+                self._call("POST", path, body=record, retry=True), f"POST {path}"
+            )
         if isinstance(request, requests.Import):
             # Importing is idempotent (identical events are skipped), so a lost answer
             # is safely sent again. Keys travel verbatim, client-generated ones too.
             events = [
                 {**event_to_wire(e), "idempotency_key": e.idempotency_key} for e in request.events
             ]
-            return self._call(
-                "POST", self._conv(request.cid, "import"), body={"events": events}, retry=True
-            )["version"]
+            path = self._conv(request.cid, "import")
+            return answers.version(
+                self._call("POST", path, body={"events": events}, retry=True), f"POST {path}"
+            )
         raise TypeError(f"unknown write request {request!r}")
 
     def get(
@@ -418,8 +449,7 @@ class RemoteStore(StoreHandle):
                 if not self._empty_when_missing:
                     raise
                 return []
-            messages: list[dict[str, Any]] = answer["messages"]
-            return messages
+            return answers.listed(answer, "messages", dict, f"GET {path}")
         return super().get(cid, limit=limit, at_version=at_version, system=system)
 
     def _last_path(self, cid: str, limit: int) -> str:
@@ -441,25 +471,28 @@ class RemoteStore(StoreHandle):
         if at_version is None:  # the busiest read: its target spelled out, no parameters
             if limit is not None:
                 path = f"{path}?limit={limit}"
-            messages: list[dict[str, Any]] = self._read(path, "messages", [])
+            messages: list[dict[str, Any]] = self._read(path, _messages, [])
         else:
             params = {"limit": limit, "at_version": at_version}
-            messages = self._read(path, "messages", [], params=params)
+            messages = self._read(path, _messages, [], params=params)
         return messages
 
     def _get_system(self, cid: str, limit: int) -> list[dict[str, Any]]:
         params = {"limit": limit, "system": "true"}
         messages: list[dict[str, Any]] = self._read(
-            self._conv(cid, "messages"), "messages", [], params=params
+            self._conv(cid, "messages"), _messages, [], params=params
         )
         return messages
 
     def _version(self, cid: str) -> int:
-        return int(self._read(self._conv(cid, "version"), "version", 0))
+        version: int = self._read(self._conv(cid, "version"), answers.version, 0)
+        return version
 
     def _events(self, cid: str, after: int) -> list[Event]:
-        found = self._read(self._conv(cid, "events"), "events", [], params={"after": after})
-        return [event_from_wire(e) for e in found]
+        found: list[Event] = self._read(
+            self._conv(cid, "events"), _events, [], params={"after": after}
+        )
+        return found
 
     def _conversations(
         self, prefix: str, after: str | None, limit: int | None, include_empty: bool
@@ -471,7 +504,7 @@ class RemoteStore(StoreHandle):
             "include_empty": "true" if include_empty else None,
         }
         names: list[str] = self._read(
-            f"{self._prefix}/conversations", "conversations", [], params=params
+            f"{self._prefix}/conversations", _conversations, [], params=params
         )
         return names
 
@@ -480,18 +513,19 @@ class RemoteStore(StoreHandle):
         while True:
             wait = max(0.0, min(until - time.monotonic(), _TAIL_SLICE_S))
             params = {"after": after, "limit": limit, "timeout": round(wait, 3)}
-            found = self._read(f"{self._prefix}/tail", "changes", None, params=params, wait_s=wait)
-            if found is None:  # a store the daemon never had: nothing can change meanwhile
+            changes: list[Change] | None = self._read(
+                f"{self._prefix}/tail", _changes, None, params=params, wait_s=wait
+            )
+            if changes is None:  # a store the daemon never had: nothing can change meanwhile
                 time.sleep(wait)
-                found = []
-            changes = [change_from_wire(c) for c in found]
+                changes = []
             if changes or time.monotonic() >= until:
                 return changes
 
     def stats(self) -> dict[str, Any]:
         """The store's counts and sizes, as the daemon reports them."""
-        stats: dict[str, Any] = self._call("GET", f"{self._prefix}/stats", retry=True)
-        return stats
+        path = f"{self._prefix}/stats"
+        return answers.mapping(self._call("GET", path, retry=True), f"GET {path}")
 
 
 def connect(
@@ -551,12 +585,15 @@ def whereis(
     """
     handle = RemoteStore(address, token=token, store=name, timeout=timeout, autostart=False)
     try:
-        info = handle._call("GET", f"/v1/stores/{handle.name}", retry=True)
+        path = f"/v1/stores/{handle.name}"
+        info = handle._call("GET", path, retry=True)
+        handle.max_message_bytes = answers.positive_int(
+            info, "max_message_bytes", f"GET {path}", handle.max_message_bytes
+        )
     except StoreNotRunning:
         handle.close()
         return None
     except BaseException:
         handle.close()
         raise
-    handle.max_message_bytes = int(info.get("max_message_bytes", handle.max_message_bytes))
     return handle

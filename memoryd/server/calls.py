@@ -24,6 +24,7 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
+from memoryd._shown import shown
 from memoryd.errors import MemorydError
 from memoryd.events import Change
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
@@ -108,8 +109,8 @@ def _number_param(request: Request, name: str, parse: Callable[[str], _N], kind:
         return None
     try:
         return parse(text)
-    except ValueError:
-        raise HttpError(400, "ValueError", f"{name} must be {kind}, not {text!r}") from None
+    except ValueError:  # the text shown cut: a query may be as long as a head
+        raise HttpError(400, "ValueError", f"{name} must be {kind}, not {shown(text)}") from None
 
 
 def int_param(request: Request, name: str, default: int | None = None) -> int | None:
@@ -128,7 +129,7 @@ def bool_param(request: Request, name: str) -> bool:
         return False
     if text in ("true", "1"):
         return True
-    raise HttpError(400, "ValueError", f"{name} must be true or false, not {text!r}")
+    raise HttpError(400, "ValueError", f"{name} must be true or false, not {shown(text)}")
 
 
 def check_fields(body: dict[str, Any], allowed: set[str], required: set[str]) -> None:

@@ -22,7 +22,10 @@ subclass of uvicorn's httptools protocol that
 * keeps one timer per connection, the head timer, moved lazily: an idle keep-alive
   connection is closed by it (with a 408) that long after its last response,
   before uvicorn's own keep-alive timeout could end it, so uvicorn's keep-alive timer,
-  a timer made and cancelled per request, is not armed.
+  a timer made and cancelled per request, is not armed; and a request whose body
+  stalls (no byte of it for that long, while the app waits for it or has answered
+  without it) gets a 408 and its connection closed, so a client that announces more
+  than it sends never holds a connection.
 
 Each listener (the Unix socket, TCP) runs its own uvicorn server with its own
 budget, so a flood on TCP can never take the Unix socket's connections. The
@@ -158,13 +161,17 @@ def bounded(
             closed as soon as it is accepted.
         lane: answers the reads it can before the app is called (None: the app
             answers every request).
-        head_timeout_s: how long a head may take to arrive, and a connection may idle
-            between requests (a 408 and the connection closed after it).
+        head_timeout_s: how long a head may take to arrive, a connection may idle
+            between requests, and a body may go without a byte arriving (a 408 and
+            the connection closed after it).
 
     Returns:
         The protocol class (pass it to `memoryd.server.peercred.peer_checked`).
     """
     timed_out = _refusal(408, f"the request head did not arrive within {head_timeout_s:g} s")
+    body_timed_out = _refusal(
+        408, f"the request body stalled: no byte of it arrived for {head_timeout_s:g} s"
+    )
 
     class Bounded(HttpToolsProtocol):
         _dropped = False
@@ -219,10 +226,22 @@ def bounded(
             if due > self.loop.time():
                 self._head_timer = self.loop.call_at(due, self._head_timed_out)
                 return
-            idle = self.cycle is None or self.cycle.response_complete
-            if self._reading_head and idle and not self.transport.is_closing():
-                self.transport.write(timed_out)
-                self.transport.close()
+            if self.transport.is_closing():
+                return
+            cycle = self.cycle
+            idle = cycle is None or cycle.response_complete
+            if self._reading_head:
+                if idle:
+                    self.transport.write(timed_out)
+                    self.transport.close()
+                return
+            # a body is due: its head came, its end did not
+            answering = cycle is not None and cycle.response_started and not idle
+            if self.flow.read_paused or answering:
+                self._arm()  # the app has not taken what came, or it is answering
+                return
+            self.transport.write(body_timed_out)
+            self.transport.close()
 
         def on_message_begin(self) -> None:
             # the scope waits for `_scope`: a request the lane answers needs none
@@ -257,6 +276,8 @@ def bounded(
             if self._reading_head:
                 self._head_bytes += len(data)
             super().data_received(data)
+            if not self._reading_head and not self.transport.is_closing():
+                self._arm()  # a body is due: its next bytes within the timeout
 
         def on_headers_complete(self) -> None:
             self._reading_head = False

@@ -13,12 +13,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from memoryd import _version
 from memoryd import protocol as wire
-from memoryd.errors import InvalidMessage, StoreNotRunning
+from memoryd.errors import InvalidMessage, MemorydError, StoreNotRunning
 from memoryd.server.calls import (
     MAX_TAIL_TIMEOUT_S,
     answer,
@@ -63,6 +64,11 @@ __all__ = [
     "tail_stream",
     "version",
 ]
+
+log = structlog.get_logger("memoryd.server")
+
+MAX_TAIL_AFTER = 2**64 - 2
+"""The largest ``after`` of a change-feed read: positions end at 2**64-1."""
 
 # --------------------------------------------------------------------------- store endpoints
 
@@ -231,6 +237,10 @@ def _tail_args(request: Request) -> tuple[int, int, float]:
     # checked here, before a stream's 200 is sent: the store would refuse them mid-stream
     if after < 0:
         raise HttpError(400, "ValueError", f"after must be 0 or more, not {after}")
+    if after > MAX_TAIL_AFTER:
+        raise HttpError(
+            400, "ValueError", f"after must be at most 2**64-2 (positions end there), not {after}"
+        )
     if limit is not None and limit < 1:
         raise HttpError(400, "ValueError", f"limit must be 1 or more, not {limit}")
     return after, 1000 if limit is None else limit, timeout
@@ -261,11 +271,22 @@ async def tail_stream(request: Request) -> Response:
     async def lines() -> AsyncIterator[bytes]:
         position = after
         while not ctx.stopping.is_set():
-            changes = await in_thread(
-                request,
-                functools.partial(tail_wait, store, position, limit, 1.0, ctx.stopping),
-                tail=True,
-            )
+            try:
+                changes = await in_thread(
+                    request,
+                    functools.partial(tail_wait, store, position, limit, 1.0, ctx.stopping),
+                    tail=True,
+                )
+            except (MemorydError, ValueError, HttpError) as exc:
+                # the 200 is sent: end the stream whole (its last chunk), the reason logged
+                log.warning(
+                    "tail_stream_ended",
+                    path=request.url.path,
+                    reason=type(exc).__name__,
+                    error=str(exc),
+                    position=position,
+                )
+                return
             for change in changes:
                 yield json.dumps(wire.change_to_wire(change), ensure_ascii=False).encode() + b"\n"
                 position = change.position
