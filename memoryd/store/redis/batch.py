@@ -33,7 +33,8 @@ from memoryd.errors import ConflictError, CorruptRecord, StorageError, WriteTime
 from memoryd.events import EventKind
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.connections import CONNECTION_ERRORS, Connections
-from memoryd.store.redis.plan import Plan, Planner, Reads, Result, View, WriterState
+from memoryd.store.redis.identity import MARKERS
+from memoryd.store.redis.plan import Plan, Planner, Reads, Result, View, Views, WriterState
 from memoryd.store.requests import Add, Fork, Pop, Record, WriteRequest, hidden
 
 __all__ = ["Batch", "Counters"]
@@ -66,6 +67,10 @@ class _Unreachable(Exception):
 _REDIRECTS = (redis.exceptions.NoScriptError, redis.exceptions.AskError, *CONNECTION_ERRORS)
 """Error replies that mean the script did not run there and should be sent again:
 the script is not in that node's cache, or its slot is moving or unserved now."""
+
+
+_FEED_LATER: tuple[type[Exception], ...] = (*CONNECTION_ERRORS, redis.exceptions.OutOfMemoryError)
+"""Errors that defer a Cluster's feed entries to the conversation's next write."""
 
 
 class Batch:
@@ -177,13 +182,18 @@ class Batch:
         Raises:
             redis.ResponseError: a node refused a script for good (the actor crashes).
         """
+        self.writer.drop_views_after(self.connections.data_lost)
         views = self.writer.views
         fed: list[tuple[str, int, int]] = []
         again: list[int] = []
+        back: list[tuple[str, int, int]] = []
         self.refused = None
         for i, (plan, reply) in enumerate(zip(plans, replies, strict=True)):
             if isinstance(reply, StorageError):  # refused before sending (not durable)
                 self.results[plan.index] = (False, reply)
+                continue
+            if isinstance(reply, redis.exceptions.OutOfMemoryError):
+                self.results[plan.index] = (False, self._out_of_memory(reply))
                 continue
             if isinstance(reply, Exception):
                 if not isinstance(reply, _REDIRECTS):
@@ -207,18 +217,39 @@ class Batch:
                 self.results[plan.index] = (True, self._original(plan.index, plan.cid, reply))
                 fed.append((plan.cid, int(reply[1]), plan.feed_from))
             elif status == b"conflict":
+                _went_back(back, views, plan.cid, int(reply[1]))
                 views.forget(plan.cid)
                 expected = getattr(self.requests[plan.index], "expected_version", None)
                 error = ConflictError(expected=expected, actual=int(reply[1]))
                 self.results[plan.index] = (False, error)
             else:  # stale: nothing written; plan again from the state Redis sent
+                _went_back(back, views, plan.cid, int(reply[1]))
                 views.remember(plan.cid, View(int(reply[1]), int(reply[2]), int(reply[3])))
                 again.append(plan.index)
         self.counters.commits += 1
         self.counters.writes += len(fed)
         if fed and self.writer.cluster:
             self._feed(fed)
+        self._report_went_back(back)
         return again
+
+    def _report_went_back(self, back: list[tuple[str, int, int]]) -> None:
+        """Conversations found at a lower version than this writer wrote: check the
+        store's marker (a whole store lost is reported once), else report each."""
+        if back and not self.connections.suspect():
+            url = self.connections.url
+            for cid, had, now in back:
+                MARKERS.went_back(url, self.writer.prefix, cid, had, now)
+        self.writer.drop_views_after(self.connections.data_lost)
+
+    def _out_of_memory(self, reply: Exception) -> StorageError:
+        """A write Redis refused at its ``maxmemory`` (``noeviction``): nothing of it was
+        written (a script is refused before its first write), and the store keeps
+        running, so a client filling Redis cannot crash-loop it."""
+        return StorageError(
+            f"Redis at {lua.redact(self.connections.url)} is out of memory ({reply}); "
+            "nothing was written. Free memory in Redis or raise its maxmemory, and retry"
+        )
 
     def _unreplicated(self, acked: int) -> WriteTimeout:
         return WriteTimeout(
@@ -316,9 +347,18 @@ class Batch:
                     "EVAL", lua.FEED, 2, keys.feed_stream, keys.feed_state, hexid, version, low
                 )
             pipe.execute()
-        except CONNECTION_ERRORS as exc:  # the conversation's next write feeds them
+        except _FEED_LATER as exc:  # the conversation's next write feeds them
             url = lua.redact(self.connections.url)
             log.warning("redis_feed_deferred", url=url, error=repr(exc))
+
+
+def _went_back(back: list[tuple[str, int, int]], views: Views, cid: str, now: int) -> None:
+    """Note ``cid`` in ``back`` when Redis holds it at a lower version than the writer's
+    view: versions never go back, but by memoryd's bookkeeping once erased (hidden)."""
+    if cid in views and not hidden(cid):
+        had = views[cid].version
+        if now < had:
+            back.append((cid, had, now))
 
 
 def _written(request: WriteRequest) -> str:

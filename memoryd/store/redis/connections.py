@@ -26,6 +26,7 @@ are known to work with, and ``setup.cfg`` pins the same range.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +41,7 @@ from redis.retry import Retry
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store.redis import durability
 from memoryd.store.redis import scripts as lua
+from memoryd.store.redis.identity import MARKERS
 from memoryd.store.redis.outage import Outage
 
 __all__ = [
@@ -114,6 +116,8 @@ class Connections:
         require_durable: refuse to write to a node that does not fsync every write
             (see `durability`); checked on a node's first use and after every lost
             connection or emptied script cache (it may be another server now).
+        prefix: the store's key prefix (its marker, see `identity`, is checked after
+            every new or lost connection: a server restarted empty is reported).
     """
 
     def __init__(
@@ -124,8 +128,13 @@ class Connections:
         call_timeout_s: float,
         wait_replicas: int = 0,
         require_durable: bool = True,
+        prefix: str = "memoryd",
     ) -> None:
         self.url = url
+        self.prefix = prefix
+        self.marker_checked = False
+        """The store's marker was checked since the last new or lost connection."""
+        self._marker_present = False
         self.cluster = cluster
         self.call_timeout_s = call_timeout_s
         self.wait_replicas = wait_replicas
@@ -167,9 +176,53 @@ class Connections:
                     self._client = redis.cluster.RedisCluster.from_url(self.url, **options)
                 else:
                     self._client = redis.Redis.from_url(
-                        self.url, retry=Retry(NoBackoff(), 0), **options
+                        self.url,
+                        retry=Retry(NoBackoff(), 0),
+                        redis_connect_func=self._connected,
+                        **options,
                     )
             return self._client
+
+    def _connected(self, conn: Any) -> None:
+        """redis-py's hook on every new connection (a first one, or one made again
+        after the server went away, perhaps restarted without its data)."""
+        conn.on_connect()
+        self.marker_checked = False
+        self._checked.clear()  # the writer checks durability, then the marker, again
+
+    def check_marker(self, *, write: bool) -> None:
+        """Check the store's marker if a connection was made or lost since the last
+        check (see `identity`); a lost marker is logged and counted there.
+
+        Args:
+            write: write a marker where there is none (the batch writer, once the
+                server passed its durability check); readers only compare.
+
+        Raises:
+            redis.RedisError: the server could not be asked.
+        """
+        if self.closed or (self.marker_checked and (self._marker_present or not write)):
+            return
+        self._marker_present = MARKERS.check(
+            self.client(), url=self.url, prefix=self.prefix, write=write
+        )
+        self.marker_checked = True
+
+    def suspect(self) -> bool:
+        """Check the marker now (a write found a conversation at a lower version than
+        this process wrote). Returns True when the store's data was found lost."""
+        self.marker_checked = False
+        before = MARKERS.lost(self.url, self.prefix)
+        try:
+            self.check_marker(write=True)
+        except CONNECTION_ERRORS:
+            return False  # checked again at the next send
+        return MARKERS.lost(self.url, self.prefix) > before
+
+    @property
+    def data_lost(self) -> int:
+        """How often this process found the store's data gone from Redis."""
+        return MARKERS.lost(self.url, self.prefix)
 
     def call(self, fn: Callable[[Any], T]) -> T:
         """``fn(client)``, unless the connections are closed.
@@ -204,6 +257,7 @@ class Connections:
         hears of the outage once, then at most every few seconds (`Outage`)."""
         self.reconnects += 1
         self._checked.clear()
+        self.marker_checked = False
         event = self._outage.lost(time.monotonic())
         if event is not None:
             log.warning(event, url=lua.redact(self.url), error=repr(exc), retrying=True)
@@ -269,6 +323,11 @@ class Connections:
                         replies[i] = refusal
                     continue
                 self._checked.add(name)
+            # After a durability check (nothing is written to a server refused); a node
+            # that cannot be asked now is asked at the next send, and a Cluster's other
+            # nodes still take their writes meanwhile.
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                self.check_marker(write=True)
             if name not in self._loaded:  # first use of the node: no NOSCRIPT round
                 node.script_load(lua.WRITE)
                 self._loaded.add(name)
@@ -296,6 +355,7 @@ class Connections:
         """Make a node's refused scripts sendable again (the batch writer resends them)."""
         if any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
             self._checked.clear()  # a restarted node: perhaps not as it was configured
+            self.marker_checked = False  # ... or without its data
             node.script_load(lua.WRITE)  # a restarted or flushed node: load, send again
         if any(isinstance(r, redis.exceptions.MovedError) for r in replies):
             self.refresh_topology()  # the slot moved: learn where to

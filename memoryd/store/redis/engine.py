@@ -98,6 +98,7 @@ class RedisEngine:
             call_timeout_s=call_timeout_s,
             wait_replicas=wait_replicas,
             require_durable=require_durable,
+            prefix=self.prefix,
         )
         """The pooled client readers borrow and the batch writer's own connections."""
         self.writer = WriterState(self.prefix, cluster=cluster)
@@ -305,7 +306,9 @@ class RedisEngine:
         return seen, out
 
     def stats(self) -> dict[str, Any]:
-        """Counts: conversations holding messages, ever written, stored events, last position."""
+        """Counts: conversations holding messages, ever written, stored events, last
+        position, and ``data_lost``: how often this process found the store's data gone
+        from Redis (see `identity`)."""
         keys = self._meta_keys("")
         pipe = self.connections.pipeline()
         for key in keys:
@@ -327,6 +330,7 @@ class RedisEngine:
             "held_batches": self.held_batches,
             "appends": self.counters.writes,
             "reconnects": self.connections.reconnects,
+            "data_lost": self.connections.data_lost,
         }
 
     # -- writes (the owner's thread) -----------------------------------------------------

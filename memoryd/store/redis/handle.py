@@ -19,6 +19,7 @@ the same step (see docs/redis.md).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from functools import partial
@@ -63,6 +64,13 @@ def _check_url(url: object) -> str:
 
 def _tail(engine: RedisEngine, *, after: int, limit: int, block: float) -> tuple[int, list[Change]]:
     return engine.tail(after, limit, block)
+
+
+def _check_marker(engine: RedisEngine) -> None:
+    """After a read on a new connection, check that Redis still holds the store's data
+    (`memoryd.store.redis.identity`: a loss is logged and counted, the read answered)."""
+    with contextlib.suppress(EngineClosed, redis.RedisError):  # checked again later
+        engine.connections.check_marker(write=False)
 
 
 class RedisStore(ActorStoreHandle):
@@ -183,13 +191,16 @@ class RedisStore(ActorStoreHandle):
         while True:
             engine: RedisEngine = self._engine(deadline)
             try:
-                return fn(engine)
+                found = fn(engine)
             except EngineClosed:
                 continue
             except Exception as exc:
                 if engine.closed:  # closed under the read by a restart: read again
                     continue
                 self._read_failed(exc, deadline)
+                continue
+            _check_marker(engine)
+            return found
 
     def _read_failed(self, exc: Exception, deadline: float) -> None:
         """Wait a moment after a lost connection, or raise what the caller should see."""

@@ -129,6 +129,15 @@ class WriterState:
         self.views = Views()
         self.keys = ScriptKeys(prefix, cluster=cluster)
         self._tokens = IdSource(nonce_bytes=8)
+        self.losses_seen = 0
+        """The store's data losses (`identity`) the views were dropped for: views taken
+        before a loss describe data that is gone."""
+
+    def drop_views_after(self, losses: int) -> None:
+        """Drop every view if the store's data was found lost since they were taken."""
+        if losses != self.losses_seen:
+            self.views.clear()
+            self.losses_seen = losses
 
     def token(self) -> str:
         """A write token never handed out before: a random nonce and a serial."""

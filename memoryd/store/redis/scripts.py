@@ -26,7 +26,8 @@ conversation lands in one Redis Cluster slot)::
                once the meta hash has y = 1 (a conversation written before the index
                existed has none until its next write fills it)
     {P}:feed   stream: the global change feed, id "<position>-0", fields c (H), v
-    {P}:fed    hash: "#" -> last position; H -> last version fed
+    {P}:fed    hash: "#" -> last position; H -> last version fed; "id" -> the store's
+               marker (`memoryd.store.redis.identity`)
 
 memoryd's own bookkeeping (ids in `memoryd.store.requests.HIDDEN_PREFIX`: run journals,
 instance leases) is never fed, since the change feed never shows it, and a clear of such
