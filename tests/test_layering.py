@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("memoryd", "supervisors")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("users", ("memoryd.demo", "memoryd.testing")),
+    ("users", ("memoryd.__main__", "memoryd.demo", "memoryd.testing")),
     ("facade", ("memoryd",)),
     ("cli", ("memoryd.cli",)),
     ("server", ("memoryd.server",)),

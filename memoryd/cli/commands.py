@@ -10,9 +10,12 @@ directory and needs no store.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import stat
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,9 +24,18 @@ from memoryd.errors import AlreadyStarted, StoreUnavailable, UnknownStore
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
 
 if TYPE_CHECKING:
+    from memoryd.export import ExportSummary
     from memoryd.store.handle import StoreHandle
 
-__all__ = ["FOLLOW_PATIENCE_S", "backup", "configure_logging", "open_store", "run", "token_of"]
+__all__ = [
+    "FOLLOW_PATIENCE_S",
+    "backup",
+    "configure_logging",
+    "open_store",
+    "readable_file",
+    "run",
+    "token_of",
+]
 
 #: How long ``tail -f`` keeps reconnecting (with backoff) to a daemon that stopped
 #: answering before it exits with an error, unless ``--timeout`` says otherwise.
@@ -138,6 +150,19 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     )
 
 
+def readable_file(path: str) -> None:
+    """Check that ``path`` is a file this process can open for reading.
+
+    Raises:
+        OSError: it is missing, a directory, or unreadable (the message names it).
+    """
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise type(exc)(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _missing(root: Path, name: str | None) -> UnknownStore:
     """The error of a read on a data directory, or a store in it, that holds no store."""
     if name in (None, DEFAULT_STORE_NAME):
@@ -154,12 +179,14 @@ def _missing(root: Path, name: str | None) -> UnknownStore:
 def _messages_to_add(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.content is not None:
         return [{"role": args.role or "user", "content": args.content}]
-    if sys.stdin.isatty():
+    if sys.stdin is None or sys.stdin.isatty():  # None: started with stdin closed
         raise ValueError("give --content TEXT, or pipe JSON messages on stdin")
     try:
         data = json.load(sys.stdin)
     except ValueError as exc:
         raise ValueError(f"stdin is not JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("stdin is not JSON messages: it nests too deeply") from None
     return data if isinstance(data, list) else [data]
 
 
@@ -273,8 +300,9 @@ def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
     total = store.stats().get("events")
     shown = progress("exporting", total if isinstance(total, int) else None)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            summary = export_jsonl(store, handle, progress=shown)
+        summary = _export_to_file(
+            Path(args.out), lambda handle: export_jsonl(store, handle, progress=shown)
+        )
     else:
         summary = export_jsonl(store, out.out, progress=shown)
     if shown is not None:
@@ -291,11 +319,97 @@ def _export(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
     return 0
 
 
+def _export_to_file(out: Path, write: Callable[[TextIO], ExportSummary]) -> ExportSummary:
+    """Export into the file ``out`` whole or not at all.
+
+    The lines go to a new file beside it, which replaces ``out`` only once the export
+    is complete and flushed to disk: an export that fails or is interrupted (a full
+    disk, Ctrl-C) leaves no partial file, and an ``out`` that existed as it was. A
+    path that is no regular file (``/dev/stdout``, a FIFO) is written to directly.
+
+    Raises:
+        OSError: ``out`` cannot be written (the message names it).
+    """
+    import tempfile  # noqa: PLC0415 (it loads shutil and random: only export --out needs it)
+
+    try:
+        st = out.stat()
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    except OSError as exc:
+        raise OSError(f"cannot export to {out}: {exc.strerror or exc}") from None
+    else:
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"cannot export to {out}: it is a directory; name a file")
+        if not stat.S_ISREG(st.st_mode):  # a device or a FIFO: a stream, not a file
+            with open(out, "w", encoding="utf-8") as stream:
+                return write(stream)
+        mode = stat.S_IMODE(st.st_mode)
+    target = Path(os.path.realpath(out))  # through a symlink, as open() would write
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    except OSError as exc:
+        raise OSError(f"cannot export to {out}: {exc.strerror or exc}") from None
+    partial = Path(name)
+    try:
+        with open(fd, "w", encoding="utf-8") as handle:
+            summary = write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(partial, mode)
+        os.replace(partial, target)
+    except BaseException as exc:
+        partial.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OSError(f"cannot export to {out}: {exc.strerror or exc}") from None
+        raise
+    return summary
+
+
+@contextlib.contextmanager
+def _spooled(source: str) -> Iterator[Path]:
+    """A temporary file holding what ``source`` (a pipe) yields, removed afterwards.
+
+    Raises:
+        OSError: the copy cannot be written (the message names the temporary directory).
+    """
+    import shutil  # noqa: PLC0415 (only an import from a pipe needs these)
+    import tempfile  # noqa: PLC0415
+
+    fd, name = tempfile.mkstemp(prefix="memoryd-import-", suffix=".jsonl")
+    copy = Path(name)
+    try:
+        try:
+            with open(source, "rb") as stream, open(fd, "wb") as spool:
+                shutil.copyfileobj(stream, spool, 1 << 20)
+        except OSError as exc:
+            raise OSError(
+                f"cannot copy {source} to {copy.parent} before importing it (an import reads "
+                f"its file twice): {exc.strerror or exc}"
+            ) from None
+        yield copy
+    finally:
+        copy.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then put back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _import(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
     from memoryd.export import import_jsonl  # noqa: PLC0415 (only import needs it)
 
     shown = progress("importing conversations", None)
-    summary = import_jsonl(store, args.file, workers=args.workers, progress=shown)
+    if stat.S_ISREG(os.stat(args.file).st_mode):
+        summary = import_jsonl(store, args.file, workers=args.workers, progress=shown)
+    else:
+        # A pipe (``/dev/stdin``, a FIFO) can be read once, and an import reads its
+        # file twice (checked whole, then written): it is copied to a file first.
+        with _spooled(args.file) as copy:
+            summary = import_jsonl(store, copy, workers=args.workers, progress=shown)
     if shown is not None:
         sys.stderr.write("\n")
     result = {
@@ -355,6 +469,7 @@ def check(args: argparse.Namespace, out: Output) -> int:
     root = Path(data)
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")
+
     def told(path: Path, read: int) -> None:
         sys.stderr.write(f"\rchecking {path}: {read} records read")
         sys.stderr.flush()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
     from memoryd.store.handle import StoreHandle
 
 __all__ = ["main"]
+
+_INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl-C: 128 + SIGINT, as shells report it."""
+_BROKEN_PIPE = 141
+"""The exit status of a command whose reader went away (``memoryd tail | head -1``):
+128 + SIGPIPE, what a shell reports for a program that SIGPIPE stopped, without the
+traceback or the "Exception ignored" line Python would print."""
 
 _ONE_CALL = frozenset(
     {"add", "clear", "conversations", "events", "fork", "get", "pop", "stats", "version"}
@@ -73,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             and a one-call command then leaves what it loaded frozen (`_ONE_CALL`).
 
     Returns:
-        The exit status: 0 on success, 1 on an error (printed to stderr), 2 on bad usage.
+        The exit status: 0 on success, 1 on an error (printed to stderr), 2 on bad usage,
+        130 when Ctrl-C stopped the command, 141 when the reader of its output went away.
     """
     as_program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -85,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         one_call = args.command in _ONE_CALL
         if collecting and not one_call:
             gc.enable()
-        return _run(args)
+        return _run(args, exiting=as_program)
     finally:
         if as_program and one_call:
             gc.freeze()  # the process exits next: its shutdown skips what the command loaded
@@ -93,39 +102,111 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.enable()
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, *, exiting: bool = False) -> int:
     """Run the parsed command: print its result, or its error on stderr.
 
+    Args:
+        args: the parsed arguments.
+        exiting: the process exits after this command (the program's entry point): a
+            Ctrl-C after the command closed its store is then ignored, not restored.
+
     Returns:
-        The exit status: 0 on success, 1 on an error (printed to stderr).
+        The exit status: 0 on success, 1 on an error (printed to stderr), 130 when
+        Ctrl-C stopped it, 141 when its reader went away.
     """
     if args.command == "serve":
         return _serve(args)
+    if sys.stdout is None:  # started with stdout closed (``memoryd get c >&-``)
+        print(
+            f"memoryd {args.command}: stdout is closed, so nothing could be shown; nothing "
+            "was done (send the output to /dev/null to discard it)",
+            file=sys.stderr,
+        )
+        return 1
+    opened: list[StoreHandle] = []
+    status = 1
+    try:
+        status = _command(args, opened)
+    finally:
+        if _close(opened, exiting=exiting):
+            status = _INTERRUPTED
+    return status
+
+
+def _command(args: argparse.Namespace, opened: list[StoreHandle]) -> int:
+    """Run the command; the store it opens is appended to ``opened``, for `_close`.
+
+    Returns:
+        The exit status, as `_run` says.
+    """
     as_json = bool(getattr(args, "json", False)) or not sys.stdout.isatty()
-    store: StoreHandle | None = None
     try:
         if args.command == "backup":
             _cli_commands.configure_logging()
-            return _cli_commands.backup(args, Output(as_json, sys.stdout))
-        if args.command == "check":
-            return _cli_commands.check(args, Output(as_json, sys.stdout))
-        store = _cli_commands.open_store(args)
-        return _cli_commands.run(args, store, Output(as_json, sys.stdout))
+            status = _cli_commands.backup(args, Output(as_json, sys.stdout))
+        elif args.command == "check":
+            status = _cli_commands.check(args, Output(as_json, sys.stdout))
+        else:
+            if args.command == "import":  # a mistyped file creates no store
+                _cli_commands.readable_file(args.file)
+            store = _cli_commands.open_store(args)
+            opened.append(store)
+            status = _cli_commands.run(args, store, Output(as_json, sys.stdout))
+        sys.stdout.flush()  # a reader that went away is found here, not at the exit
+        return status
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        os.dup2(devnull, sys.stdout.fileno())  # what is still buffered goes nowhere at exit
+        os.close(devnull)
+        return _BROKEN_PIPE
     except KeyboardInterrupt:
-        return 130
+        print(
+            f"memoryd {args.command}: interrupted{_INTERRUPTED_NOTES.get(args.command, '')}",
+            file=sys.stderr,
+        )
+        return _INTERRUPTED
     except (MemorydError, ValueError, OSError) as exc:
         print(f"memoryd: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    finally:
-        if store is not None and hasattr(store, "close"):
-            store.close()
+
+
+_INTERRUPTED_NOTES = {
+    "import": "; the conversations imported so far are kept: the same import again "
+    "finishes it (it skips what is there)",
+    "export": "; with --out, no file was written",
+    "backup": "; no copy was left behind",
+}
+
+
+def _close(opened: list[StoreHandle], *, exiting: bool) -> bool:
+    """Close the stores the command opened and stop the supervision tree, with Ctrl-C
+    held back meanwhile (an interrupted close would print a traceback and could leave
+    actor threads that keep the process from exiting).
+
+    Args:
+        opened: the stores the command opened.
+        exiting: leave Ctrl-C ignored afterwards (the process exits next) instead of
+            restoring its handler.
+
+    Returns:
+        Whether Ctrl-C was pressed while closing.
+    """
+    held: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: signals are not ours to handle
+        previous = None
+    try:
+        for store in opened:
+            if hasattr(store, "close"):
+                store.close()
         app = sys.modules.get("memoryd.app")
         if app is not None:  # the supervision tree runs only once a local store was opened
             app.shutdown()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN if exiting else previous)
+    return bool(held)
 
 
 if __name__ == "__main__":

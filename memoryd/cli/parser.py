@@ -62,10 +62,11 @@ def _where(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--json", action="store_true", default=sup, help="JSON output")
     group.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=sup,
         metavar="SECONDS",
-        help="seconds to wait for the daemon (default 10; tail -f gives up after 3)",
+        help="seconds to wait for the daemon, above 0 and at most 86400 (default 10; tail -f "
+        "gives up after 3)",
     )
 
 
@@ -81,6 +82,27 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+_MAX_TIMEOUT_S = 86_400.0
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0 and at most a day (``--timeout``).
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not a number, or is out of that range
+            (NaN and infinity included: a socket cannot wait that long).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.0 < value <= _MAX_TIMEOUT_S:  # also false for NaN
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {_MAX_TIMEOUT_S:.0f}, not {text}"
+        )
     return value
 
 
@@ -124,8 +146,9 @@ def _serve(sub: Any, *, full: bool) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="how long a connection may take to send a request's head, or idle between "
-        "requests, before it gets a 408 and is closed (default 10, from 0.1 to 3600)",
+        help="how long a connection may take to send a request's head, idle between "
+        "requests, or go without a byte of a request's body, before it gets a 408 and is "
+        "closed (default 10, from 0.1 to 3600)",
     )
     serve.add_argument("--no-auth", action="store_true", help="TCP without a token (loopback only)")
     serve.add_argument("--socket", help="the Unix socket (default DATA/memoryd.sock)")

@@ -72,12 +72,28 @@ def test_fork_help_names_its_real_arguments() -> None:
         ["tail", "--limit", "0"],
         ["get", "c", "--limit", "-1"],
         ["conversations", "--limit", "many"],
+        ["get", "c", "--timeout", "0"],
+        ["get", "c", "--timeout", "-1"],
+        ["get", "c", "--timeout", "nan"],
+        ["get", "c", "--timeout", "inf"],
+        ["get", "c", "--timeout", "1e308"],
     ],
-    ids=["import-workers-0", "tail-limit-0", "get-limit-negative", "conversations-limit-word"],
+    ids=[
+        "import-workers-0",
+        "tail-limit-0",
+        "get-limit-negative",
+        "conversations-limit-word",
+        "timeout-0",
+        "timeout-negative",
+        "timeout-nan",
+        "timeout-inf",
+        "timeout-beyond-a-socket",
+    ],
 )
 def test_counts_below_one_are_refused_as_usage_errors(args: list[str]) -> None:
-    """A count that must be positive is checked by the parser: exit 2, naming the option,
-    before any store is opened."""
+    """A count that must be positive, or a timeout that is not a number of seconds above 0
+    and at most a day (NaN, infinity, 1e308: a socket cannot wait that long), is checked
+    by the parser: exit 2, naming the option, before any store is opened."""
     refused = _memoryd(*args, "--data", "/nonexistent/memoryd-data")
     assert refused.returncode == 2
     option = next(a for a in args if a.startswith("--"))
@@ -113,3 +129,17 @@ def test_serve_defaults_and_bounds_are_the_daemons_own() -> None:
     assert defaults["max_stores"].default == ServerConfig.__dataclass_fields__["max_stores"].default
     assert f"default {DEFAULT_HEAD_TIMEOUT_S:g}" in defaults["head_timeout"].help
     assert f"from {MIN_HEAD_TIMEOUT_S:g} to {MAX_HEAD_TIMEOUT_S:g}" in defaults["head_timeout"].help
+
+
+def test_python_dash_m_memoryd_is_the_command_line() -> None:
+    """``python -m memoryd`` runs the same command line as the ``memoryd`` script (it
+    said "No module named memoryd.__main__")."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryd", "--help"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: memoryd ")

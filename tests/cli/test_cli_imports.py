@@ -163,6 +163,7 @@ _READ_THROUGH_A_DAEMON = _COMMAND_LINE | frozenset(
     {
         "memoryd._ids",
         "memoryd.client",
+        "memoryd.client._answers",
         "memoryd.client._http",
         "memoryd.client.calls",
         "memoryd.client.remote",
