@@ -16,11 +16,13 @@ __all__ = [
     "HIDDEN_PREFIX",
     "MAX_IDEMPOTENCY_KEY_BYTES",
     "MAX_IMPORT_VERSION",
+    "MAX_VERSION",
     "RECORD_KINDS",
     "check_after",
     "check_data",
     "check_idempotency_key",
     "check_optional_count",
+    "check_optional_version",
     "check_prefix",
     "check_timeout",
     "hidden",
@@ -64,9 +66,24 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+MAX_VERSION = 2**64 - 1
+"""The highest version a store can hold (a key's 8 bytes)."""
+
+_SHOWN = 60
+"""The most characters of a refused value an error shows."""
+
+
+def _given(value: Any) -> str:
+    """``value`` as an error shows it: cut when long; a huge int by its size (its digits
+    alone may be past what Python converts to text)."""
+    if _is_int(value) and value.bit_length() > 64:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
 def check_optional_count(value: Any, name: str) -> int | None:
-    """``None`` or an int >= 0: a count (``limit``) or a version (``expected_version``,
-    ``at_version``).
+    """``None`` or an int >= 0: a count (``limit``; a huge one means all).
 
     Raises:
         ValueError: Anything else, naming ``name``.
@@ -74,7 +91,21 @@ def check_optional_count(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0 or None, not {value!r}")
+        raise ValueError(f"{name} must be an int >= 0 or None, not {_given(value)}")
+    return int(value)
+
+
+def check_optional_version(value: Any, name: str) -> int | None:
+    """``None`` or a version: an int from 0 to 2**64-1 (``expected_version``,
+    ``at_version``).
+
+    Raises:
+        ValueError: Anything else, naming ``name``.
+    """
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 <= value <= MAX_VERSION:
+        raise ValueError(f"{name} must be an int from 0 to 2**64-1 or None, not {_given(value)}")
     return int(value)
 
 

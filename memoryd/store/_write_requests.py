@@ -20,7 +20,7 @@ from memoryd.store._argument_checks import (
     RECORD_KINDS,
     check_data,
     check_idempotency_key,
-    check_optional_count,
+    check_optional_version,
 )
 
 __all__ = [
@@ -170,7 +170,7 @@ def add(
         cid=cid,
         messages=msgs.check(messages, max_bytes=max_bytes),
         idempotency_key=check_idempotency_key(idempotency_key),
-        expected_version=check_optional_count(expected_version, "expected_version"),
+        expected_version=check_optional_version(expected_version, "expected_version"),
         then_clear=then_clear,
     )
 
@@ -212,7 +212,7 @@ def record(
         messages=_checked_messages(messages, max_bytes),
         data=check_data(data, max_bytes),
         idempotency_key=check_idempotency_key(idempotency_key),
-        expected_version=check_optional_count(expected_version, "expected_version"),
+        expected_version=check_optional_version(expected_version, "expected_version"),
         supersede=supersede,
     )
 
@@ -268,7 +268,7 @@ def fork(source: str, target: str, *, at_version: int | None) -> Fork:
     if source == target:
         raise ValueError(f"cannot fork {source!r} into itself; pick another target id")
     return Fork(
-        source=source, target=target, at_version=check_optional_count(at_version, "at_version")
+        source=source, target=target, at_version=check_optional_version(at_version, "at_version")
     )
 
 

@@ -400,7 +400,7 @@ class StoreHandle(abc.ABC):
         """
         cid = msgs.validate_conversation_id(cid)
         limit = requests.check_optional_count(limit, "limit")
-        at_version = requests.check_optional_count(at_version, "at_version")
+        at_version = requests.check_optional_version(at_version, "at_version")
         if not isinstance(system, bool):
             raise ValueError(f"system must be True or False, not {system!r}")
         if not system or limit is None:

@@ -105,6 +105,22 @@ class WriteContract:
                 store.add("c", [user("b")], expected_version=wrong)
         assert_nothing_written(store, "c", before)
 
+    def test_a_version_past_what_a_store_holds_is_refused_by_name(self, store: Store) -> None:
+        """expected_version (and at_version) past 2**64-1 is a ValueError naming it and
+        the bound, with the number shown by its size: no store holds such a version, and
+        a huge number echoed whole made a 409 kilobytes long."""
+        store.add("c", [user("a")])
+        before = (store.version("c"), store.get("c"))
+        for huge in (2**64, 10**5000):
+            with pytest.raises(
+                ValueError, match=r"expected_version must be an int from 0 to 2\*\*64-1"
+            ) as refused:
+                store.add("c", [user("b")], expected_version=huge)
+            assert len(str(refused.value)) < 200
+            with pytest.raises(ValueError, match=r"at_version must be an int from 0 to 2\*\*64-1"):
+                store.get("c", at_version=huge)
+        assert_nothing_written(store, "c", before)
+
     def test_conflicting_add_does_not_consume_its_idempotency_key(self, store: Store) -> None:
         """A write refused for a conflict can be made later with the same key."""
         store.add("c", [user("a")])
