@@ -21,6 +21,7 @@ from memoryd import codec
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import lookup
 from memoryd.store.lmdb import identity, keys, layout
+from memoryd.store.lmdb.check import not_regular
 from memoryd.store.lmdb.dirlock import fsync_dir, make_dir
 from memoryd.store.lmdb.engine import LmdbEngine
 
@@ -145,6 +146,9 @@ def _copy_running(engine: LmdbEngine, target: Path) -> None:
 
 
 def _copy_closed(path: Path, target: Path) -> None:
+    odd = not_regular(path)
+    if odd:
+        raise StorageError(f"{path} cannot be backed up: {'; '.join(odd)}")
     if not (path / _DATA_FILE).exists():
         raise StorageError(f"{path} holds no LMDB data file; nothing to back up")
     env = lmdb.open(str(path), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True)

@@ -17,6 +17,7 @@ one), and the identity file (`memoryd.store.lmdb.identity`).
 
 from __future__ import annotations
 
+import stat
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ __all__ = [
     "StoreReport",
     "check_directory",
     "check_store",
+    "not_regular",
     "record_problems",
     "structure_problems",
 ]
@@ -83,6 +85,38 @@ class StoreReport:
     def sound(self) -> bool:
         """True when nothing is wrong."""
         return not self.problems
+
+
+_LMDB_FILES = (DATA_FILE, "lock.mdb")
+
+
+def not_regular(directory: Path) -> list[str]:
+    """The LMDB files of ``directory`` that exist but are not regular files (a FIFO, a
+    device, a directory): opening one would wait for ever or fail deep inside LMDB.
+
+    Returns:
+        One line per such file; empty when there is none.
+    """
+    problems = []
+    for name in _LMDB_FILES:
+        path = directory / name
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append(f"{path} cannot be read: {exc}")
+            continue
+        if not stat.S_ISREG(mode):
+            kind = (
+                "directory"
+                if stat.S_ISDIR(mode)
+                else "FIFO"
+                if stat.S_ISFIFO(mode)
+                else "special file"
+            )
+            problems.append(f"{path} is a {kind}, not a regular file")
+    return problems
 
 
 def structure_problems(directory: Path) -> list[str]:
@@ -465,6 +499,9 @@ class _Walk:
 def check_store(directory: Path, *, progress: Progress | None = None) -> StoreReport:
     """Verify one store's directory: its pages, then (if they are sound) its records."""
     report = StoreReport(directory)
+    report.problems.extend(not_regular(directory))
+    if report.problems:
+        return report
     if not (directory / DATA_FILE).exists():
         report.problems.append(f"{directory} holds no {DATA_FILE}")
         return report

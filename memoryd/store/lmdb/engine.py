@@ -238,6 +238,9 @@ class LmdbEngine:
         A directory without a data file gets a new identity file first, so a data file
         is never without one.
         """
+        odd = check.not_regular(self.path)
+        if odd:
+            raise _refuse(self.path, "; ".join(odd))
         data = self.path / check.DATA_FILE
         self._existed = data.exists() and data.stat().st_size > 0
         known = identity.read(self.path)

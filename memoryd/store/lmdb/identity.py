@@ -121,11 +121,15 @@ def write(directory: Path, identity: Identity, *, durable: bool = True) -> None:
     ).encode()
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, body)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        try:
+            os.write(fd, body)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:  # a full disk: no empty temporary file left in the store
+        temporary.unlink(missing_ok=True)
+        raise
     if durable:
         fsync_dir(directory)
