@@ -27,14 +27,12 @@ Subclasses implement ``init()`` and ``terminate(exit)`` instead of Pykka's
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 import weakref
 from typing import Any, ClassVar, Self, cast
 
 import pykka
-from pykka import messages as pykka_messages
 
 from supervisors._errors import StartError
 from supervisors._exit import Exit, ExitKind
@@ -44,7 +42,7 @@ from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient
 from supervisors._log import EventLog
 from supervisors._registry import register, unregister
 
-__all__ = ["Killed", "SupervisedActor"]
+__all__ = ["Killed", "SupervisedActor", "abandon"]
 
 log = EventLog("supervisors")
 
@@ -152,6 +150,7 @@ class SupervisedActor(pykka.ThreadingActor):
                 if not starting.ready.is_set():
                     starting.abandoned = True
         if starting.abandoned:
+            abandon(ref)  # as OTP kills a start that timed out: its name is free again
             raise StartError(
                 f"{cls.__name__} did not finish init() within {timeout:g} s; "
                 "it stops as soon as init() returns"
@@ -235,19 +234,8 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def _refuse_queued(self) -> None:
         """Answer what waits in the inbox of an actor that stopped without its thread, as
-        Pykka does when an actor's loop ends, without waiting for more."""
-        while True:
-            try:
-                envelope = self._lazy_inbox.get(block=False)
-            except queue.Empty:
-                return
-            if envelope.reply_to is None:
-                continue
-            if isinstance(envelope.message, pykka_messages._ActorStop):
-                envelope.reply_to.set(None)
-            else:
-                error = pykka.ActorDeadError(f"{self.actor_ref} stopped before its message")
-                envelope.reply_to.set_exception(exc_info=(pykka.ActorDeadError, error, None))
+        Pykka does when an actor's loop ends, and whatever comes later (`Inbox.close`)."""
+        self._lazy_inbox.close(f"{self.actor_ref} stopped before its message")
 
     def on_start(self) -> None:
         """Pykka hook: run ``init()`` and answer the ready handshake. Do not override."""
@@ -322,6 +310,29 @@ class SupervisedActor(pykka.ThreadingActor):
         self._finish(Exit(kind=ExitKind.SHUTDOWN, detail=detail))
         self._halt()
 
+    def _abandon(self) -> None:
+        """Dead to everyone from now on, from any thread: OTP's kill of a child that did
+        not stop within its shutdown, or did not start within its start timeout.
+
+        Python cannot stop a thread, so the code the actor runs goes on, but the actor is
+        no longer alive, its name is free for the next incarnation, and new messages are
+        refused; once that code returns, the actor terminates (reason ``killed``, detail
+        ``shutdown_timeout``, unless it had an exit already) and stops.
+        """
+        self._halt()
+        if self.name is not None:
+            unregister(self.name, self.actor_ref)
+
+    def _actor_loop_teardown(self) -> None:
+        """Pykka hook: the loop ended; an actor abandoned while it ran a handler
+        terminates now, then what is queued, or comes later, is failed."""
+        if self._exit is None:
+            self._finish(Exit(kind=ExitKind.KILLED, detail="shutdown_timeout"))
+        inbox = self.actor_inbox
+        if isinstance(inbox, Inbox):  # also refuses a message that passed is_alive() late
+            inbox.close(f"{self.actor_ref} stopped before handling the message")
+        super()._actor_loop_teardown()
+
     def _halt(self) -> None:
         """Stop the message loop after the current message."""
         pykka.ActorRegistry.unregister(self.actor_ref)
@@ -357,3 +368,22 @@ class SupervisedActor(pykka.ThreadingActor):
         if self.lazy_thread and current is not self._thread:
             return None  # stopped in a caller's thread: nothing of the actor's to join
         return current
+
+
+def abandon(ref: pykka.ActorRef[Any]) -> None:
+    """Make an actor dead to everyone at once, from any thread (OTP's ``exit(Pid, kill)``).
+
+    It is no longer alive, its name is free (a name held by a dead actor is), and new
+    messages are refused; the code it runs goes on (a thread cannot be stopped), and
+    once that returns a ``SupervisedActor`` terminates with reason ``killed`` and stops.
+
+    Args:
+        ref: the actor.
+    """
+    inbox = ref.actor_inbox
+    actor = inbox.owner() if isinstance(inbox, Inbox) and inbox.owner is not None else None
+    if isinstance(actor, SupervisedActor):
+        actor._abandon()
+    else:  # an actor with an inbox of its own: not alive is enough to free its name
+        pykka.ActorRegistry.unregister(ref)
+        ref.actor_stopped.set()

@@ -25,6 +25,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import pykka
+from pykka import messages as pykka_messages
 from pykka.messages import ProxyCall
 
 __all__ = ["CONTROL", "Inbox"]
@@ -41,6 +43,17 @@ def _control_in(messages: Any) -> bool:
     )
 
 
+def _refuse(envelope: Any, why: str) -> None:
+    """Answer a message the stopped actor will never handle."""
+    if envelope.reply_to is None:
+        return
+    if isinstance(envelope.message, pykka_messages._ActorStop):
+        envelope.reply_to.set(None)
+    else:
+        error = pykka.ActorDeadError(why)
+        envelope.reply_to.set_exception(exc_info=(pykka.ActorDeadError, error, None))
+
+
 class Inbox:
     """A Pykka inbox (``put``, ``get``, ``empty``, as a ``queue.Queue``) that a caller
     may borrow. Unbounded: ``put`` never blocks.
@@ -52,6 +65,8 @@ class Inbox:
         busy: True while the actor handles a message it took (from the moment it takes
             one until it asks for the next), and before it asks for its first.
         owner: A weak reference to the actor, set by a ``SupervisedActor``, or None.
+        closed: Why the actor stopped, once it has (then nothing is queued: a message
+            put is refused at once), or None.
         lazy: A ``SupervisedActor`` with ``lazy_thread`` that has not started its thread
             (the inbox keeps it alive, and calls its ``_wake()`` after every message
             put), or None.
@@ -62,6 +77,7 @@ class Inbox:
         "_arrived",
         "borrowed",
         "busy",
+        "closed",
         "lazy",
         "mutex",
         "owner",
@@ -74,6 +90,7 @@ class Inbox:
         self.queue: deque[Any] = deque()
         self.borrowed = False
         self.busy = True
+        self.closed: str | None = None
         self.owner: Callable[[], object] | None = None
         self.lazy: Any = None
 
@@ -86,9 +103,14 @@ class Inbox:
             timeout: Ignored.
         """
         with self.mutex:
-            self.queue.append(item)
-            if self._arrived is not None:
-                self._arrived.notify()
+            refused = self.closed
+            if refused is None:
+                self.queue.append(item)
+                if self._arrived is not None:
+                    self._arrived.notify()
+        if refused is not None:  # it passed the sender's is_alive() just before the end
+            _refuse(item, refused)
+            return
         lazy = self.lazy
         if lazy is not None:
             lazy._wake()
@@ -115,6 +137,20 @@ class Inbox:
                 self._arrived.wait(left)
             self.busy = True
             return self.queue.popleft()
+
+    def close(self, why: str) -> None:
+        """The actor has stopped: answer every message waiting, and every later one at
+        once, as Pykka answers those it finds when an actor's loop ends (a stop with
+        None, an ``ask`` with ``pykka.ActorDeadError``), so no sender waits for nothing.
+
+        Args:
+            why: The ``ActorDeadError``'s message.
+        """
+        with self.mutex:
+            self.closed = why
+            waiting, self.queue = list(self.queue), deque()
+        for envelope in waiting:
+            _refuse(envelope, why)
 
     def empty(self) -> bool:
         """True when no message waits."""

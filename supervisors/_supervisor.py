@@ -116,7 +116,8 @@ class Supervisor:
         return self._call("start_child", spec)  # type: ignore[no-any-return]
 
     def terminate_child(self, child_id: str) -> None:
-        """Stop a child (a static supervisor keeps its spec for ``restart_child``).
+        """Stop a child (a static supervisor keeps its spec for ``restart_child``, unless
+        the child is temporary: as in OTP, a temporary child's spec goes with it).
 
         Raises:
             UnknownChild: no such child.

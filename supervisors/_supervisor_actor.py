@@ -15,7 +15,7 @@ from typing import Any
 import pykka
 from pykka.messages import ProxyCall
 
-from supervisors._actor import SupervisedActor
+from supervisors._actor import SupervisedActor, abandon
 from supervisors._backoff import BackoffWindow
 from supervisors._control import shutdown_actor
 from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
@@ -148,12 +148,15 @@ class _SupervisorActor(SupervisedActor):
             raise
 
     def terminate_child(self, child_id: str) -> None:
-        """Stop a child; a static supervisor keeps its spec. Runs in the actor's thread."""
+        """Stop a child; a static supervisor keeps its spec unless the child is temporary.
+
+        Runs in the actor's thread.
+        """
         child = self._find(child_id)
         child.cancel_restart()
         self._stop_child(child)
-        if self._dynamic:
-            self._forget(child)
+        if self._dynamic or child.spec.restart is Restart.TEMPORARY:
+            self._forget(child)  # OTP keeps no spec of a temporary child once it is gone
 
     def restart_child(self, child_id: str) -> pykka.ActorRef[Any]:
         """Start a terminated child again from its spec. Runs in the actor's thread."""
@@ -184,9 +187,10 @@ class _SupervisorActor(SupervisedActor):
             return  # an incarnation this supervisor already stopped or replaced
         child.ref = None
         _join(thread, child.spec.shutdown_s)
-        level = log.error if exit.abnormal else log.info
-        level("child_terminated", supervisor=self._label, child=child.id, reason=exit.describe())
         restart = child.spec.restart
+        # As OTP's child_terminated report: any exit of a permanent child is unexpected.
+        level = log.error if exit.abnormal or restart is Restart.PERMANENT else log.info
+        level("child_terminated", supervisor=self._label, child=child.id, reason=exit.describe())
         if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and not exit.abnormal):
             if restart is Restart.TEMPORARY or self._dynamic:
                 self._forget(child)
@@ -333,12 +337,15 @@ class _SupervisorActor(SupervisedActor):
         if stopped and child.link is not None:
             stopped = child.link.wait_finished(child.spec.shutdown_s)
         if not stopped:
+            # OTP kills a child that outlives its shutdown; here it is abandoned: dead to
+            # everyone and its name free, so a restart can take it (see `_abandon`).
             log.error(
                 "child_shutdown_timeout",
                 supervisor=self._label,
                 child=child.id,
                 shutdown_s=child.spec.shutdown_s,
             )
+            abandon(ref)
 
     def _stop_all(self) -> None:
         for child in reversed(self._children.values()):

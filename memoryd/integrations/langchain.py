@@ -43,6 +43,7 @@ from langchain_core.messages import (
 from memoryd import messages as msgs
 from memoryd._json_values import loads
 from memoryd.integrations._langchain_makers import DEVELOPER, PLAIN_MAKERS, TOOL, build_history
+from memoryd.integrations._stores import check_adapter_store
 from memoryd.store.handle import StoreHandle
 
 __all__ = ["LANGCHAIN_KEY", "MemorydChatMessageHistory", "from_openai", "to_openai"]
@@ -51,6 +52,25 @@ LANGCHAIN_KEY = "langchain_message"
 """The message key holding LangChain's own serialisation when the plain dict loses data."""
 
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_ROLE_OF_CLASS = (
+    (AIMessage, "assistant"),
+    (HumanMessage, "user"),
+    (SystemMessage, "system"),
+    (ToolMessage, "tool"),
+)
+"""The role of a subclass (``AIMessageChunk``, ``ToolMessageChunk``, ...) whose ``type`` differs."""
+_CHAT_ROLES = frozenset({"assistant", "developer", "system", "user"})
+"""The roles a ``ChatMessage`` keeps: a ``tool`` message needs a ``tool_call_id`` it lacks."""
+
+
+def _role(message: BaseMessage) -> str:
+    """The OpenAI role ``message`` is stored under (``user`` for any other kind)."""
+    if isinstance(message, ChatMessage):
+        return message.role if message.role in _CHAT_ROLES else "user"
+    role = _ROLE_OF_TYPE.get(message.type)
+    if role is not None:
+        return role
+    return next((role for cls, role in _ROLE_OF_CLASS if isinstance(message, cls)), "user")
 
 
 def _content(value: Any) -> str | list[dict[str, Any]]:
@@ -68,14 +88,12 @@ def _content(value: Any) -> str | list[dict[str, Any]]:
 
 def _plain(message: BaseMessage) -> dict[str, Any]:
     """The OpenAI-format dict for ``message``, without the LangChain extras."""
-    if isinstance(message, ChatMessage):
-        role = message.role if message.role in msgs.ROLES else "user"
-    elif isinstance(message, SystemMessage) and message.additional_kwargs.get(DEVELOPER) == (
+    if isinstance(message, SystemMessage) and message.additional_kwargs.get(DEVELOPER) == (
         "developer"
     ):
         role = "developer"
     else:
-        role = _ROLE_OF_TYPE.get(message.type, "user")
+        role = _role(message)
     out: dict[str, Any] = {"role": role, "content": _content(message.content)}
     if isinstance(message, AIMessage) and message.tool_calls:
         out["tool_calls"] = [
@@ -202,11 +220,26 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
 
     Raises:
         InvalidConversationId: a bad ``conversation_id``.
+        TypeError: ``store`` is not a store (a database URL, say), or the two arguments
+            are swapped (``SQLChatMessageHistory`` takes the session id first).
     """
 
     def __init__(self, store: StoreHandle, conversation_id: str) -> None:
-        self.store = store
+        needs = ("get",)  # a read-only store of the user's own is enough to read
+        signature = "(store, conversation_id)"
+        if not isinstance(conversation_id, str):
+            check_adapter_store(
+                store,
+                user="MemorydChatMessageHistory",
+                needs=needs,
+                signature=signature,
+                other=conversation_id,
+            )
         self.conversation_id = msgs.validate_conversation_id(conversation_id)
+        check_adapter_store(
+            store, user="MemorydChatMessageHistory", needs=needs, signature=signature
+        )
+        self.store = store
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]

@@ -49,6 +49,7 @@ from agents.memory.session_settings import (
 from memoryd import messages as msgs
 from memoryd.errors import InvalidMessage, InvalidSessionItem
 from memoryd.integrations._outlasting import Outlasting
+from memoryd.integrations._stores import check_adapter_store
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 
@@ -242,6 +243,8 @@ class MemorydSession:
 
     Raises:
         InvalidConversationId: ``session_id`` is not a valid conversation id.
+        TypeError: ``store`` is not a store handle (a database path, say), or the two
+            arguments are swapped.
     """
 
     def __init__(
@@ -252,7 +255,19 @@ class MemorydSession:
         *,
         drop_orphan_outputs: bool = False,
     ) -> None:
+        needs = ("get", "submit", "reads_inline")
+        if not isinstance(session_id, str):
+            check_adapter_store(
+                store,
+                user="MemorydSession",
+                needs=needs,
+                signature="(session_id, store)",
+                other=session_id,
+            )
         self.session_id = msgs.validate_conversation_id(session_id)
+        check_adapter_store(
+            store, user="MemorydSession", needs=needs, signature="(session_id, store)"
+        )
         self.store = store
         self.drop_orphan_outputs = drop_orphan_outputs
         self._closed = False

@@ -126,8 +126,15 @@ def reply_text(reply: Any) -> str:
     return content
 
 
+_FENCE = r"```[\w-]*\s*(.*?)\s*```"
+"""A Markdown code fence (its language tag, if any, dropped); group 1 is its text."""
+
+
 def loads_json(text: str) -> Any:
-    """Parse JSON, tolerating a Markdown code fence around it.
+    """Parse JSON, tolerating a Markdown code fence around it, or prose around the fence.
+
+    A model not held to JSON often answers "Here are the facts:" and then a fenced
+    block; the first fenced block is read when the text as a whole is not JSON.
 
     Args:
         text: The reply text.
@@ -136,16 +143,23 @@ def loads_json(text: str) -> Any:
         The parsed value.
 
     Raises:
-        ExtractionError: The text is not JSON.
+        ExtractionError: The text is not JSON (nor is its first fenced block).
     """
     stripped = text.strip()
-    fenced = re.fullmatch(r"```[\w-]*\s*(.*?)\s*```", stripped, flags=re.DOTALL)
+    fenced = re.fullmatch(_FENCE, stripped, flags=re.DOTALL)
     if fenced:
         stripped = fenced.group(1)
     try:
         return loads(stripped)
     except ValueError as exc:
-        raise ExtractionError(f"the reply is not JSON: {exc}") from None
+        problem = exc
+    inner = None if fenced else re.search(_FENCE, stripped, flags=re.DOTALL)
+    if inner is not None:
+        try:
+            return loads(inner.group(1))
+        except ValueError as exc:
+            problem = exc
+    raise ExtractionError(f"the reply is not JSON: {problem}") from None
 
 
 def _fact(item: Any, where: str, schema: Mapping[str, Any], default_scope: str) -> Fact:

@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from memoryd.errors import ConflictError
 from memoryd.llm.base import ChatModel
 from memoryd.memory._cache import Lru
 from memoryd.memory.book import RecordBook
@@ -239,6 +240,11 @@ class LongTermMemory:
     ) -> list[MemoryRecord]:
         """Ask the LLM for facts in ``messages`` and store them. Never raises for the LLM.
 
+        Each fact is stored on its own: one the store refuses (a NaN, a body past the
+        store's ``max_message_bytes``, ...) is logged as ``memory_extraction_invalid``,
+        one that writers in other processes outran on every attempt as
+        ``memory_extraction_failed``; either way the facts after it are still stored.
+
         Args:
             cid: The conversation id.
             messages: The new messages.
@@ -257,7 +263,26 @@ class LongTermMemory:
             conversation=cid,
             max_facts=self.max_facts,
         )
-        written = [r for f in facts if (r := self.remember(cid, f, versions=versions))]
+        written: list[MemoryRecord] = []
+        for index, fact in enumerate(facts):
+            try:
+                record = self.remember(cid, fact, versions=versions)
+            except ValueError as exc:  # a value the store cannot hold (NaN, too large, ...)
+                log.warning(
+                    "memory_extraction_invalid",
+                    conversation=cid,
+                    error=f"facts[{index}] cannot be stored: {exc}"[:300],
+                )
+                continue
+            except ConflictError as exc:  # other writers won every attempt: skip this fact
+                log.warning(
+                    "memory_extraction_failed",
+                    conversation=cid,
+                    error=f"facts[{index}]: {type(exc).__name__}: {exc}"[:300],
+                )
+                continue
+            if record is not None:
+                written.append(record)
         self.records(cid)
         return written
 
