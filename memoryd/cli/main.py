@@ -70,6 +70,9 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"memoryd serve: {exc}", file=sys.stderr)
         return 2
+    except (RuntimeError, OSError) as exc:  # a path that does not resolve (a symlink loop)
+        print(f"memoryd serve: cannot resolve a path: {exc}", file=sys.stderr)
+        return 2
     return run(config)
 
 

@@ -22,6 +22,7 @@ import structlog
 from memoryd import app
 from memoryd.errors import AlreadyStarted, MemorydError
 from memoryd.server.config import ServerConfig
+from memoryd.server.footprint import StartFootprint
 from memoryd.server.listener import SERVER, Server
 from memoryd.server.stores import (
     StoreRegistry,
@@ -29,6 +30,7 @@ from memoryd.server.stores import (
     durable_stores,
     private_data_dir,
 )
+from memoryd.store.handle import StoreHandle
 from supervisors import ChildSpec, Restart, StartError, whereis
 
 __all__ = ["run", "usage_text"]
@@ -81,6 +83,53 @@ def usage_text(addresses: dict[str, str], token: bool) -> str:
     return "\n".join(lines)
 
 
+def _reason(exc: BaseException) -> str:
+    """An error as one line: an OSError's text without its errno, else its message
+    (its type's name when it has none)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror if exc.filename is None else f"{exc.strerror}: {exc.filename}"
+    else:
+        text = str(exc) or type(exc).__name__
+        if not isinstance(exc, MemorydError | OSError | ValueError | RuntimeError):
+            text = f"{type(exc).__name__}: {text}"
+    return " ".join(text.split())
+
+
+def _holds_nothing(store: StoreHandle) -> bool:
+    """True when the store's change feed is empty: nothing was ever written to it."""
+    try:
+        return not store.tail(after=0, limit=1)
+    except Exception:  # unsure: keep the store
+        return False
+
+
+def _give_up(
+    footprint: StartFootprint, default: StoreHandle | None, message: str, *, owned: bool = True
+) -> int:
+    """End a start that failed: stop what started, remove what the start made (see
+    `memoryd.server.footprint`), say why in one line on stderr.
+
+    Args:
+        footprint: what the start made.
+        default: the default store, if it started (it is checked to hold nothing before
+            its files may go).
+        message: why the daemon cannot start.
+        owned: the data directory was this process's (False when another owns it).
+
+    Returns:
+        The exit status, 1.
+    """
+    empty = owned and (default is None or _holds_nothing(default))
+    app.shutdown()
+    removed = footprint.undo(store_files=empty)
+    if removed:
+        log.info("start_undone", removed=[str(path) for path in removed])
+    # one write: the logging thread writes to stderr too, and must not split the line
+    sys.stderr.write(f"memoryd: {message}\n")
+    sys.stderr.flush()
+    return 1
+
+
 def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     """Serve until SIGTERM/SIGINT; call from the main thread.
 
@@ -106,24 +155,25 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if config.listen is not None and config.no_auth:
         log.warning("tcp_without_auth", listen=f"{config.listen[0]}:{config.listen[1]}")
+    footprint = StartFootprint(config.data, lmdb=config.backend is None)
+    default: StoreHandle | None = None
     try:
-        private_data_dir(config.data)
+        private_data_dir(config.data, footprint.made)
+        footprint.note_files()
         stores = StoreRegistry(
             durable_stores(config),
             max_message_bytes=config.max_message_bytes,
             exists=durable_exists(config),
             max_stores=config.max_stores,
         )
-        stores.start_default()
+        default = stores.start_default()
     except AlreadyStarted as exc:
         log.error("data_directory_in_use", data=str(config.data), error=str(exc))
-        print(f"memoryd: {exc}", file=sys.stderr)
-        return 1
-    except (MemorydError, OSError) as exc:
-        log.error("default_store_failed", data=str(config.data), error=str(exc))
-        print(f"memoryd: cannot open {config.data}: {exc}", file=sys.stderr)
-        app.shutdown()
-        return 1
+        return _give_up(footprint, None, str(exc), owned=False)
+    except Exception as exc:  # any failure to start is said in one line
+        log.error("default_store_failed", data=str(config.data), error=_reason(exc))
+        where = f"the Redis at {config.backend}" if config.backend else str(config.data)
+        return _give_up(footprint, default, f"cannot open {where}: {_reason(exc)}")
     addresses: dict[str, str] = {}
     spec = ChildSpec(
         id=SERVER,
@@ -135,12 +185,13 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     )
     try:
         app.start_server(spec)
-    except StartError as exc:
-        cause = exc.__cause__ or exc
-        log.error("server_start_failed", error=str(cause))
-        print(f"memoryd: cannot listen: {cause}", file=sys.stderr)
-        app.shutdown()
-        return 1
+    except Exception as exc:  # any failure to start is said in one line
+        cause = exc.__cause__ if isinstance(exc, StartError) and exc.__cause__ else exc
+        text = _reason(cause)
+        log.error("server_start_failed", error=text)
+        if not text.startswith("cannot listen"):
+            text = f"cannot listen: {text}"
+        return _give_up(footprint, default, text)
     print(usage_text(addresses, config.token is not None), file=out, flush=True)
     log.info("daemon_started", data=str(config.data), **addresses)
     status = 0

@@ -10,6 +10,8 @@ subclass of uvicorn's httptools protocol that
 * refuses a head larger than `MAX_HEAD_BYTES` with 431 and closes the connection;
 * refuses, at accept time, a connection past its listener's budget (closed at once,
   so it holds its file descriptor for microseconds);
+* answers a request httptools refuses (bad framing) with a JSON 400 naming the
+  parser's reason, and closes the connection (`memoryd.server.framing`);
 * writes a response's head and its body in one system call (`OneWrite`): uvicorn
   writes them apart, and each write to a socket wakes the client once more;
 * answers a last-N msgpack read as soon as its head is in, through the app's
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +48,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from memoryd.server.appends import PendingAdd, status_line
 from memoryd.server.config import DEFAULT_HEAD_TIMEOUT_S
+from memoryd.server.framing import quiet_uvicorn, refusal
 from memoryd.server.onewrite import OneWrite
 
 if TYPE_CHECKING:
@@ -168,6 +172,7 @@ def bounded(
     Returns:
         The protocol class (pass it to `memoryd.server.peercred.peer_checked`).
     """
+    quiet_uvicorn()
     timed_out = _refusal(408, f"the request head did not arrive within {head_timeout_s:g} s")
     body_timed_out = _refusal(
         408, f"the request body stalled: no byte of it arrived for {head_timeout_s:g} s"
@@ -241,6 +246,20 @@ def bounded(
                 self._arm()  # the app has not taken what came, or it is answering
                 return
             self.transport.write(body_timed_out)
+            self.transport.close()
+
+        def send_400_response(self, msg: str) -> None:
+            # uvicorn calls this from its ``except httptools.HttpParserError`` alone, so
+            # the parser's error is the one being handled: a JSON 400 that names it
+            refused = refusal(
+                sys.exc_info()[1], self.parser.get_method(), self.server_state.default_headers
+            )
+            log.warning("malformed_request", status=refused.status, reason=refused.reason)
+            self._reading_head = False
+            self._disarm()
+            cycle = self.cycle  # a response half-written cannot be followed by another
+            if cycle is None or not cycle.response_started or cycle.response_complete:
+                self.transport.write(refused.answer)
             self.transport.close()
 
         def on_message_begin(self) -> None:

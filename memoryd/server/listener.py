@@ -11,8 +11,10 @@ the uvicorn thread ends on its own, the actor crashes and its supervisor starts 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -40,13 +42,59 @@ SERVER = "memoryd.server"
 log = structlog.get_logger("memoryd.server")
 
 
+def _in_the_way(path: Path) -> str | None:
+    """Why ``path`` may not become the daemon's socket, or None (nothing there, or a
+    stale socket a killed daemon left)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # nothing there: binding says what is wrong with its directory
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISSOCK(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a file that is not a socket"
+        return (
+            f"{path} is {kind}, which the socket would replace: remove it, or pass another --socket"
+        )
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return None  # nobody listens: a stale socket
+    except OSError as exc:
+        return f"{path} cannot be checked ({exc.strerror}): remove it, or pass another --socket"
+    finally:
+        probe.close()
+    return f"another process listens on {path}: stop it, or pass another --socket (or --data)"
+
+
 def bind_unix(path: Path) -> socket.socket:
     """A listening Unix socket at ``path``, mode 0600 from the moment it appears.
 
     It is bound in a private 0700 directory beside ``path``, set to 0600, then
     renamed into place, so no other user can ever connect to it. A stale socket
-    file left by a killed daemon is replaced.
+    file left by a killed daemon is replaced; anything else at ``path`` (a file, a
+    directory, a socket another process listens on) is refused.
+
+    Raises:
+        OSError: it cannot be bound; the message names the path and the reason.
     """
+    reason = _in_the_way(path)
+    if reason is not None:
+        raise FileExistsError(errno.EEXIST, f"cannot listen on the unix socket {path}: {reason}")
+    try:
+        return _bind_unix(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not path.parent.is_dir():
+            why = f"its directory {path.parent} " + (
+                "is not a directory" if path.parent.exists() else "does not exist"
+            )
+        else:
+            why = exc.strerror or str(exc)
+        raise OSError(exc.errno, f"cannot listen on the unix socket {path}: {why}") from None
+
+
+def _bind_unix(path: Path) -> socket.socket:
     private = Path(tempfile.mkdtemp(prefix=".sock-", dir=path.parent))
     temp = private / "s"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -64,8 +112,19 @@ def bind_unix(path: Path) -> socket.socket:
     return sock
 
 
+_TCP_REASONS = {
+    errno.EADDRINUSE: "the address is in use: stop what listens on it, or choose another port",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
 def bind_tcp(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one).
+
+    Raises:
+        OSError: it cannot be bound; the message names the address and the reason.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -73,6 +132,14 @@ def bind_tcp(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if isinstance(exc, socket.gaierror):
+            why = f"the host name does not resolve ({exc.strerror})"
+        else:
+            why = _TCP_REASONS.get(exc.errno or 0) or exc.strerror or str(exc)
+        raise OSError(exc.errno, f"cannot listen on {where}: {why}") from None
     except BaseException:
         sock.close()
         raise

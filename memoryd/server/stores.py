@@ -26,6 +26,7 @@ import structlog
 from memoryd.errors import AlreadyStarted, HttpError, StoreNotRunning
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
 from memoryd.server.config import ServerConfig
+from memoryd.server.footprint import make_dirs
 from memoryd.store import lookup
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb.dirlock import make_dir
@@ -54,14 +55,20 @@ StartStore = Callable[[str], StoreHandle]
 log = structlog.get_logger("memoryd.server")
 
 
-def private_data_dir(data: Path) -> None:
+def private_data_dir(data: Path, made: list[Path] | None = None) -> None:
     """Create the data directory 0700 (fsynced with its parents), or make an existing
     one 0700 (logged).
 
+    Args:
+        data: the data directory.
+        made: the directories created here are appended to it, outermost first (so a
+            start that fails can remove them: `memoryd.server.footprint`).
+
     Raises:
-        OSError: it cannot be created, or its mode cannot be changed (not its owner).
+        OSError: it cannot be created (or is not a directory), or its mode cannot be
+            changed (not its owner).
     """
-    make_dir(data)
+    make_dirs(data, made if made is not None else [])
     mode = data.stat().st_mode & 0o777
     if mode & 0o077:
         try:
