@@ -42,11 +42,17 @@ from memoryd.errors import AgentSystemStopped, AlreadyStarted, CallTimeout
 from memoryd.kernel.tools import Tool
 from memoryd.store.default import default_store
 from memoryd.store.handle import StoreHandle
-from supervisors import ChildSpec, ChildSpecError, DynamicSupervisor, StartError
+from supervisors import Backoff, ChildSpec, ChildSpecError, DynamicSupervisor, StartError
 
 __all__ = ["AgentSystem", "InstanceInfo", "Recover"]
 
 log = structlog.get_logger(__name__)
+
+SYSTEM_BACKOFF = Backoff(initial_s=0.05, max_s=2.0, factor=2.0)
+"""How memoryd's root restarts an agent system whose supervisor gave up (OTP escalation):
+past the root's window each restart waits 50 ms, 100 ms, ... up to 2 s, and never counts
+toward the root's own intensity, so a system escalating again and again never makes the
+root give up, which would stop every store of the process (as stores are restarted)."""
 
 Factory = Callable[[str], Agent]
 
@@ -188,6 +194,7 @@ class AgentSystem:
             start=system._start_supervisor,
             supervisor=True,
             shutdown_s=120.0,
+            backoff=SYSTEM_BACKOFF,
         )
         try:
             app.start_child(spec)

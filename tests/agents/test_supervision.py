@@ -123,3 +123,26 @@ def test_past_the_restart_intensity_the_system_supervisor_is_restarted_and_work_
     assert system.stats()["escalations"] == 1
     assert supervisors.whereis("memoryd.agents/crew") not in (None, first_supervisor)
     assert system.call("w", "k", "after").text == "done 3 for after"
+
+
+def test_an_agent_system_escalating_again_and_again_never_takes_the_stores_down(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """max_restarts=0 and six kills in a row: each escalates to memoryd's root, which
+    restarts the system's supervisor, later ones after a growing delay (a backoff) that
+    keeps them from counting toward the root's own intensity. The root gave up at the
+    fourth within its 5 s window, and with it went every store of the process: the same
+    store actor serves throughout, and the system works after the storm."""
+    system, _, _ = start_gated(systems, store, steps=1, gate_at=99, name="storm", max_restarts=0)
+    store_actor = supervisors.whereis(store.name)
+    assert store_actor is not None
+    for n in range(6):
+        system.call("w", "k", f"job {n}")
+        instance = wait_until(lambda: supervisors.whereis("storm/w/k"))
+        supervisors.kill("storm/w/k")
+        wait_until(lambda: system.stats()["escalations"] == n + 1)
+        wait_until(lambda: supervisors.whereis("storm/w/k") is not instance)
+        wait_until(lambda: supervisors.whereis("memoryd.agents/storm") is not None, timeout=10)
+    assert supervisors.whereis(store.name) is store_actor
+    store.add("after", [messages.user("still here")])
+    assert system.call("w", "k", "after the storm").text == "done 1 for after the storm"
