@@ -140,8 +140,8 @@ def test_an_agent_system_escalating_again_and_again_never_takes_the_stores_down(
         system.call("w", "k", f"job {n}")
         instance = wait_until(lambda: supervisors.whereis("storm/w/k"))
         supervisors.kill("storm/w/k")
-        wait_until(lambda: system.stats()["escalations"] == n + 1)
-        wait_until(lambda: supervisors.whereis("storm/w/k") is not instance)
+        wait_until(lambda n=n: system.stats()["escalations"] == n + 1)
+        wait_until(lambda old=instance: supervisors.whereis("storm/w/k") is not old)
         wait_until(lambda: supervisors.whereis("memoryd.agents/storm") is not None, timeout=10)
     assert supervisors.whereis(store.name) is store_actor
     store.add("after", [messages.user("still here")])
