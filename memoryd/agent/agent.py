@@ -957,8 +957,9 @@ class Agent(SessionMethods):
         if store.refuses_writes():
             raise DiskFull(
                 f"run {run.run_id} stopped before its tool step: store {store.name!r} "
-                "refuses writes (its disk is full), so the tools' results could not be "
-                "recorded; nothing was written. Free disk space and retry"
+                "refuses writes (its disk is full, or its Redis is out of memory), so the "
+                "tools' results could not be recorded; nothing was written. Free space "
+                "and retry"
             )
 
     def __repr__(self) -> str:

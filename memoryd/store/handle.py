@@ -352,9 +352,10 @@ class StoreHandle(abc.ABC):
 
     def refuses_writes(self) -> bool:
         """A hint, read without a round trip: True while the store is known to refuse
-        every write (a local store on a full disk), so a caller may stop before work whose
+        every write (a local store on a full disk; a Redis store for a second after Redis
+        refused a write at its ``maxmemory``), so a caller may stop before work whose
         outcome it could not record (an agent run, before a tool step). False when that
-        is not known, as it never is through a daemon or on Redis: the write says so."""
+        is not known, as it never is through a daemon: the write says so."""
         return False
 
     def reads_inline(self, records: int | None) -> bool:

@@ -177,3 +177,41 @@ def test_a_redis_at_its_maxmemory_refuses_runs_without_crashing_the_store(
     assert supervisors.whereis(store.name) is actor
     assert system.pending_runs() == []
     assert [i.incarnations for i in system.instances()] == [1]
+
+
+def test_at_its_maxmemory_calls_stop_before_their_tool_steps(
+    server: RedisServer, systems: list[AgentSystem], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis at ``maxmemory``: the first call runs its tool, then its journal write is
+    refused; the calls after it stop before their tool step (`refuses_writes`, read
+    without a round trip, says yes after a refusal) with `DiskFull`, so 20 calls run the
+    tool once, not 20 times. A write that goes through clears the hint. (The hint lasts
+    `OUT_OF_MEMORY_HINT_S`; the test lengthens it so a slow machine cannot outlast it.)"""
+    from memoryd.store.redis import engine
+
+    monkeypatch.setattr(engine, "OUT_OF_MEMORY_HINT_S", 600.0)
+    store = _store(server, call_timeout_s=2.0)
+    ran: list[Any] = []
+    system = start(
+        systems, {"t": factory(store, lambda: stepping_model(1), note_tool(ran))}, store=store
+    )
+    assert system.call("t", "a", "before").text == "done 1 for before"
+    assert not store.refuses_writes()
+    client = server.client()
+    try:
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", 1)
+        with pytest.raises(memoryd.StorageError, match="out of memory"):
+            system.call("t", "a", "refused 0")
+        assert store.refuses_writes()
+        for n in range(1, 20):
+            with pytest.raises(memoryd.DiskFull, match="or its Redis is out of memory"):
+                system.call("t", "a", f"refused {n}")
+        assert ran == ["0", "0"]
+        client.config_set("maxmemory", 0)
+    finally:
+        client.close()
+    store.add("direct", [{"role": "user", "content": "memory is back"}])
+    assert not store.refuses_writes()
+    assert system.call("t", "a", "after").text == "done 1 for after"
+    assert system.pending_runs() == []

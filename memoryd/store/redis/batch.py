@@ -53,6 +53,9 @@ class Counters:
     """Rounds of scripts sent and answered."""
     writes: int = 0
     """Writes committed."""
+    out_of_memory_at: float | None = None
+    """When Redis last refused a write at its ``maxmemory`` (`time.monotonic`), until a
+    write goes through again: `RedisEngine.refuses_writes` reads it."""
 
 
 _POPPED = EventKind.POPPED.value
@@ -194,6 +197,7 @@ class Batch:
                 continue
             if isinstance(reply, redis.exceptions.OutOfMemoryError):
                 self.results[plan.index] = (False, self._out_of_memory(reply))
+                self.counters.out_of_memory_at = time.monotonic()
                 continue
             if isinstance(reply, Exception):
                 if not isinstance(reply, _REDIRECTS):
@@ -206,6 +210,7 @@ class Batch:
                 continue
             status = reply[0]
             if status == b"ok":
+                self.counters.out_of_memory_at = None
                 views.remember(plan.cid, plan.after)
                 fed.append((plan.cid, int(reply[1]), plan.feed_from))
                 if i in short:

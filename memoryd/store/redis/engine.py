@@ -17,6 +17,7 @@ those modules knows the engine.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -33,6 +34,11 @@ from memoryd.store.requests import WriteRequest
 from memoryd.store.systems import with_system
 
 __all__ = ["RedisEngine"]
+
+OUT_OF_MEMORY_HINT_S = 1.0
+"""How long a refusal at Redis's ``maxmemory`` makes `RedisEngine.refuses_writes` say
+yes without asking Redis again: calls in that second stop before their tool steps, and
+the first write after it finds out whether memory was freed."""
 
 T = TypeVar("T")
 
@@ -304,6 +310,14 @@ class RedisEngine:
             if len(entries) < want:
                 break
         return seen, out
+
+    def refuses_writes(self) -> bool:
+        """True for `OUT_OF_MEMORY_HINT_S` after Redis refused a write at its
+        ``maxmemory``, unless a write went through since: a hint read without a round
+        trip (`StoreHandle.refuses_writes`), so an agent run stops before a tool step
+        whose result could not be recorded. Past that time a write asks Redis again."""
+        at = self.counters.out_of_memory_at
+        return at is not None and time.monotonic() - at < OUT_OF_MEMORY_HINT_S
 
     def stats(self) -> dict[str, Any]:
         """Counts: conversations holding messages, ever written, stored events, last
