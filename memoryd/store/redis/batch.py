@@ -197,7 +197,6 @@ class Batch:
                 continue
             if isinstance(reply, redis.exceptions.OutOfMemoryError):
                 self.results[plan.index] = (False, self._out_of_memory(reply))
-                self.counters.out_of_memory_at = time.monotonic()
                 continue
             if isinstance(reply, Exception):
                 if not isinstance(reply, _REDIRECTS):
@@ -210,7 +209,6 @@ class Batch:
                 continue
             status = reply[0]
             if status == b"ok":
-                self.counters.out_of_memory_at = None
                 views.remember(plan.cid, plan.after)
                 fed.append((plan.cid, int(reply[1]), plan.feed_from))
                 if i in short:
@@ -231,8 +229,7 @@ class Batch:
                 _went_back(back, views, plan.cid, int(reply[1]))
                 views.remember(plan.cid, View(int(reply[1]), int(reply[2]), int(reply[3])))
                 again.append(plan.index)
-        self.counters.commits += 1
-        self.counters.writes += len(fed)
+        self._count(fed)
         if fed and self.writer.cluster:
             self._feed(fed)
         self._report_went_back(back)
@@ -247,10 +244,19 @@ class Batch:
                 MARKERS.went_back(url, self.writer.prefix, cid, had, now)
         self.writer.drop_views_after(self.connections.data_lost)
 
+    def _count(self, fed: list[tuple[str, int, int]]) -> None:
+        """Count a round; a write that went through ends an out-of-memory spell."""
+        self.counters.commits += 1
+        self.counters.writes += len(fed)
+        if fed:
+            self.counters.out_of_memory_at = None
+
     def _out_of_memory(self, reply: Exception) -> StorageError:
         """A write Redis refused at its ``maxmemory`` (``noeviction``): nothing of it was
         written (a script is refused before its first write), and the store keeps
-        running, so a client filling Redis cannot crash-loop it."""
+        running, so a client filling Redis cannot crash-loop it. Noted for
+        `RedisEngine.refuses_writes`."""
+        self.counters.out_of_memory_at = time.monotonic()
         return StorageError(
             f"Redis at {lua.redact(self.connections.url)} is out of memory ({reply}); "
             "nothing was written. Free memory in Redis or raise its maxmemory, and retry"
