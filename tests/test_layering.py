@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memoryd._lazy",
             "memoryd._message_checks",
             "memoryd._message_batch",
+            "memoryd._outage",
             "memoryd._shown",
             "memoryd._version",
             "memoryd.codec",

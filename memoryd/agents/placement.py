@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import structlog
 
+from memoryd._outage import Outage
 from memoryd.agents.instance import Host, Instance, Slot, State, nudge
 from memoryd.agents.naming import system_name
 from memoryd.errors import AgentSystemStopped, CallTimeout
@@ -84,12 +85,26 @@ class Placement:
         renew instance leases of ``lease_s`` in time)."""
         tick = min(max(self.idle_after_s / 4, 0.01), 1.0, lease_s / 4)
 
+        outage = Outage("agent_reaper_failed", "agent_reaper_still_failing")
+
         def reap() -> None:
             while not self._reaper_stop.wait(tick):
                 try:
                     self.passivate_idle()
                 except Exception as exc:  # the store may be restarting: try next tick
-                    log.warning("agent_reaper_failed", system=self.name, error=repr(exc))
+                    said = outage.lost(time.monotonic())  # once, then every few seconds
+                    if said is not None:
+                        log.warning(said, system=self.name, error=repr(exc))
+                    continue
+                ended = outage.reached(time.monotonic())
+                if ended is not None:
+                    down_s, tries = ended
+                    log.info(
+                        "agent_reaper_working_again",
+                        system=self.name,
+                        down_s=round(down_s, 3),
+                        tries=tries,
+                    )
 
         self._reaper = threading.Thread(
             target=reap, name=f"memoryd-agents-{self.name}", daemon=True

@@ -38,11 +38,11 @@ import structlog
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from memoryd._outage import Outage
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store.redis import durability
 from memoryd.store.redis import scripts as lua
 from memoryd.store.redis.identity import MARKERS
-from memoryd.store.redis.outage import Outage
 
 __all__ = [
     "CONNECTION_ERRORS",
@@ -144,7 +144,7 @@ class Connections:
         self.reconnects = 0
         """How often the batch writer found Redis unreachable and tried again."""
         self._writers = Writers()
-        self._outage = Outage()
+        self._outage = Outage("redis_unreachable", "redis_still_unreachable")
         self.require_durable = require_durable
         self._loaded: set[str] = set()
         """Nodes known to hold the write script (EVALSHA; loaded again on NOSCRIPT)."""

@@ -1,12 +1,12 @@
-"""`Outage`: what a Redis store logs while it is unreachable (pure, a given clock)."""
+"""`Outage`: what a store or a reaper logs while what it tries fails (pure, a given clock)."""
 
 from __future__ import annotations
 
-from memoryd.store.redis.outage import Outage
+from memoryd._outage import Outage
 
 
 def test_an_outage_warns_once_then_at_most_every_repeat_and_ends_once() -> None:
-    outage = Outage(repeat_s=5.0)
+    outage = Outage("redis_unreachable", "redis_still_unreachable", repeat_s=5.0)
     assert outage.reached(0.0) is None  # no outage: nothing to say
     said = [outage.lost(t / 20) for t in range(0, 240)]  # 12 s of tries every 50 ms
     assert [(t / 20, e) for t, e in enumerate(said) if e] == [
