@@ -63,6 +63,7 @@ __all__ = [
     "validate",
     "validate_conversation_id",
     "validate_many",
+    "validate_turn_conversation_id",
 ]
 
 Message: TypeAlias = dict[str, Any]
@@ -73,6 +74,11 @@ Content: TypeAlias = str | Sequence[Mapping[str, Any]]
 
 MAX_CONVERSATION_ID_BYTES = 256
 """The longest conversation id, in UTF-8 bytes."""
+
+BOOKKEEPING_PREFIX = "memoryd.run/"
+"""Conversation ids memoryd keeps for itself (run journals, instance leases): a store
+lists them only when asked by this prefix, and no turn is written there
+(`validate_turn_conversation_id`)."""
 
 SYSTEM_ROLES = frozenset({"developer", "system"})
 """Roles that count as system messages everywhere."""
@@ -186,6 +192,31 @@ def validate_conversation_id(cid: Any) -> str:
             f"conversation id is {size} bytes; the limit is {MAX_CONVERSATION_ID_BYTES}"
         )
     return str(cid)
+
+
+def validate_turn_conversation_id(cid: Any) -> str:
+    """Check the id of a conversation that turns are written to (an agent's run, a
+    session, a kernel's memory): a valid conversation id outside `BOOKKEEPING_PREFIX`,
+    memoryd's own space (run journals and instance leases, which a turn written there
+    would hide from listings or corrupt).
+
+    Args:
+        cid: The candidate id.
+
+    Returns:
+        The id as a plain str.
+
+    Raises:
+        InvalidConversationId: ``cid`` is not a valid conversation id, or is in
+            memoryd's own space.
+    """
+    checked = validate_conversation_id(cid)
+    if checked.startswith(BOOKKEEPING_PREFIX):
+        raise InvalidConversationId(
+            f"conversation id {checked[:60]!r} starts with {BOOKKEEPING_PREFIX!r}, memoryd's "
+            "own space (run journals and leases); choose another id"
+        )
+    return checked
 
 
 # --------------------------------------------------------------------------- helpers

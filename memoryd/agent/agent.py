@@ -510,7 +510,7 @@ class Agent(SessionMethods):
             conversation_id = self._session.id
         if conversation_id is None:
             conversation_id = _CONVERSATION_IDS.next()
-        cid = msgs.validate_conversation_id(conversation_id)
+        cid = msgs.validate_turn_conversation_id(conversation_id)
         if run_id is None:
             run_id = _RUN_IDS.next()
         return turn, cid, check_new_run_id(run_id)

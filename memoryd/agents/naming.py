@@ -52,7 +52,7 @@ def check_agent_types(names: Iterable[object]) -> tuple[str, ...]:
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"an agent type must be a non-empty str without '/', not {name!r}")
         try:  # the type starts every conversation id of its instances: check it once, here
-            msgs.validate_conversation_id(conversation_id(name, "k"))
+            msgs.validate_turn_conversation_id(conversation_id(name, "k"))
         except InvalidConversationId as exc:
             raise ValueError(
                 f"agent type {shown(name)} cannot start its instances' conversation ids "
@@ -101,7 +101,7 @@ def check_key(agent_type: str, key: object) -> str:
     if not isinstance(key, str) or not key:
         raise ValueError(f"an instance key must be a non-empty str, not {key!r}")
     try:
-        msgs.validate_conversation_id(conversation_id(agent_type, key))
+        msgs.validate_turn_conversation_id(conversation_id(agent_type, key))
     except InvalidConversationId as exc:
         raise InvalidConversationId(
             f"instance key {shown(key)} of agent type {agent_type!r} cannot name its "

@@ -46,7 +46,7 @@ class Context:
     def __post_init__(self) -> None:
         if self.conversation_id is not None:
             object.__setattr__(
-                self, "conversation_id", msgs.validate_conversation_id(self.conversation_id)
+                self, "conversation_id", msgs.validate_turn_conversation_id(self.conversation_id)
             )
         object.__setattr__(self, "metadata", _freeze(self.metadata))
 

@@ -103,7 +103,7 @@ class Session:
         self._named = conversation_id is not None
         if conversation_id is None:
             conversation_id = _SESSION_IDS.next()
-        self._cid = msgs.validate_conversation_id(conversation_id)
+        self._cid = msgs.validate_turn_conversation_id(conversation_id)
         if provider is None:
             provider = DefaultProvider.on_default_store()
         elif isinstance(provider, StoreHandle):

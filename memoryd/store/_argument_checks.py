@@ -43,7 +43,9 @@ holds it exactly)."""
 HIDDEN_PREFIX = "memoryd.run/"
 """Conversations whose id starts with this are memoryd's own bookkeeping (run journals):
 `StoreHandle.conversations` lists them only when asked for by this prefix, and
-`StoreHandle.tail` (so exports and followers) never shows them."""
+`StoreHandle.tail` (so exports and followers) never shows them. The same prefix as
+`memoryd.messages.BOOKKEEPING_PREFIX`, where no turn is written (spelt here so that a
+short command's read path does not load the message checks)."""
 
 
 def hidden(cid: str, prefix: str = "") -> bool:

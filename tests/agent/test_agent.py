@@ -394,3 +394,24 @@ def test_a_tool_result_larger_than_the_store_keeps_becomes_an_error_the_model_re
     assert small.run("again", conversation_id="big").text == "fine"
     assert store.get("big")[-2]["content"] == "x" * 3000
     store.stop()
+
+
+def test_a_run_session_or_agent_type_in_memoryds_own_space_is_refused_before_anything(
+    store: memoryd.StoreHandle,
+) -> None:
+    """An agent run, a session or an agent type whose conversation would be in
+    ``memoryd.run/`` (run journals and leases) is refused naming the space, before the
+    model is called or anything written; such a turn used to be stored there, hidden
+    from `conversations` and mixed with memoryd's own records."""
+    from memoryd.agents import AgentSystem
+
+    model = ScriptedModel(["hi"])
+    agent = memoryd.Agent(llm=model, memory=store)
+    with pytest.raises(memoryd.InvalidConversationId, match="memoryd's own space"):
+        agent.run("hello", "memoryd.run/abc")
+    with pytest.raises(memoryd.InvalidConversationId, match="memoryd's own space"):
+        memoryd.Session("memoryd.run/abc", store)
+    with pytest.raises(ValueError, match="memoryd's own space"):
+        AgentSystem.start({"memoryd.run": lambda key: agent}, store=store, name="own-space")
+    assert model.calls == []
+    assert store.conversations(include_empty=True, prefix="memoryd.run/") == []

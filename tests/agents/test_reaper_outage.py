@@ -16,9 +16,9 @@ def test_the_reaper_says_once_that_it_fails_while_the_store_is_away_and_when_it_
     tmp_path: Path, systems: list[AgentSystem]
 ) -> None:
     """The store stops under a system whose reaper ticks every 50 ms (leases of 0.2 s):
-    40 ticks, most of them failed, log ``agent_reaper_failed`` once (it used to log each one, up to a
-    hundred lines a second), and once the store is back the first tick that works logs
-    ``agent_reaper_working_again`` with how many tries failed."""
+    40 ticks, most of them failed, log ``agent_reaper_failed`` once (it used to log each
+    one, up to a hundred lines a second), and once the store is back the first tick that
+    works logs ``agent_reaper_working_again`` with how many tries failed."""
     store = memoryd.LmdbStore.start(tmp_path / "data", name="reaped")
     system = AgentSystem.start(
         {"e": lambda key: memoryd.Agent(llm=ScriptedModel(["hi"] * 10), memory=store)},

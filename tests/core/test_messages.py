@@ -461,3 +461,17 @@ def test_a_text_message_copy_is_not_the_callers_dict() -> None:
     checked = messages.check([original])
     original["content"] = "changed"
     assert checked[0] == {"role": "user", "content": "hi"}
+
+
+def test_turns_are_never_written_to_memoryds_own_conversations() -> None:
+    """`validate_turn_conversation_id` refuses ids in ``memoryd.run/`` (run journals and
+    leases) by name, and passes every other valid id; the store hides the same prefix."""
+    from memoryd.store.requests import HIDDEN_PREFIX
+
+    assert messages.BOOKKEEPING_PREFIX == HIDDEN_PREFIX
+    for cid in ("memoryd.run/abc", "memoryd.run/lease#/x"):
+        with pytest.raises(InvalidConversationId, match="memoryd's own space"):
+            messages.validate_turn_conversation_id(cid)
+    assert messages.validate_turn_conversation_id("memoryd.runs") == "memoryd.runs"
+    with pytest.raises(InvalidConversationId, match="empty"):
+        messages.validate_turn_conversation_id("")
