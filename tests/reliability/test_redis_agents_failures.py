@@ -32,14 +32,6 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
     started.stop()
 
 
-@pytest.fixture
-def systems() -> Iterator[list[AgentSystem]]:
-    running: list[AgentSystem] = []
-    yield running
-    for system in running:
-        system.stop()
-
-
 def _store(server: RedisServer, **options: Any) -> memoryd.RedisStore:
     return memoryd.RedisStore.start(
         server.url,
