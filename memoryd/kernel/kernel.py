@@ -537,8 +537,8 @@ class Kernel:
     def _recordable(result: ToolResult, limit: int | None) -> Message:
         """A tool result's message as the memory can store it (`oversized_result`)."""
         message = result.message
-        if limit is None:
-            return message
+        if limit is None or (len(result.content) + len(result.call_id)) * 6 + 64 <= limit:
+            return message  # fits whatever JSON makes of it (6 bytes a character at most)
         size = msgs.check([message], max_bytes=None).sizes[0]
         if size <= limit:
             return message
