@@ -19,6 +19,10 @@ the store: it may still commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -158,8 +162,17 @@ class AsyncStore:
     async def tail(
         self, *, after: int = 0, limit: int = 1000, timeout: float = 0.0
     ) -> list[Change]:
-        """`StoreHandle.tail` off the event loop; a long ``timeout`` waits in its thread."""
-        return await asyncio.to_thread(self.handle.tail, after=after, limit=limit, timeout=timeout)
+        """`StoreHandle.tail` off the event loop.
+
+        A ``timeout`` waits in a thread of its own, never in one of the loop's worker
+        threads (many long-polls would hold them all, and every other call waiting for
+        one, for up to ``timeout``). It waits in slices of `TAIL_SLICE_S`: a cancelled
+        call's thread ends within one, so it neither lingers nor holds up the end of
+        ``asyncio.run``.
+        """
+        if requests.check_timeout(timeout) == 0:  # a bad timeout: the handle's ValueError
+            return await asyncio.to_thread(self.handle.tail, after=after, limit=limit)
+        return await _long_poll(self.handle, after, limit, timeout)
 
     async def stats(self) -> dict[str, Any]:
         """`StoreHandle.stats` off the event loop."""
@@ -171,3 +184,52 @@ class AsyncStore:
 
     def __repr__(self) -> str:
         return f"<AsyncStore {self.handle!r}>"
+
+
+TAIL_SLICE_S = 0.5
+"""The longest a long-polling `AsyncStore.tail` waits before it looks whether its caller
+was cancelled (the daemon's own long-polls wait in slices this long too)."""
+
+
+async def _long_poll(handle: StoreHandle, after: int, limit: int, timeout: float) -> list[Change]:
+    """``handle.tail(timeout=timeout)`` in a thread of its own, in slices; the thread
+    stops at the end of its slice once the awaiting task is cancelled."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[list[Change]] = loop.create_future()
+    cancelled = threading.Event()
+
+    def deliver(changes: list[Change] | None, error: BaseException | None) -> None:
+        """Runs on the loop."""
+        if answer.done():
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(changes or [])
+
+    def poll() -> None:
+        """Runs in the long-poll's thread; never raises into it."""
+        changes: list[Change] | None = None
+        error: BaseException | None = None
+        deadline = time.monotonic() + timeout
+        try:
+            while not cancelled.is_set():
+                remaining = deadline - time.monotonic()
+                changes = handle.tail(
+                    after=after, limit=limit, timeout=max(0.0, min(remaining, TAIL_SLICE_S))
+                )
+                if changes or remaining <= TAIL_SLICE_S:
+                    break
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        if cancelled.is_set():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody awaits it
+            loop.call_soon_threadsafe(deliver, changes, error)
+
+    context = contextvars.copy_context()  # as asyncio.to_thread does: logs keep their binds
+    threading.Thread(target=context.run, args=(poll,), name="memoryd-aio-tail", daemon=True).start()
+    try:
+        return await answer
+    finally:
+        cancelled.set()

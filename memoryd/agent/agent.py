@@ -41,6 +41,7 @@ is in the journal (pending, for `resume`) without another call to that store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import json
@@ -404,7 +405,9 @@ class Agent(SessionMethods):
         history reads), runs in worker threads (`asyncio.to_thread`).
 
         A cancelled run stops like an interrupted one: nothing is committed, and a
-        run that recorded tool steps stays pending for `resume`.
+        run that recorded tool steps stays pending for `resume`. One cancelled while
+        its commit is under way raises `asyncio.CancelledError` once the commit has
+        its outcome (the turn may be stored then), never while it is in flight.
 
         Args:
             input: As for `run`.
@@ -586,7 +589,7 @@ class Agent(SessionMethods):
             await asyncio.to_thread(self._drop_undropped)
         try:
             turn = await self._aloop(run, history, turn)
-            version = None if self.provider is None else await self._acommit(run, turn)
+            version = None if self.provider is None else await self._acommit_whole(run, turn)
         except Exception as exc:
             await asyncio.to_thread(self._failed, run.run_id, exc)
             raise
@@ -642,6 +645,23 @@ class Agent(SessionMethods):
             if run.memos:
                 run.session.set_memo(run.memos[-1])
         return self._result(run.run_id, run.cid, turn, version)
+
+    async def _acommit_whole(self, run: _Run, turn: CheckedMessages) -> int | None:
+        """`_acommit`, seen to its end: a cancellation that comes while the commit is
+        under way is raised once the commit has its outcome (within the store's deadline),
+        so the conversation is then as it will stay and the next run finds it free; a
+        turn committed so is the run's (its run id, or a call's request id, finds it)."""
+        commit = asyncio.ensure_future(self._acommit(run, turn))
+        try:
+            return await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            while not commit.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([commit])
+            committed = not commit.cancelled() and commit.exception() is None
+            if committed and self._journal is not None:
+                self._journal.forget(run.run_id)  # its journal was cleared with the turn
+            raise
 
     async def _acommit(self, run: _Run, turn: CheckedMessages) -> int | None:
         """`_commit` from an event loop: a `DefaultProvider` on a store handle sends the

@@ -155,3 +155,41 @@ def test_a_run_stopped_at_the_boundary_keeps_the_step_written_in_flight(
     assert again.resume("r").text == "done"
     assert calls == [0, 1]  # the recorded step's tool did not run again
     assert agent.pending_runs() == []
+
+
+def test_a_run_cancelled_during_its_commit_raises_only_once_the_commit_is_done(
+    store: memoryd.StoreHandle,
+) -> None:
+    """`arun` cancelled while its commit is held in the store: the cancellation waits for
+    the commit's outcome before it is raised, so the conversation is as it will stay (the
+    turn committed, nothing pending) and the next run on it works at once. The turn used
+    to land after `CancelledError`, so a run started meanwhile failed with a
+    `ConflictError` ("changed while run ... was running")."""
+    import asyncio
+
+    hold = Hold(store)
+    store_actor.fault_hook = hold
+    agent = memoryd.Agent(llm=ScriptedModel(["first", "second"]), memory=store)
+
+    async def scenario() -> tuple[bool, int]:
+        hold.armed = True
+        task = asyncio.ensure_future(agent.arun("one", "c"))
+        await asyncio.to_thread(hold.held.wait, 5.0)
+        task.cancel()
+        for _ in range(3):  # let the cancellation reach the run, waiting on its commit
+            await asyncio.sleep(0)
+        hold.release.set()
+        try:
+            await task
+        except asyncio.CancelledError:
+            cancelled = True
+        else:
+            cancelled = False
+        return cancelled, store.version("c")
+
+    cancelled, version_at_cancel = asyncio.run(scenario())
+    assert cancelled
+    assert version_at_cancel == 1  # the commit was done when CancelledError came
+    assert agent.pending_runs("c") == []
+    assert agent.run("two", "c").text == "second"
+    assert [m["content"] for m in store.get("c")] == ["one", "first", "two", "second"]
