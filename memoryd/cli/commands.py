@@ -120,8 +120,10 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
         if args.command in _READ_COMMANDS and not (path / "data.mdb").exists():
             raise _missing(root, name)
+        given = getattr(args, "timeout", None)  # else the store's own deadline
+        options = {} if given is None else {"call_timeout_s": float(given)}
         try:
-            return LmdbStore.start(path, name=name or DEFAULT_STORE_NAME)
+            return LmdbStore.start(path, name=name or DEFAULT_STORE_NAME, **options)
         except AlreadyStarted:
             sock = root / "memoryd.sock"
             if not sock.exists():

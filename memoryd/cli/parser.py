@@ -65,8 +65,8 @@ def _where(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=sup,
         metavar="SECONDS",
-        help="seconds to wait for the daemon, above 0 and at most 86400 (default 10; tail -f "
-        "gives up after 3)",
+        help="seconds to wait for the daemon, or for a --data store's writes, above 0 and "
+        "at most 86400 (default 10; tail -f gives up after 3)",
     )
 
 

@@ -198,17 +198,29 @@ class Reply:
 
     def _pass_turn(self) -> None:
         """Wake the next waiter of the batch, once, whoever gets here first."""
-        if self._turn:
-            try:
-                following = self._turn.pop()  # one atomic pop: a turn is passed once
-            except IndexError:
-                return
+        following = self._take_turn()
+        if following is not None:
             following._wake_in_turn()
 
+    def _take_turn(self) -> Reply | None:
+        """The reply whose waiter this one's wakes, taken once (by whoever asks first)."""
+        if self._turn:
+            try:
+                return self._turn.pop()  # one atomic pop: a turn is passed once
+            except IndexError:
+                return None
+        return None
+
     def _wake_in_turn(self) -> None:
-        self._ready.release()
-        if self._abandoned:  # nobody will wake to pass the turn on: do it here
-            self._pass_turn()
+        """Wake this reply's waiter; past waiters that gave up, wake the next ones here
+        (a loop, not a call each: a batch of thousands of abandoned waiters, all timed
+        out, is walked without growing the actor's stack)."""
+        reply: Reply | None = self
+        while reply is not None:
+            reply._ready.release()
+            if not reply._abandoned:  # its waiter passes the turn on when it wakes
+                return
+            reply = reply._take_turn()  # nobody will wake to pass it on: do it here
 
     @property
     def answered(self) -> bool:

@@ -52,7 +52,8 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 out.write("\n")
         out.write(json.dumps({"end": True, "conversations": 2_000, "events": _EVENTS}) + "\n")
     data = root / "data"
-    done = run("import", str(dump), "--data", str(data))
+    # a generous deadline: a loaded machine may take more than 10 s for one chunk
+    done = run("--timeout", "600", "import", str(dump), "--data", str(data))
     assert done.returncode == 0, done.stderr
     return data
 

@@ -213,6 +213,22 @@ def test_a_waiter_that_gave_up_still_passes_the_wake_on() -> None:
     assert got == {0: 0, 1: 2, 2: 3, 3: 4}
 
 
+def test_a_batch_of_thousands_of_waiters_that_gave_up_wakes_the_one_after_them() -> None:
+    """5,000 replies abandoned before their answer (their callers' deadlines passed
+    while the batch committed, as with ``--timeout 0.001``), then one waiter: answering
+    the batch wakes it. The turn used to be passed by one call per abandoned reply, and
+    the actor died of a `RecursionError` a thousand replies in."""
+    gave_up = [Reply() for _ in range(5_000)]
+    for reply in gave_up:
+        reply.abandon()
+    last = Reply()
+    threads, got = _waiters([last])
+    _blocked([last])
+    answer_in_turn([(r, True, i) for i, r in enumerate([*gave_up, last])])
+    assert _joined(threads)
+    assert got == {0: 5_000}
+
+
 def test_a_waiter_giving_up_after_its_wake_passes_it_on() -> None:
     """abandon() of a reply already woken wakes the next waiter (the first one never waits)."""
     first, second = Reply(), Reply()
