@@ -121,9 +121,12 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         if args.command in _READ_COMMANDS and not (path / "data.mdb").exists():
             raise _missing(root, name)
         given = getattr(args, "timeout", None)  # else the store's own deadline
-        options = {} if given is None else {"call_timeout_s": float(given)}
         try:
-            return LmdbStore.start(path, name=name or DEFAULT_STORE_NAME, **options)
+            if given is None:
+                return LmdbStore.start(path, name=name or DEFAULT_STORE_NAME)
+            return LmdbStore.start(
+                path, name=name or DEFAULT_STORE_NAME, call_timeout_s=float(given)
+            )
         except AlreadyStarted:
             sock = root / "memoryd.sock"
             if not sock.exists():
