@@ -423,6 +423,7 @@ def _import(args: argparse.Namespace, store: StoreHandle, out: Output) -> int:
         "events_written": summary.events_written,
         "skipped_events": summary.skipped_events,
         "conflicts": summary.conflicts,
+        "reasons": summary.reasons,
     }
     out.emit(result, lambda o: o.write(import_line(summary)))
     return 1 if summary.conflicts else 0

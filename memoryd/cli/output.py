@@ -74,19 +74,24 @@ def show_events(found: Iterable[dict[str, Any]], out: TextIO) -> None:
     out.writelines(f"v{e['version']} {e['kind']} {len(e['messages'])} messages\n" for e in found)
 
 
+_REASONS_SHOWN = 10
+"""The most refused conversations an import's report names, each with its reason."""
+
+
 def import_line(summary: ImportSummary) -> str:
-    """What an import did, in one line for people."""
-    return (
+    """What an import did, in one line for people, then one line per refused
+    conversation (at most `_REASONS_SHOWN`) saying why."""
+    conflicts = summary.conflicts
+    lines = [
         f"imported {summary.imported} conversations ({summary.events_written} writes), "
-        f"{summary.present} already present, {len(summary.conflicts)} conflicts"
-        + (f": {', '.join(summary.conflicts[:10])}" if summary.conflicts else "")
-        + (
-            f"; skipped {summary.skipped_events} compacted/memo events"
-            if summary.skipped_events
-            else ""
-        )
-        + "\n"
-    )
+        f"{summary.present} already present, {len(conflicts)} conflicts"
+        + (" (nothing of those was written):" if conflicts else "")
+    ]
+    for cid in conflicts[:_REASONS_SHOWN]:
+        lines.append(f"  {cid!r}: {summary.reasons.get(cid, 'it changed since the export')}")
+    if len(conflicts) > _REASONS_SHOWN:
+        lines.append(f"  ... and {len(conflicts) - _REASONS_SHOWN} more (--json lists them all)")
+    return "\n".join(lines) + "\n"
 
 
 def progress(label: str, total: int | None) -> Callable[[int], None] | None:

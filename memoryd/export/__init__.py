@@ -2,7 +2,8 @@
 
 An export is one header line, one line per event, one trailer line::
 
-    {"format": "memoryd-export", "schema": 1, "store": "memoryd.default"}
+    {"format": "memoryd-export", "schema": 1, "store": "memoryd.default",
+     "cut": "per-conversation"}
     {"conversation_id": "c", "version": 1, "kind": "appended", "messages": [...],
      "timestamp": 1717000000.5, "idempotency_key": null, "data": null}
     ...
@@ -27,7 +28,16 @@ kinds, messages, commit timestamps, idempotency keys and data, ``forked``,
 already in the store identically are skipped, so a conversation imported before
 is left alone (``present``), a new one (or one holding no messages, for a log that
 starts with a cleared marker) is written (``imported``), and one whose log differs
-from the file's, or runs past it, is reported as a conflict and not touched.
+from the file's, or runs past it, is reported as a conflict (``reasons`` says why) and
+not touched. A log starting with a cleared marker is refused over a conversation
+whose log holds memos or summaries, which the marker would delete.
+
+An export is a per-conversation cut (the header's ``"cut"``): each conversation's
+log is read whole at one moment, the conversations one after another; writes made
+meanwhile show in the conversations read after them. Run journals (``memoryd.run/``
+ids) are never exported, and an import refuses them. Every line of a conversation to
+import is checked as the target store's import will check it (message and data
+sizes, idempotency keys), so a file it would refuse is refused before any write.
 Conversations are written in parallel, so the global change feed (``tail``) keeps
 each conversation's order but not the interleaving of the source store.
 """

@@ -15,13 +15,22 @@ from memoryd import messages as msgs
 from memoryd._json_values import loads
 from memoryd.errors import ExportFormatError
 from memoryd.events import Event
+from memoryd.store.requests import (
+    HIDDEN_PREFIX,
+    MAX_IMPORT_VERSION,
+    check_data,
+    check_idempotency_key,
+)
 
 __all__ = [
     "CHUNK",
+    "CUT",
     "EXPORT_FORMAT",
     "EXPORT_SCHEMA",
     "Progress",
+    "check_end",
     "check_header",
+    "check_visible",
     "json_line",
     "parse_event",
     "parse_json",
@@ -29,6 +38,10 @@ __all__ = [
 
 EXPORT_FORMAT = "memoryd-export"
 EXPORT_SCHEMA = 1
+CUT = "per-conversation"
+"""What the header's ``cut`` says an export is: each conversation's log as of one read,
+the conversations read one after another while writers may go on writing (not one
+snapshot of the whole store)."""
 CHUNK = 1000
 """The most events of one conversation read, or written, at once."""
 _EVENT_FIELDS = frozenset(
@@ -48,11 +61,16 @@ def parse_json(number: int, text: str) -> Any:
     """Decode line ``number``.
 
     Raises:
-        ExportFormatError: The line is not valid JSON.
+        ExportFormatError: The line is not valid JSON (said to be cut short when it is
+            the file's last line and has no line end: a truncated file).
     """
     try:
         return loads(text)
     except ValueError as exc:
+        if not text.endswith("\n"):
+            raise ExportFormatError(
+                number, f"the last line is cut short ({exc}): the file is truncated"
+            ) from None
         raise ExportFormatError(number, f"not valid JSON: {exc}") from None
 
 
@@ -64,15 +82,57 @@ def check_header(obj: Any) -> None:
     """
     if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:
         raise ExportFormatError(1, f"not a memoryd export (no '{EXPORT_FORMAT}' header)")
-    if obj.get("schema") != EXPORT_SCHEMA:
+    schema = obj.get("schema")
+    if type(schema) is not int or schema != EXPORT_SCHEMA:
         raise ExportFormatError(
             1,
             f"export schema {obj.get('schema')!r}; this memoryd reads schema {EXPORT_SCHEMA}",
         )
 
 
-def parse_event(number: int, obj: Any) -> tuple[str, Event]:
+def check_end(number: int, obj: dict[str, Any], *, conversations: int, events: int) -> None:
+    """Check the end line ``number`` against what the lines before it held.
+
+    Its ``events`` count is required; its ``conversations`` count (which `export_jsonl`
+    always writes) is checked when it is there.
+
+    Raises:
+        ExportFormatError: It counts other conversations or other events.
+    """
+    for name, found in (("events", events), ("conversations", conversations)):
+        if name == "conversations" and name not in obj:
+            continue
+        counted = obj.get(name)
+        if type(counted) is not int or counted != found:
+            raise ExportFormatError(
+                number, f"the end line counts {counted!r} {name}; found {found}"
+            )
+
+
+def check_visible(number: int, cid: str) -> None:
+    """Refuse memoryd's own bookkeeping (run journals), which exports never hold.
+
+    Raises:
+        ExportFormatError: ``cid`` starts with ``memoryd.run/``.
+    """
+    if cid.startswith(HIDDEN_PREFIX):
+        raise ExportFormatError(
+            number,
+            f"conversation {cid!r} is memoryd's own bookkeeping (ids starting with "
+            f"{HIDDEN_PREFIX!r}, run journals): exports never hold one and an import "
+            "does not write one; remove its lines",
+        )
+
+
+def parse_event(number: int, obj: Any, *, max_bytes: int | None = None) -> tuple[str, Event]:
     """Check the decoded event line ``number`` and build its event.
+
+    Args:
+        number: the line's number, for the errors.
+        obj: the decoded line.
+        max_bytes: the target store's ``max_message_bytes``: also check the line as the
+            store's import will (sizes, idempotency key, data, version range), so that an
+            import refuses the file before its first write; None: only its form.
 
     Returns:
         ``(conversation id, event)``.
@@ -93,18 +153,32 @@ def parse_event(number: int, obj: Any) -> tuple[str, Event]:
         raw = obj["messages"]
         if not isinstance(raw, list):
             raise ValueError("messages must be a list")
-        checked = [msgs.validate(m, max_bytes=None) for m in raw]
+        checked: tuple[dict[str, Any], ...]
+        if max_bytes is None:
+            checked = tuple(msgs.validate(m, max_bytes=None) for m in raw)
+        else:
+            checked = msgs.check(raw, max_bytes=max_bytes) if raw else ()
         stamp = obj["timestamp"]
+        key = obj.get("idempotency_key")
+        data = obj.get("data")
+        if max_bytes is not None:
+            key = check_idempotency_key(key)
+            data = check_data(data, max_bytes)
         event = Event(
             version=obj["version"],
             kind=obj["kind"],
-            messages=tuple(checked),
+            messages=checked,
             timestamp=float(stamp)
             if isinstance(stamp, int) and not isinstance(stamp, bool)
             else stamp,
-            idempotency_key=obj.get("idempotency_key"),
-            data=obj.get("data"),
+            idempotency_key=key,
+            data=data,
         )
+        if max_bytes is not None and event.version > MAX_IMPORT_VERSION:
+            raise ValueError(
+                f"version {event.version} is past 2**53 ({MAX_IMPORT_VERSION}), the last "
+                "version an import writes"
+            )
     except ValueError as exc:
         raise ExportFormatError(number, str(exc)) from None
     return cid, event

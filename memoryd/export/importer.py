@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.errors import ConflictError
-from memoryd.events import Event
+from memoryd.events import Event, EventKind
 from memoryd.export.format import Progress
 from memoryd.export.scan import Scan, chunks
 from memoryd.store.handle import StoreHandle
@@ -23,7 +23,8 @@ class ImportSummary:
     """What an import did, per conversation.
 
     ``skipped_events`` is always 0 now that every kind of event is imported; it is
-    kept so existing readers of the summary do not break.
+    kept so existing readers of the summary do not break. ``reasons`` says, for each
+    conversation of ``conflicts``, why it was refused (nothing of it was written).
     """
 
     imported: int = 0
@@ -31,11 +32,33 @@ class ImportSummary:
     events_written: int = 0
     skipped_events: int = 0
     conflicts: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 _Chunk = tuple[list[Event] | None, bool]
 """``(events, last)`` handed to a conversation's worker; None events: reading stopped."""
-_Outcome = tuple[str, int]
+_Outcome = tuple[str, int, str]
+_RECORDS = frozenset({EventKind.MEMO.value, EventKind.COMPACTED.value})
+
+
+def _records_lost(store: StoreHandle, cid: str, version: int, head: Event) -> str | None:
+    """Why ``head`` may not start the import of ``cid`` (at ``version``), or None.
+
+    A log that starts with a cleared marker past the next version continues a
+    conversation holding no messages, and the marker deletes the events before it: on
+    a conversation whose log holds memos or summaries (long-term memory keeps its
+    records there), those would be lost unseen, so it is refused as a conflict.
+    """
+    if version == 0 or head.kind != EventKind.CLEARED or head.version <= version + 1:
+        return None
+    kept = sum(1 for event in store.events(cid) if event.kind in _RECORDS)
+    if not kept:
+        return None
+    return (
+        f"the import starts {cid!r} with a cleared marker at version {head.version}, which "
+        f"would delete the {kept} memo/compacted event(s) of its log (at version "
+        f"{version}); nothing was imported. Import into another conversation id or store"
+    )
 
 
 def _import_one(store: StoreHandle, cid: str, chunks: queue.Queue[_Chunk]) -> _Outcome:
@@ -45,35 +68,45 @@ def _import_one(store: StoreHandle, cid: str, chunks: queue.Queue[_Chunk]) -> _O
     conversation), even after a conflict or an error.
 
     Returns:
-        ``(outcome, events written)``: ``imported``, ``present`` or ``conflict``.
+        ``(outcome, events written, why)``: ``imported``, ``present`` or ``conflict``,
+        and for a conflict, why.
     """
     version = store.version(cid)
     written = 0
     last_version = 0
-    conflict = False
+    reason: str | None = None
     failure: BaseException | None = None
     while True:
         chunk, last = chunks.get()
         if chunk is None:
             break
-        if not conflict and failure is None:
+        if reason is None and failure is None:
             try:
-                after = store.import_events(cid, chunk)
-            except ConflictError:
-                conflict = True
+                if not last_version:
+                    reason = _records_lost(store, cid, version, chunk[0])
+                if reason is None:
+                    after = store.import_events(cid, chunk)
+            except ConflictError as exc:
+                reason = str(exc)
             except BaseException as exc:  # handed back once the queue is drained
                 failure = exc
             else:
-                written += sum(1 for event in chunk if event.version > version)
-                version = after
+                if reason is None:
+                    written += sum(1 for event in chunk if event.version > version)
+                    version = after
         last_version = chunk[-1].version
         if last:
             break
     if failure is not None:
         raise failure
-    if conflict or version != last_version:
-        return "conflict", written
-    return ("imported" if written else "present"), written
+    if reason is None and version != last_version:
+        reason = (
+            f"{cid!r} is at version {version}, past the file's last version "
+            f"{last_version}: the store's log runs past the file's; nothing was imported"
+        )
+    if reason is not None:
+        return "conflict", written, reason
+    return ("imported" if written else "present"), written, ""
 
 
 def import_jsonl(
@@ -121,10 +154,11 @@ def import_jsonl(
             handled += 1
             if future.exception() is not None:
                 return
-            outcome, written = future.result()
+            outcome, written, reason = future.result()
             summary.events_written += written
             if outcome == "conflict":
                 summary.conflicts.append(cid)
+                summary.reasons[cid] = reason
             else:
                 setattr(summary, outcome, getattr(summary, outcome) + 1)
             if progress is not None:
@@ -135,7 +169,7 @@ def import_jsonl(
         open_queue: queue.Queue[_Chunk] | None = None
         sent = 0
         try:
-            for item, chunk in chunks(path, scan.pending):
+            for item, chunk in chunks(path, scan.pending, max_bytes=store.max_message_bytes):
                 if open_queue is None:
                     slots.acquire()
                     open_queue = queue.Queue(maxsize=2)

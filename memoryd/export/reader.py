@@ -7,7 +7,14 @@ from pathlib import Path
 
 from memoryd.errors import ExportFormatError
 from memoryd.events import Event, EventKind
-from memoryd.export.format import CHUNK, check_header, parse_event, parse_json
+from memoryd.export.format import (
+    CHUNK,
+    check_end,
+    check_header,
+    check_visible,
+    parse_event,
+    parse_json,
+)
 
 __all__ = ["read_export"]
 
@@ -60,10 +67,7 @@ def _walk(path: str | Path) -> Iterator[tuple[str, list[Event], bool]]:
                 check_header(obj)
                 continue
             if isinstance(obj, dict) and obj.get("end") is True:
-                if obj.get("events") != counted:
-                    raise ExportFormatError(
-                        number, f"the end line counts {obj.get('events')} events; found {counted}"
-                    )
+                check_end(number, obj, conversations=len(seen), events=counted)
                 ended = True
                 continue
             cid, event = parse_event(number, obj)
@@ -73,6 +77,7 @@ def _walk(path: str | Path) -> Iterator[tuple[str, list[Event], bool]]:
                     raise ExportFormatError(
                         number, f"conversation {cid!r} appears again after other conversations"
                     )
+                check_visible(number, cid)
                 if event.version != 1 and event.kind != EventKind.CLEARED:
                     raise ExportFormatError(
                         number,

@@ -15,7 +15,14 @@ from memoryd import messages as msgs
 from memoryd._json_values import loads
 from memoryd.errors import ExportFormatError
 from memoryd.events import Event, EventKind
-from memoryd.export.format import CHUNK, check_header, parse_event, parse_json
+from memoryd.export.format import (
+    CHUNK,
+    check_end,
+    check_header,
+    check_visible,
+    parse_event,
+    parse_json,
+)
 from memoryd.store.handle import StoreHandle
 from memoryd.store.importing import same_event
 
@@ -103,11 +110,8 @@ class Scan:
                 if head is None:
                     obj = parse_json(number, text)
                     if isinstance(obj, dict) and obj.get("end") is True:
-                        if obj.get("events") != counted:
-                            raise ExportFormatError(
-                                number,
-                                f"the end line counts {obj.get('events')} events; found {counted}",
-                            )
+                        self._finish()  # the last conversation's lines come first
+                        check_end(number, obj, conversations=len(self._seen), events=counted)
                         ended = True
                         continue
                     cid, event = parse_event(number, obj)
@@ -136,6 +140,7 @@ class Scan:
                 raise ExportFormatError(
                     number, f"conversation {cid!r} appears again after other conversations"
                 )
+            check_visible(number, cid)
             if version != 1:
                 _, first = parse_event(number, parse_json(number, text))
                 if first.kind != EventKind.CLEARED:
@@ -168,8 +173,9 @@ class Scan:
             if self._holds(cid, last):
                 self.present.append(cid)
                 return
+        limit = self.store.max_message_bytes
         events = [
-            parse_event(number, parse_json(number, text))[1]
+            parse_event(number, parse_json(number, text), max_bytes=limit)[1]
             for number, text in enumerate(lines, start=self._first_line)
         ]
         size = sum(len(text) for text in lines)
@@ -214,16 +220,23 @@ def _head(text: str) -> tuple[str, int, str] | None:
     return checked, int(number.group()), text[: end + len(_VERSION)]
 
 
-def chunks(path: str | Path, pending: list[Pending]) -> Iterator[tuple[Pending, list[Event]]]:
+def chunks(
+    path: str | Path, pending: list[Pending], *, max_bytes: int
+) -> Iterator[tuple[Pending, list[Event]]]:
     """Each pending conversation's events in chunks of at most ``CHUNK``, in file order;
-    those not kept decoded are read again from the file."""
+    those not kept decoded are read again from the file (and checked against
+    ``max_bytes`` again, as `Scan` did)."""
     with open(path, "rb") as handle:
         for item in pending:
             events = item.events
             if events is None:
                 handle.seek(item.start)
                 events = [
-                    parse_event(number, parse_json(number, handle.readline().decode("utf-8")))[1]
+                    parse_event(
+                        number,
+                        parse_json(number, handle.readline().decode("utf-8")),
+                        max_bytes=max_bytes,
+                    )[1]
                     for number in range(item.first_line, item.first_line + item.count)
                 ]
             for at in range(0, len(events), CHUNK):

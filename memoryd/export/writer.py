@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TextIO
 
-from memoryd.export.format import EXPORT_FORMAT, EXPORT_SCHEMA, Progress, json_line
+from memoryd.export.format import CUT, EXPORT_FORMAT, EXPORT_SCHEMA, Progress, json_line
 from memoryd.protocol import event_to_wire
 from memoryd.store.handle import StoreHandle
 
@@ -27,6 +27,12 @@ def export_jsonl(
 ) -> ExportSummary:
     """Write every conversation's events to ``out`` as JSONL.
 
+    Each conversation's log is read at once, so it is whole and as of one moment; the
+    conversations are read one after another, so with writers at work the export is
+    not one snapshot of the store (the header says ``"cut": "per-conversation"``): a
+    conversation read late holds writes made after one read early, and a ``forked``
+    event may name a source version past the source's exported log.
+
     Args:
         store: any store handle (local or remote).
         out: a text stream.
@@ -35,7 +41,8 @@ def export_jsonl(
     Returns:
         The counts written (also in the trailer line).
     """
-    out.write(json_line({"format": EXPORT_FORMAT, "schema": EXPORT_SCHEMA, "store": store.name}))
+    header = {"format": EXPORT_FORMAT, "schema": EXPORT_SCHEMA, "store": store.name, "cut": CUT}
+    out.write(json_line(header))
     conversations = events = 0
     after: str | None = None
     while page := store.conversations(after=after, limit=_PAGE, include_empty=True):

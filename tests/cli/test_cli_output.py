@@ -73,17 +73,27 @@ def test_a_change_is_one_line_in_either_mode() -> None:
     assert (wire["position"], wire["conversation_id"], wire["version"]) == (7, "c1", 7)
 
 
-def test_the_import_line_names_conflicts_and_skipped_events() -> None:
-    """Counts always; the first conflicts and any skipped events only when there are some."""
+def test_the_import_line_names_each_conflict_with_its_reason() -> None:
+    """Counts always; then each refused conversation with why (at most ten, then how
+    many more). The reasons used to be thrown away: only the ids were listed."""
     plain = ImportSummary(imported=3, present=1, events_written=5)
     assert import_line(plain) == (
         "imported 3 conversations (5 writes), 1 already present, 0 conflicts\n"
     )
-    troubled = ImportSummary(imported=1, events_written=1, skipped_events=2, conflicts=["a", "b"])
-    assert import_line(troubled) == (
-        "imported 1 conversations (1 writes), 0 already present, 2 conflicts: a, b; "
-        "skipped 2 compacted/memo events\n"
+    troubled = ImportSummary(
+        imported=1,
+        events_written=1,
+        conflicts=["a", "b"],
+        reasons={"a": "is at version 7, past the file's last version 5"},
     )
+    assert import_line(troubled) == (
+        "imported 1 conversations (1 writes), 0 already present, 2 conflicts "
+        "(nothing of those was written):\n"
+        "  'a': is at version 7, past the file's last version 5\n"
+        "  'b': it changed since the export\n"
+    )
+    many = ImportSummary(conflicts=[f"c{n}" for n in range(12)])
+    assert import_line(many).splitlines()[-1] == "  ... and 2 more (--json lists them all)"
 
 
 class _Terminal(io.StringIO):
