@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from memoryd._shown import described
 from memoryd.errors import ProtocolError
 
 __all__ = [
@@ -33,21 +34,6 @@ MAX_VERSION = 2**64 - 1
 
 _T = TypeVar("_T")
 
-_SHOWN_CHARS = 60
-
-
-def _described(value: Any) -> str:
-    """``value`` as an error message shows it: a short repr, or its type and size."""
-    if value is None or type(value) in (bool, int, float):
-        return repr(value)
-    if type(value) is str:
-        text = repr(value)
-        if len(text) <= _SHOWN_CHARS:
-            return text
-        return f"{text[:_SHOWN_CHARS]}... ({len(value)} characters)"
-    size = f" of {len(value)}" if isinstance(value, list | dict) else ""
-    return f"a {type(value).__name__}{size}"
-
 
 def _refused(call: str, problem: str) -> ProtocolError:
     return ProtocolError(f"the daemon's answer to {call} {problem}; is it a memoryd daemon?")
@@ -60,7 +46,7 @@ def mapping(answer: Any, call: str) -> dict[str, Any]:
         ProtocolError: it is anything else.
     """
     if type(answer) is not dict:
-        raise _refused(call, f"is {_described(answer)}, not an object")
+        raise _refused(call, f"is {described(answer)}, not an object")
     return answer
 
 
@@ -84,7 +70,7 @@ def version(answer: Any, call: str) -> int:
     """
     value = field(answer, "version", call)
     if type(value) is not int or not 0 <= value <= MAX_VERSION:
-        raise _refused(call, f"holds the version {_described(value)}, not an int from 0 to 2**64-1")
+        raise _refused(call, f"holds the version {described(value)}, not an int from 0 to 2**64-1")
     return value
 
 
@@ -96,7 +82,7 @@ def positive_int(answer: Any, name: str, call: str, default: int) -> int:
     """
     value = mapping(answer, call).get(name, default)
     if type(value) is not int or value < 1:
-        raise _refused(call, f"holds {name} {_described(value)}, not an int of at least 1")
+        raise _refused(call, f"holds {name} {described(value)}, not an int of at least 1")
     return value
 
 
@@ -108,7 +94,7 @@ def flag(answer: Any, name: str, call: str) -> bool:
     """
     value = field(answer, name, call)
     if type(value) is not bool:
-        raise _refused(call, f"holds {name} {_described(value)}, not true or false")
+        raise _refused(call, f"holds {name} {described(value)}, not true or false")
     return value
 
 
@@ -120,12 +106,12 @@ def listed(answer: Any, name: str, item: type[_T], call: str) -> list[_T]:
     """
     value = field(answer, name, call)
     if type(value) is not list:
-        raise _refused(call, f"holds {name} as {_described(value)}, not a list")
+        raise _refused(call, f"holds {name} as {described(value)}, not a list")
     for index, element in enumerate(value):
         if type(element) is not item:
             raise _refused(
                 call,
-                f"holds {name}[{index}] as {_described(element)}, not a {item.__name__}",
+                f"holds {name}[{index}] as {described(element)}, not a {item.__name__}",
             )
     return value
 
@@ -138,7 +124,7 @@ def message_or_none(answer: Any, call: str) -> dict[str, Any] | None:
     """
     value = field(answer, "message", call)
     if value is not None and type(value) is not dict:
-        raise _refused(call, f"holds the message {_described(value)}, not an object or null")
+        raise _refused(call, f"holds the message {described(value)}, not an object or null")
     return value
 
 

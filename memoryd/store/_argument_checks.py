@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memoryd._json_values import compact_json_bytes, copy_json_or_raise
+from memoryd._shown import described
 
 __all__ = [
     "HIDDEN_PREFIX",
@@ -71,18 +72,6 @@ def _is_int(value: Any) -> bool:
 MAX_VERSION = 2**64 - 1
 """The highest version a store can hold (a key's 8 bytes)."""
 
-_SHOWN = 60
-"""The most characters of a refused value an error shows."""
-
-
-def _given(value: Any) -> str:
-    """``value`` as an error shows it: cut when long; a huge int by its size (its digits
-    alone may be past what Python converts to text)."""
-    if _is_int(value) and value.bit_length() > 64:
-        return f"an int of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
-
 
 def check_optional_count(value: Any, name: str) -> int | None:
     """``None`` or an int >= 0: a count (``limit``; a huge one means all).
@@ -93,7 +82,7 @@ def check_optional_count(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0 or None, not {_given(value)}")
+        raise ValueError(f"{name} must be an int >= 0 or None, not {described(value)}")
     return int(value)
 
 
@@ -107,7 +96,7 @@ def check_optional_version(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value) or not 0 <= value <= MAX_VERSION:
-        raise ValueError(f"{name} must be an int from 0 to 2**64-1 or None, not {_given(value)}")
+        raise ValueError(f"{name} must be an int from 0 to 2**64-1 or None, not {described(value)}")
     return int(value)
 
 

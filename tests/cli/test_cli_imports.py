@@ -162,6 +162,7 @@ _COMMAND_LINE = frozenset(
 _READ_THROUGH_A_DAEMON = _COMMAND_LINE | frozenset(
     {
         "memoryd._ids",
+        "memoryd._shown",
         "memoryd.client",
         "memoryd.client._answers",
         "memoryd.client._http",
