@@ -811,7 +811,10 @@ class Agent(SessionMethods):
             try:
                 return await self.kernel.acall_tool(effect[1], context=effect[2])
             finally:
-                current_tool_call.reset(token)
+                # a task dropped with its closed loop is finalised in another context,
+                # where the token is foreign: nothing of the run's is left to reset then
+                with contextlib.suppress(ValueError):
+                    current_tool_call.reset(token)
         self._save_step(run, effect[1], effect[2], from_loop=True)
         return None
 

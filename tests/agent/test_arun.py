@@ -548,3 +548,40 @@ def test_a_step_write_is_waited_for_the_way_it_was_sent(lmdb: memoryd.StoreHandl
     assert sorted(r.run_id for r in journal.pending()) == ["r-loop", "r-thread"]
     [loop_run] = [r for r in journal.pending() if r.run_id == "r-loop"]
     assert [m["content"] for m in loop_run.messages] == ["go", "noted"]
+
+
+def test_a_run_dropped_with_its_closed_loop_is_finalised_quietly(
+    lmdb: memoryd.StoreHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop closed while a run awaits its tool, the task then garbage-collected: the
+    run's coroutine is finalised without an error of memoryd's (Python used to print
+    "Exception ignored" with a `ValueError` from the tool-call context and a
+    `RuntimeError` from a failure handler awaiting on no loop), nothing is stored, and
+    the next run on the conversation works."""
+    import gc
+    import sys
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    entered = asyncio.Event()
+
+    @memoryd.tool
+    async def wait_forever(n: int) -> int:
+        """Wait for good."""
+        entered.set()
+        await asyncio.Event().wait()
+        return n
+
+    call = messages.assistant(tool_calls=[messages.tool_call("c1", "wait_forever", {"n": 1})])
+    agent = memoryd.Agent(llm=ScriptedModel([call]), memory=lmdb, tools=[wait_forever])
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(agent.arun("go", "dropped"))
+    loop.run_until_complete(asyncio.wait_for(entered.wait(), 10))
+    loop.close()
+    del task
+    gc.collect()
+    assert unraisable == []
+    assert lmdb.version("dropped") == 0
+    assert (
+        memoryd.Agent(llm=ScriptedModel(["ok"]), memory=lmdb).run("again", "dropped").text == "ok"
+    )
