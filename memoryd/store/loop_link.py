@@ -282,8 +282,8 @@ def _watched_eventfd(loop: asyncio.AbstractEventLoop, callback: Callable[[], Non
         return -1
     try:
         loop.add_reader(fd, callback)
-    except (NotImplementedError, OSError):
-        os.close(fd)
+    except (NotImplementedError, OSError):  # a proactor loop; tests/store/test_submit.py
+        os.close(fd)  # the fallback, not a stub: woken by call_soon_threadsafe instead
         return -1
     weakref.finalize(loop, os.close, fd)
     return fd
