@@ -39,8 +39,9 @@ _REPLY_KEYS = ("role", "content", "tool_calls", "name")
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """The largest answer body read from the server (`OpenAIChat(max_response_bytes=...)`)."""
 
-_EXCERPT_BYTES = 4096
-"""How much of an error answer is read to say what went wrong."""
+_EXCERPT_BYTES = 64 * 1024
+"""How much of an error answer is read to say what went wrong: enough for any error
+object a server sends (its message is shown cut to 300 characters), not a whole page."""
 
 
 class _TooLarge(Exception):
@@ -66,12 +67,22 @@ def _read(response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _head(response: httpx.Response, limit: int) -> bytes:
+    """The first ``limit`` bytes of a streamed ``response``'s body; the rest is not read."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk[: limit - size])
+        size += len(chunks[-1])
+        if size >= limit:
+            break
+    return b"".join(chunks)
+
+
 def _excerpt(response: httpx.Response) -> str:
-    """What an error answer says: its ``error.message``, else its first characters."""
-    try:
-        raw = _read(response, _EXCERPT_BYTES)
-    except _TooLarge:
-        return f"(an answer of over {_EXCERPT_BYTES} bytes)"
+    """What an error answer says: its ``error.message``, else its first characters; of
+    a long answer only the first `_EXCERPT_BYTES` are read."""
+    raw = _head(response, _EXCERPT_BYTES)
     try:
         body = loads(raw)
         error = body.get("error") if isinstance(body, dict) else None

@@ -125,6 +125,21 @@ def test_client_errors_are_not_retried(stub: Stub) -> None:
     assert len(stub.requests) == 1
 
 
+def test_an_error_answer_is_shown_by_its_message_and_read_only_in_part(stub: Stub) -> None:
+    """A 400 whose JSON message is 5 KB is shown by that message (cut to 300 characters;
+    a 4 KiB cap used to replace it by "an answer of over 4096 bytes"), and a 2 MB error
+    page by its first characters, its rest never read."""
+    stub.replies.append((400, {"error": {"message": "too long: " + "m" * 5000}}, {}))
+    with pytest.raises(LLMError) as raised:
+        model(stub).complete([messages.user("hi")])
+    assert f"HTTP 400: too long: {'m' * 290}" in str(raised.value)
+    assert len(str(raised.value)) < 500
+    stub.replies.append((502, "<html>" + "x" * 2_000_000, {}))
+    with pytest.raises(LLMError, match=r"HTTP 502: <html>x+\)") as raised:
+        model(stub, max_retries=0).complete([messages.user("hi")])
+    assert len(str(raised.value)) < 500
+
+
 def test_malformed_answers_are_llm_errors(stub: Stub) -> None:
     """Non-JSON bodies, missing choices and invalid messages raise LLMError."""
     stub.replies += [
