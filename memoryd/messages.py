@@ -39,6 +39,7 @@ from memoryd._json_values import (
 )
 from memoryd._message_batch import DEFAULT_MAX_MESSAGE_BYTES, CheckedMessages, check
 from memoryd._message_checks import ROLES, check_tool_call, type_name
+from memoryd._shown import shown
 from memoryd.errors import InvalidConversationId, InvalidMessage
 
 __all__ = [
@@ -213,8 +214,8 @@ def validate_turn_conversation_id(cid: Any) -> str:
     checked = validate_conversation_id(cid)
     if checked.startswith(BOOKKEEPING_PREFIX):
         raise InvalidConversationId(
-            f"conversation id {checked[:60]!r} starts with {BOOKKEEPING_PREFIX!r}, memoryd's "
-            "own space (run journals and leases); choose another id"
+            f"conversation id {shown(checked, 60)} starts with {BOOKKEEPING_PREFIX!r}, "
+            "memoryd's own space (run journals and leases); choose another id"
         )
     return checked
 

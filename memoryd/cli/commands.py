@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import stat
 import sys
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from memoryd._json_values import loads
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.errors import AlreadyStarted, StoreUnavailable, UnknownStore
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
@@ -43,14 +43,14 @@ FOLLOW_PATIENCE_S = 3.0
 _FOLLOW_POLL_S = 1.0  # the long poll of tail -f: a vanished daemon is noticed between polls
 _TAIL_PAGE = 1000
 _BULK_COMMANDS = frozenset({"export", "import", "tail"})
+"""Commands that move many events through a daemon: they use msgpack bodies; the others
+make a call or two on JSON bodies, which needs no codec (nor msgpack) loaded."""
 _READ_COMMANDS = frozenset(
     {"conversations", "events", "export", "get", "runs", "stats", "tail", "version"}
 )
 """Commands that only read (``runs --discard`` drops a run that must exist). On ``--data``
 they refuse a store that is not there, as a daemon does (`UnknownStore`), instead of
 creating it: a mistyped directory or ``--store`` is said, not read as empty."""
-"""Commands that move many events through a daemon: they use msgpack bodies; the others
-make a call or two on JSON bodies, which needs no codec (nor msgpack) loaded."""
 
 
 def _option(args: argparse.Namespace, name: str, env: str | None = None) -> Any:
@@ -187,11 +187,9 @@ def _messages_to_add(args: argparse.Namespace) -> list[dict[str, Any]]:
     if sys.stdin is None or sys.stdin.isatty():  # None: started with stdin closed
         raise ValueError("give --content TEXT, or pipe JSON messages on stdin")
     try:
-        data = json.load(sys.stdin)
+        data = loads(sys.stdin.read())  # bounded: too deep a nesting is a ValueError too
     except ValueError as exc:
         raise ValueError(f"stdin is not JSON: {exc}") from None
-    except RecursionError:
-        raise ValueError("stdin is not JSON messages: it nests too deeply") from None
     return data if isinstance(data, list) else [data]
 
 

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 from memoryd._shown import described
 from memoryd.errors import ProtocolError
+from memoryd.store.requests import MAX_VERSION
 
 __all__ = [
-    "MAX_VERSION",
     "converted",
     "field",
     "flag",
@@ -29,8 +29,6 @@ __all__ = [
     "version",
 ]
 
-MAX_VERSION = 2**64 - 1
-"""The largest version a store holds."""
 
 _T = TypeVar("_T")
 

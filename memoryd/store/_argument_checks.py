@@ -12,6 +12,7 @@ from typing import Any
 
 from memoryd._json_values import compact_json_bytes, copy_json_or_raise
 from memoryd._shown import described
+from memoryd.messages import BOOKKEEPING_PREFIX
 
 __all__ = [
     "HIDDEN_PREFIX",
@@ -41,12 +42,11 @@ that the conversation can still be written after it (and that every JSON reader
 holds it exactly)."""
 """The event kinds `StoreHandle.record` writes: they leave the history unchanged."""
 
-HIDDEN_PREFIX = "memoryd.run/"
+HIDDEN_PREFIX = BOOKKEEPING_PREFIX
 """Conversations whose id starts with this are memoryd's own bookkeeping (run journals):
 `StoreHandle.conversations` lists them only when asked for by this prefix, and
-`StoreHandle.tail` (so exports and followers) never shows them. The same prefix as
-`memoryd.messages.BOOKKEEPING_PREFIX`, where no turn is written (spelt here so that a
-short command's read path does not load the message checks)."""
+`StoreHandle.tail` (so exports and followers) never shows them; no turn is written
+there (`memoryd.messages.validate_turn_conversation_id`)."""
 
 
 def hidden(cid: str, prefix: str = "") -> bool:

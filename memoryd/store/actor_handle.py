@@ -73,6 +73,12 @@ class ActorStoreHandle(StoreHandle):
 
     # -- plumbing -------------------------------------------------------------------
 
+    def refuses_writes(self) -> bool:
+        """The engine's own hint (`StoreHandle.refuses_writes`), read without a round
+        trip; False while the store is not running."""
+        engine = lookup.engine(self.name)
+        return engine is not None and engine.refuses_writes()
+
     def _unavailable(self, what: str) -> StoreUnavailable:
         return StoreUnavailable(
             f"store {self.name!r} {what}; start it with {type(self).__name__}.start(...)"

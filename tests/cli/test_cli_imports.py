@@ -145,6 +145,7 @@ _COMMAND_LINE = frozenset(
         "memoryd._lazy",
         "memoryd._message_batch",
         "memoryd._message_checks",
+        "memoryd._shown",
         "memoryd._version",
         "memoryd.cli",
         "memoryd.cli.commands",
@@ -162,7 +163,6 @@ _COMMAND_LINE = frozenset(
 _READ_THROUGH_A_DAEMON = _COMMAND_LINE | frozenset(
     {
         "memoryd._ids",
-        "memoryd._shown",
         "memoryd.client",
         "memoryd.client._answers",
         "memoryd.client._http",

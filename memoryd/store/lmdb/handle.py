@@ -63,11 +63,6 @@ class _LmdbHandle(ActorStoreHandle):
         engine: LmdbEngine = super()._engine(deadline)
         return engine
 
-    def refuses_writes(self) -> bool:
-        """True while the store's disk is full (`LmdbEngine.refuses_writes`)."""
-        engine = lookup.engine(self.name)
-        return engine is not None and engine.refuses_writes()
-
     def reads_inline(self, records: int | None) -> bool:
         """True for at most `INLINE_READ_LIMIT` records while the environment is open."""
         if records is None or not 0 <= records <= INLINE_READ_LIMIT:

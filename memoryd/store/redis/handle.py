@@ -245,12 +245,6 @@ class RedisStore(ActorStoreHandle):
             after = seen  # positions up to here were deleted by a clear
             block = min(remaining, most)
 
-    def refuses_writes(self) -> bool:
-        """True for a second after Redis refused a write at its ``maxmemory``, unless a
-        write went through since (`RedisEngine.refuses_writes`)."""
-        engine = lookup.engine(self.name)
-        return engine is not None and bool(engine.refuses_writes())
-
     def stats(self) -> dict[str, Any]:
         """Counts (conversations, events, last position), commits and the Redis URL."""
         out = self._redis_read(lambda e: e.stats())
