@@ -82,6 +82,7 @@ from memoryd.errors import (
     StoreUnavailable,
 )
 from memoryd.kernel.context import Context
+from memoryd.kernel.filters import ToolResult
 from memoryd.kernel.kernel import (
     DEFAULT_MAX_TOOL_CALLS,
     Kernel,
@@ -103,6 +104,9 @@ from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 __all__ = ["Agent", "PendingRun", "RunResult", "current_tool_call", "pending_runs_of"]
 
 log = structlog.get_logger(__name__)
+
+_UNKNOWN = -1
+"""`Agent._result_limit` before its first tool result."""
 
 _RUN_IDS = IdSource()
 """Run ids of runs given none: unique across processes sharing a store, without a system
@@ -334,6 +338,8 @@ class Agent(SessionMethods):
                 "journal= a store handle"
             )
         self.keep_failed_runs = keep_failed_runs
+        self._result_limit: int | None = _UNKNOWN
+        """The largest tool result a run records (`record_limit`), known at first use."""
         self._session: Session | None = None
         self._sessions = Sessions()
         self.agent_type: str | None = None
@@ -933,12 +939,7 @@ class Agent(SessionMethods):
                         result = self.kernel.skip_call(call, len(calls), context=context)
                     else:
                         result = yield (_TOOL, call, context)
-                    answer = {
-                        "role": "tool",
-                        "tool_call_id": result.call_id,
-                        "content": result.content,
-                    }
-                    piece = self._recordable(call, msgs.check([answer], max_bytes=None))
+                    piece = self._recordable(result)
                     turn = turn.join(piece)
                     unsaved = piece if unsaved is None else unsaved.join(piece)
                 if unsaved is not None:
@@ -955,15 +956,21 @@ class Agent(SessionMethods):
             unsaved = reply
             step += 1
 
-    def _recordable(self, call: Message, piece: CheckedMessages) -> CheckedMessages:
-        """A tool's result as the run can record it: one larger than its stores keep
-        becomes an error result the model reads (`oversized_result`)."""
-        limit = record_limit(self.provider, None if self._journal is None else self._journal.store)
+    def _recordable(self, result: ToolResult) -> CheckedMessages:
+        """A tool's result as the run records it, checked once: one larger than the
+        run's stores keep becomes an error result the model reads (`oversized_result`)."""
+        # a plain dict, checked here once (`result.message` is a builder's, checked too)
+        answer = {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
+        piece = msgs.check([answer], max_bytes=None)
+        limit = self._result_limit
+        if limit == _UNKNOWN:  # the stores are known once the first run has its journal
+            journal = None if self._journal is None else self._journal.store
+            limit = self._result_limit = record_limit(self.provider, journal)
         size = piece.sizes[0]
         if limit is None or size <= limit:
             return piece
-        result = oversized_result(call["id"], call["function"]["name"], size, limit)
-        return msgs.check([result.message], max_bytes=None)
+        too_large = oversized_result(result.call_id, result.name, size, limit)
+        return msgs.check([too_large.message], max_bytes=None)
 
     def _check_recordable(self, run: _Run) -> None:
         """Stop a run before its tool step when its journal's store is known to refuse
