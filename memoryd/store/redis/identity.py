@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -48,6 +48,9 @@ class Marker:
     """The marker last seen (None: not seen yet)."""
     lost: int = 0
     """How often the data this process saw was found gone."""
+    checking: threading.Lock = field(default_factory=threading.Lock)
+    """Held by one check of this store's marker at a time, across its round trips: the
+    checks of one store are ordered, and other stores' never wait for them."""
 
 
 class Markers:
@@ -58,10 +61,10 @@ class Markers:
         self._known: dict[tuple[str, str], Marker] = {}
 
     def lost(self, url: str, prefix: str) -> int:
-        """How often the store at ``url`` and ``prefix`` was found to have lost its data."""
-        with self._lock:
-            marker = self._known.get((url, prefix))
-            return 0 if marker is None else marker.lost
+        """How often the store at ``url`` and ``prefix`` was found to have lost its data.
+        Read by every batch: no lock (one dict read and one int read, each atomic)."""
+        marker = self._known.get((url, prefix))
+        return 0 if marker is None else marker.lost
 
     def check(self, client: Any, *, url: str, prefix: str, write: bool) -> bool:
         """Read the store's marker through ``client`` and compare it with the one this
@@ -80,12 +83,13 @@ class Markers:
             redis.RedisError: the server could not be asked.
         """
         state = lua.feed_keys(prefix)[1]
-        with self._lock:
+        with self._lock:  # only to find the store's entry: no round trip under it
             marker = self._known.setdefault((url, prefix), Marker())
+        with marker.checking:  # this store's checks in turn; a slow Redis holds up no other
             found = client.hget(state, FIELD)
             if found is None and write:
                 try:
-                    client.hsetnx(state, FIELD, secrets.token_hex(16))
+                    client.hsetnx(state, FIELD, secrets.token_hex(16))  # the first one wins
                 except redis.ResponseError as exc:  # at maxmemory: written next time
                     log.debug("redis_marker_not_written", error=repr(exc))
                 else:
