@@ -143,3 +143,21 @@ def test_python_dash_m_memoryd_is_the_command_line() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: memoryd ")
+
+
+@pytest.mark.parametrize(("given", "deadline"), [(["--timeout", "37"], 37.0), ([], 10.0)])
+def test_timeout_sets_the_deadline_of_a_data_stores_writes(
+    tmp_path: Path, given: list[str], deadline: float
+) -> None:
+    """``--timeout`` reaches a ``--data`` store as its call timeout (it used to reach a
+    daemon only, so a big import on a slow disk met the store's 10 s at every chunk);
+    without it the store keeps its own default."""
+    import memoryd
+    from memoryd.cli import commands
+
+    args = parser().parse_args([*given, "--data", str(tmp_path / "data"), "add", "c"])
+    store = commands.open_store(args)
+    try:
+        assert store.call_timeout_s == deadline
+    finally:
+        memoryd.shutdown()

@@ -177,8 +177,9 @@ def test_at_its_maxmemory_calls_stop_before_their_tool_steps(
     """Redis at ``maxmemory``: the first call runs its tool, then its journal write is
     refused; the calls after it stop before their tool step (`refuses_writes`, read
     without a round trip, says yes after a refusal) with `DiskFull`, so 20 calls run the
-    tool once, not 20 times. A write that goes through clears the hint. (The hint lasts
-    `OUT_OF_MEMORY_HINT_S`; the test lengthens it so a slow machine cannot outlast it.)"""
+    tool once, not 20 times. The hint ends once its time is up, and a write that goes
+    through clears it. (The hint lasts `OUT_OF_MEMORY_HINT_S`; the test lengthens it so
+    a slow machine cannot outlast it, then sets it to nothing to show its end.)"""
     from memoryd.store.redis import engine
 
     monkeypatch.setattr(engine, "OUT_OF_MEMORY_HINT_S", 600.0)
@@ -200,6 +201,10 @@ def test_at_its_maxmemory_calls_stop_before_their_tool_steps(
             with pytest.raises(memoryd.DiskFull, match="or its Redis is out of memory"):
                 system.call("t", "a", f"refused {n}")
         assert ran == ["0", "0"]
+        monkeypatch.setattr(engine, "OUT_OF_MEMORY_HINT_S", 0.0)  # the hint's time is up
+        assert not store.refuses_writes()  # so the next write asks Redis again
+        monkeypatch.setattr(engine, "OUT_OF_MEMORY_HINT_S", 600.0)
+        assert store.refuses_writes()  # nothing went through meanwhile
         client.config_set("maxmemory", 0)
     finally:
         client.close()
