@@ -69,6 +69,19 @@ _SETTINGS = ("max_length", "input_keys", "reply_keys", "settings")
 setting."""
 
 
+def _checked_memo(memo: Any) -> dict[str, Any]:
+    """A memo as the session keeps it: a JSON-compatible dict, copied.
+
+    Raises:
+        TypeError: ``memo`` is not a mapping.
+        ValueError: It is not JSON-compatible.
+    """
+    if not isinstance(memo, Mapping):
+        raise TypeError(f"memo must be a dict, not {type(memo).__name__}")
+    checked: dict[str, Any] = copy_json_or_raise(dict(memo), "memo", error=ValueError)
+    return checked
+
+
 class Session:
     """One conversation seen the Agently way.
 
@@ -231,14 +244,13 @@ class Session:
             TypeError: ``memo`` is not a mapping.
             ValueError: It is not JSON-compatible.
         """
-        if not isinstance(memo, Mapping):
-            raise TypeError(f"memo must be a dict, not {type(memo).__name__}")
-        if dict(memo) == self.memo:
+        checked = _checked_memo(memo)
+        if checked == self.memo:
             return
         store = self._memo_store()
         if store is not None:
-            store.record(self._cid, "memo", data=memo)
-        self._memo = copy.deepcopy(dict(memo))
+            store.record(self._cid, "memo", data=checked)
+        self._memo = checked
 
     def configure(self, **settings: Any) -> Session:
         """Change the session's settings (Agently's ``session.*`` settings).
@@ -387,9 +399,7 @@ class Session:
         memo = self.memo
         resized = self._handlers.run(full, window, memo, self._settings)
         if resized.memo is not None:
-            if not isinstance(resized.memo, Mapping):
-                raise TypeError(f"memo must be a dict, not {type(resized.memo).__name__}")
-            memo = copy_json_or_raise(dict(resized.memo), "memo", error=ValueError)
+            memo = _checked_memo(resized.memo)
         if resized.full_context is not None:  # checked before anything is written
             self._replace(resized.full_context)
             self._memo = None  # a clear deletes the log, memo events included
@@ -566,7 +576,7 @@ class Session:
             reply_keys=data.get("reply_keys"),
         )
         history = as_messages(data.get("full_context") or [])
-        memo = copy_json_or_raise(dict(data.get("memo") or {}), "memo", error=ValueError)
+        memo = _checked_memo(data.get("memo") or {})
         session._check_replace(replace)
         session._replace(history)
         session._memo = None

@@ -44,3 +44,29 @@ def test_a_bad_memo_from_a_resize_handler_writes_nothing(tmp_path: pathlib.Path)
         session.refresh()
     assert store.version("s") == version
     assert len(store.get("s")) == 6
+
+
+def test_a_memo_that_is_not_json_is_refused_without_a_store_too() -> None:
+    """A session on a provider with no store keeps its memo in memory, and refuses one
+    that is not JSON-compatible as a stored session does (it used to keep a NaN)."""
+
+    class Plain:
+        def history(self, cid: str) -> list[dict[str, object]]:
+            return []
+
+        def append(self, cid: str, messages: list[dict[str, object]]) -> None:
+            pass
+
+        def prepare(self, cid: str, messages: list[dict[str, object]]) -> list[dict[str, object]]:
+            return messages
+
+        def clear(self, cid: str) -> None:
+            pass
+
+    session = memoryd.Session("plain", Plain())
+    with pytest.raises(ValueError, match="memo"):
+        session.set_memo({"score": float("nan")})
+    with pytest.raises(TypeError, match="memo must be a dict"):
+        session.set_memo(["not", "a", "dict"])  # type: ignore[arg-type]
+    session.set_memo({"persona": "pirate"})
+    assert session.memo == {"persona": "pirate"}
