@@ -44,14 +44,15 @@ other processes: 3 lost most records of 6 processes writing at once, 32 lost non
 """
 
 _WRITE_LOCKS = tuple(threading.RLock() for _ in range(64))
-"""Striped by (store, records conversation): the writers of one process take turns, so
-they do not spend their attempts on each other's conflicts (every conversation writes the
-global records). Writers in other processes still meet as conflicts, and are retried.
-Reentrant: a write made from inside another (a hook on the store) does not deadlock."""
+"""Striped by (store name, records conversation), a bounded set however many
+conversations there are: the writers of one process take turns, so they do not spend
+their attempts on each other's conflicts (every conversation writes the global records).
+Writers in other processes still meet as conflicts, and are retried. Reentrant because
+two records conversations may share a stripe: a thread holding one never blocks itself."""
 
 
 def _write_lock(store: StoreHandle, target: str) -> threading.RLock:
-    return _WRITE_LOCKS[hash((store, target)) % len(_WRITE_LOCKS)]
+    return _WRITE_LOCKS[hash((store.name, target)) % len(_WRITE_LOCKS)]
 
 
 class RecordBook:
