@@ -930,8 +930,9 @@ class Agent(SessionMethods):
                 if not calls:
                     return turn
                 answered = {m.get("tool_call_id") for m in turn[asked + 1 :]}
-                self._check_recordable(run)
                 cap = self.kernel.max_tool_calls
+                if any(call["id"] not in answered for call in calls[:cap]):  # a tool will run
+                    self._check_recordable(run)
                 for position, call in enumerate(calls):
                     if call["id"] in answered:
                         continue
