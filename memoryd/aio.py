@@ -167,7 +167,7 @@ class AsyncStore:
         A ``timeout`` waits in a thread of its own, never in one of the loop's worker
         threads (many long-polls would hold them all, and every other call waiting for
         one, for up to ``timeout``). It waits in slices of `TAIL_SLICE_S`: a cancelled
-        call's thread ends within one, so it neither lingers nor holds up the end of
+        call's thread ends within one, and, a daemon thread, never holds up the end of
         ``asyncio.run``.
         """
         if requests.check_timeout(timeout) == 0:  # a bad timeout: the handle's ValueError
@@ -186,9 +186,11 @@ class AsyncStore:
         return f"<AsyncStore {self.handle!r}>"
 
 
-TAIL_SLICE_S = 0.5
+TAIL_SLICE_S = 5.0
 """The longest a long-polling `AsyncStore.tail` waits before it looks whether its caller
-was cancelled (the daemon's own long-polls wait in slices this long too)."""
+was cancelled. The thread is a daemon thread, so a cancelled call never holds up the end
+of ``asyncio.run``; the slice only bounds how long its thread lingers, and is long enough
+that a `RemoteStore`'s long poll is a request every 5 s, not one a few times a second."""
 
 
 async def _long_poll(handle: StoreHandle, after: int, limit: int, timeout: float) -> list[Change]:

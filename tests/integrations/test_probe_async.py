@@ -65,6 +65,29 @@ def test_a_cancelled_long_poll_does_not_hold_up_the_end_of_asyncio_run(
     assert outcome == ["cancelled"]
 
 
+def test_a_cancelled_long_polls_thread_ends_within_one_slice(
+    store: StoreHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread of a cancelled 60 s tail ends at the end of its slice (here 50 ms),
+    not when the 60 s are out."""
+    from memoryd import aio
+    from tests.helpers import wait_until
+
+    monkeypatch.setattr(aio, "TAIL_SLICE_S", 0.05)
+    astore = AsyncStore(store)
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await astore.tail(after=FAR, timeout=60)
+
+    asyncio.run(main())
+    wait_until(
+        lambda: not any(t.name == "memoryd-aio-tail" for t in threading.enumerate()),
+        timeout=10,
+    )
+
+
 def test_a_long_poll_returns_the_change_that_ends_its_wait(store: StoreHandle, cid: str) -> None:
     """A tail waiting with a timeout answers with the write that lands meanwhile."""
     astore = AsyncStore(store)
