@@ -67,9 +67,6 @@ __all__ = [
 
 log = structlog.get_logger("memoryd.server")
 
-MAX_TAIL_AFTER = 2**64 - 2
-"""The largest ``after`` of a change-feed read: positions end at 2**64-1."""
-
 # --------------------------------------------------------------------------- store endpoints
 
 _CONDITIONS = ("idempotency_key", "expected_version")
@@ -235,12 +232,10 @@ def _tail_args(request: Request) -> tuple[int, int, float]:
             400, "ValueError", f"timeout must be between 0 and {MAX_TAIL_TIMEOUT_S:g} seconds"
         )
     # checked here, before a stream's 200 is sent: the store would refuse them mid-stream
-    if after < 0:
-        raise HttpError(400, "ValueError", f"after must be 0 or more, not {after}")
-    if after > MAX_TAIL_AFTER:
-        raise HttpError(
-            400, "ValueError", f"after must be at most 2**64-2 (positions end there), not {after}"
-        )
+    try:
+        requests.check_after(after)
+    except ValueError as exc:
+        raise HttpError(400, "ValueError", str(exc)) from None
     if limit is not None and limit < 1:
         raise HttpError(400, "ValueError", f"limit must be 1 or more, not {limit}")
     return after, 1000 if limit is None else limit, timeout

@@ -101,13 +101,20 @@ def check_optional_version(value: Any, name: str) -> int | None:
 
 
 def check_after(value: Any, name: str = "after") -> int:
-    """An int >= 0 (a version or position to read after).
+    """An int from 0 to 2**64-2: a version or position to read after (versions and
+    positions end at 2**64-1, so nothing comes after that).
 
     Raises:
         ValueError: Anything else, naming ``name``.
     """
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, not {value!r}")
+    if not _is_int(value):
+        raise ValueError(f"{name} must be an int >= 0, not {described(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be 0 or more, not {value}")
+    if value >= MAX_VERSION:
+        raise ValueError(
+            f"{name} must be at most 2**64-2 (positions end there), not {described(value)}"
+        )
     return int(value)
 
 

@@ -120,6 +120,11 @@ class WriteContract:
             with pytest.raises(ValueError, match=r"at_version must be an int from 0 to 2\*\*64-1"):
                 store.get("c", at_version=huge)
         assert_nothing_written(store, "c", before)
+        for after in (2**64 - 1, 2**64):  # nothing can come after the last position
+            with pytest.raises(ValueError, match=r"after must be at most 2\*\*64-2"):
+                store.tail(after=after)
+            with pytest.raises(ValueError, match=r"after must be at most 2\*\*64-2"):
+                store.events("c", after=after)
 
     def test_conflicting_add_does_not_consume_its_idempotency_key(self, store: Store) -> None:
         """A write refused for a conflict can be made later with the same key."""
