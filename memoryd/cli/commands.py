@@ -113,12 +113,13 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
         check_store_name(name)
     if address is None and data is not None:
         # LMDB, the actors and their logging load only for a data directory used directly.
+        from memoryd.store.lmdb.dirlock import DATA_FILE  # noqa: PLC0415
         from memoryd.store.lmdb.handle import LmdbStore  # noqa: PLC0415
 
         configure_logging()
         root = Path(data)
         path = root if name in (None, DEFAULT_STORE_NAME) else root / "stores" / name
-        if args.command in _READ_COMMANDS and not (path / "data.mdb").exists():
+        if args.command in _READ_COMMANDS and not (path / DATA_FILE).exists():
             raise _missing(root, name)
         given = getattr(args, "timeout", None)  # else the store's own deadline
         try:

@@ -21,16 +21,14 @@ from pathlib import Path
 
 from memoryd.errors import AlreadyStarted, MemorydError
 from memoryd.store.lmdb import identity
-from memoryd.store.lmdb.dirlock import LOCK_FILE, DirLock, fsync_dir
+from memoryd.store.lmdb.dirlock import DATA_FILE, LMDB_LOCK_FILE, LOCK_FILE, DirLock, fsync_dir
 
 __all__ = ["STORE_FILES", "StartFootprint", "make_dirs"]
 
-_DATA_FILE = "data.mdb"
-"""LMDB's data file (`memoryd.store.lmdb.check.DATA_FILE`, named here without LMDB)."""
 
 STORE_FILES = (
-    _DATA_FILE,
-    "lock.mdb",
+    DATA_FILE,
+    LMDB_LOCK_FILE,
     identity.FILE_NAME,
     identity.FILE_NAME + ".tmp",
     LOCK_FILE,  # last: the lock is released after the others are gone
@@ -113,7 +111,7 @@ class StartFootprint:
     def _remove_new_store(self) -> list[Path]:
         """The store's new files, removed under the directory's lock if it holds nothing."""
         before = self._before or frozenset()
-        if _DATA_FILE in before:
+        if DATA_FILE in before:
             return []  # the store existed: never ours to remove
         lock = DirLock(self.data)
         try:

@@ -22,12 +22,11 @@ from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import lookup
 from memoryd.store.lmdb import identity, keys, layout
 from memoryd.store.lmdb.check import not_regular
-from memoryd.store.lmdb.dirlock import fsync_dir, make_dir
+from memoryd.store.lmdb.dirlock import DATA_FILE, fsync_dir, make_dir
 from memoryd.store.lmdb.engine import LmdbEngine
 
 __all__ = ["backup"]
 
-_DATA_FILE = "data.mdb"
 _MAX_DBS = 16
 
 
@@ -86,7 +85,7 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
             _copy_running(engine, target)
         else:
             _copy_closed(Path(os.fspath(source)), target)
-        data = target / _DATA_FILE
+        data = target / DATA_FILE
         os.chmod(data, 0o600)
         _fsync(data)
         identity.write(target, _identity_of_copy(target))
@@ -149,7 +148,7 @@ def _copy_closed(path: Path, target: Path) -> None:
     odd = not_regular(path)
     if odd:
         raise StorageError(f"{path} cannot be backed up: {'; '.join(odd)}")
-    if not (path / _DATA_FILE).exists():
+    if not (path / DATA_FILE).exists():
         raise StorageError(f"{path} holds no LMDB data file; nothing to back up")
     env = lmdb.open(str(path), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True)
     try:

@@ -32,6 +32,7 @@ from memoryd.errors import CorruptRecord
 from memoryd.events import walk_back
 from memoryd.messages import is_system
 from memoryd.store.lmdb import identity, keys, layout
+from memoryd.store.lmdb.dirlock import DATA_FILE, LMDB_LOCK_FILE
 
 __all__ = [
     "DATA_FILE",
@@ -44,7 +45,6 @@ __all__ = [
     "structure_problems",
 ]
 
-DATA_FILE = "data.mdb"
 """The LMDB data file inside a store's directory."""
 
 RESTORE_ADVICE = (
@@ -87,7 +87,7 @@ class StoreReport:
         return not self.problems
 
 
-_LMDB_FILES = (DATA_FILE, "lock.mdb")
+_LMDB_FILES = (DATA_FILE, LMDB_LOCK_FILE)
 
 
 def not_regular(directory: Path) -> list[str]:

@@ -18,9 +18,15 @@ from pathlib import Path
 
 from memoryd.errors import AlreadyStarted
 
-__all__ = ["LOCK_FILE", "DirLock", "fsync_dir", "make_dir"]
+__all__ = ["DATA_FILE", "LMDB_LOCK_FILE", "LOCK_FILE", "DirLock", "fsync_dir", "make_dir"]
 
 LOCK_FILE = "memoryd.lock"
+
+DATA_FILE = "data.mdb"
+"""LMDB's data file in a store's directory (named here, where nothing imports lmdb)."""
+
+LMDB_LOCK_FILE = "lock.mdb"
+"""LMDB's reader table in a store's directory."""
 
 
 def fsync_dir(path: Path) -> None:
