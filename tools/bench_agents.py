@@ -30,6 +30,9 @@ AutoGen Core (messaging, activation), measured in one run and printed as ratios.
   it (the median round): the least any journal that makes each step durable before the
   next costs these runs; memoryd's journal against it is the median of the rounds'
   on/bare ratios.
+* own-thread log: the same, each step's record appended by the runner's own thread to a
+  file of its own and fdatasynced there (no hand-off, no grouping): the cheapest shape of
+  such a journal on callers' threads; memoryd's journal against it likewise.
 * a note: what a py-lmdb put costs beside a busy thread (`benchlib.lmdb_gil`), the
   reason the store builds a batch while its writers wait.
 """
@@ -42,6 +45,7 @@ import gc
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,7 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchlib.journal_floor import Committer, floor_on_off
+from benchlib.journal_floor import Committer, ThreadLog, floor_on_off
 from benchlib.lmdb_gil import put_cost
 
 import memoryd
@@ -65,6 +69,9 @@ STEPS = 10
 KILL_AT = 6
 ROUNDS = 7
 """Alternating rounds of the journal on and off in each durable-steps row (one with --quick)."""
+THREAD_ROUNDS = 21
+"""Rounds of the 8 runs on callers' threads, whose rounds scatter the most (0.28x to 0.66x
+in two runs of seven rounds): their median, and the floors' beside it, then move less."""
 MODEL_LATENCY_S = 0.001
 """How long the model of the latency row takes to answer: about one LMDB commit here."""
 
@@ -149,7 +156,7 @@ BARE_RECORD = b"s" * 200
 """What a bare-journal step makes durable: about the size of a step's journal record."""
 
 
-def bare_tool(committer: Committer) -> Tool:
+def bare_tool(committer: Committer | ThreadLog) -> Tool:
     """A trivial step that first makes one small record durable through ``committer``."""
 
     @memoryd.tool
@@ -307,6 +314,37 @@ def bare_rate(workers: int, runs: int) -> float:
     return bare_journal(workers, runs).rate
 
 
+@dataclass(frozen=True)
+class OwnLog:
+    """One own-thread-log side: memoryd's runs with their journal off, each step's record
+    appended and fdatasynced by the runner's own thread (`benchlib.journal_floor.ThreadLog`)."""
+
+    rate: float
+    """Runs/s."""
+    records: int
+    """Records the files hold afterwards: one per step, the warm-up run's included."""
+
+
+def own_log_journal(workers: int, runs: int) -> OwnLog:
+    """`memoryd_steps` with the journal off and a `bare_tool` step writing through a
+    `ThreadLog`."""
+    path = tempfile.mkdtemp(prefix="bench-own-log-")
+    try:
+        log = ThreadLog(path)
+        try:
+            rate = memoryd_steps(workers, runs, journal=False, tool=bare_tool(log))[0]
+        finally:
+            held = log.stop()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    return OwnLog(rate, held // len(BARE_RECORD))
+
+
+def own_log_rate(workers: int, runs: int) -> float:
+    """`own_log_journal`'s runs/s: the ``log`` side of `journal_on_off`."""
+    return own_log_journal(workers, runs).rate
+
+
 def loop_steps(
     workers: int, runs: int, *, journal: bool, latency_s: float = 0.0
 ) -> tuple[float, float]:
@@ -332,6 +370,9 @@ class OnOff:
     bare: tuple[float, ...] = ()
     """Each round's bare-journal runs/s (`bare_journal`), run right after its (on, off);
     empty when none was measured."""
+    log: tuple[float, ...] = ()
+    """Each round's own-thread-log runs/s (`own_log_journal`), run after its bare
+    journal; empty when none was measured."""
 
     def median_round(self) -> tuple[float, float]:
         """The (on, off) of the round whose on/off ratio is the median (the upper one of
@@ -352,13 +393,41 @@ class OnOff:
     def bare_median_round(self) -> tuple[float, float]:
         """The (bare, off) of the round whose bare/off ratio is the median (the upper one
         of an even count): the bare journal against the same round's journal-off runs."""
-        pairs = [(bare, off) for bare, (_, off) in zip(self.bare, self.rounds, strict=True)]
-        return sorted(pairs, key=lambda pair: pair[0] / pair[1])[len(pairs) // 2]
+        return self._floor_median_round(self.bare)
+
+    def log_median_round(self) -> tuple[float, float]:
+        """`bare_median_round` for the own-thread log."""
+        return self._floor_median_round(self.log)
 
     def on_vs_bare(self) -> float:
         """The median over rounds of memoryd's journal-on rate over the bare journal's:
         what memoryd's journal costs beyond the least a per-step durable write costs."""
-        ratios = sorted(on / bare for bare, (on, _) in zip(self.bare, self.rounds, strict=True))
+        return self._on_vs(self.bare)
+
+    def on_vs_log(self) -> float:
+        """`on_vs_bare` for the own-thread log."""
+        return self._on_vs(self.log)
+
+    def middle_halves(self) -> dict[str, tuple[float, float]]:
+        """The lower and upper quartile of the rounds' ratios to the journal-off side,
+        for memoryd's journal (``"on"``) and each floor measured (``"bare"``, ``"log"``):
+        where the middle half of the rounds fell."""
+        offs = [off for _, off in self.rounds]
+        sides = {"on": [on for on, _ in self.rounds], "bare": self.bare, "log": self.log}
+        halves = {}
+        for name, rates in sides.items():
+            if len(rates) >= 2:
+                ratios = [rate / off for rate, off in zip(rates, offs, strict=True)]
+                low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+                halves[name] = (low, high)
+        return halves
+
+    def _floor_median_round(self, floor: tuple[float, ...]) -> tuple[float, float]:
+        pairs = [(rate, off) for rate, (_, off) in zip(floor, self.rounds, strict=True)]
+        return sorted(pairs, key=lambda pair: pair[0] / pair[1])[len(pairs) // 2]
+
+    def _on_vs(self, floor: tuple[float, ...]) -> float:
+        ratios = sorted(on / rate for rate, (on, _) in zip(floor, self.rounds, strict=True))
         return ratios[len(ratios) // 2]
 
 
@@ -371,17 +440,20 @@ def journal_on_off(
     anchor: Callable[[int, int], float] | None = None,
     anchor_runs: int = 0,
     bare: Callable[[int, int], float] | None = None,
+    log: Callable[[int, int], float] | None = None,
 ) -> OnOff:
     """Runs/s with the journal on and off in ``rounds`` alternating rounds, and fsyncs per
     run with it on; ``steps`` runs one side (`memoryd_steps`, threads; `loop_steps`, one
     event loop). With ``bare`` (``bare(workers, runs)`` -> runs/s, `bare_rate`), the bare
-    journal runs after each round's off side, against the same off. With ``anchor``
+    journal runs after each round's off side, against the same off; with ``log``
+    (`own_log_rate`), the own-thread log after that. With ``anchor``
     (``anchor(workers, anchor_runs)`` -> runs/s, DBOS's `dbos_steps`), a round of the
     anchor follows each round, so a slow moment of a shared machine falls on both sides
     alike, not on whichever was measured then."""
     on_s = off_s = anchor_s = fsyncs = 0.0
     pairs = []
     bares: list[float] = []
+    logs: list[float] = []
     for _ in range(rounds):
         rate, per_run = steps(workers, runs, journal=True, latency_s=latency_s)
         on_s += workers * runs / rate
@@ -391,11 +463,15 @@ def journal_on_off(
         pairs.append((rate, off))
         if bare is not None:
             bares.append(bare(workers, runs))
+        if log is not None:
+            logs.append(log(workers, runs))
         if anchor is not None:
             anchor_s += workers * anchor_runs / anchor(workers, anchor_runs)
     total = rounds * workers * runs
     theirs = rounds * workers * anchor_runs / anchor_s if anchor is not None else None
-    return OnOff(total / on_s, total / off_s, fsyncs, tuple(pairs), theirs, tuple(bares))
+    return OnOff(
+        total / on_s, total / off_s, fsyncs, tuple(pairs), theirs, tuple(bares), tuple(logs)
+    )
 
 
 def shutdown_and_remove(data: str) -> None:
@@ -740,12 +816,14 @@ def main() -> None:
         measured = journal_on_off(
             workers,
             mine,
-            1 if args.quick else ROUNDS,
+            1 if args.quick else ROUNDS if workers == 1 else THREAD_ROUNDS,
             anchor=dbos_steps,
             anchor_runs=max(mine // 4, 2),  # a round of DBOS takes about as long as ours
             # the least a journal that makes each step durable before the next can cost
             # these runs on callers' threads: one bare record a step, nothing of memoryd's
             bare=bare_rate if workers > 1 else None,
+            # and the cheapest: each step's record flushed by its runner's own thread
+            log=own_log_rate if workers > 1 else None,
         )
         assert measured.anchor is not None
         row(
@@ -777,6 +855,26 @@ def main() -> None:
                 f"memoryd's journal vs the bare journal, {workers} concurrent: the median "
                 f"of the rounds' ratios {measured.on_vs_bare():.2f}x"
             )
+            row(
+                f"own-thread log vs off, {workers} concurrent callers' threads (memoryd's "
+                "runs, journal off, each step first appending one 200-byte record to its "
+                "thread's own file and fdatasyncing it there; the same rounds)",
+                *measured.log_median_round(),
+                "runs/s",
+            )
+            round_notes.append(
+                f"memoryd's journal vs the own-thread log, {workers} concurrent: the median "
+                f"of the rounds' ratios {measured.on_vs_log():.2f}x"
+            )
+            halves = ", ".join(
+                f"{name} {low:.2f}x to {high:.2f}x"
+                for name, (low, high) in measured.middle_halves().items()
+            )
+            if halves:
+                round_notes.append(
+                    f"the middle half of the rounds against the journal-off side, {workers} "
+                    f"concurrent: {halves}"
+                )
             row(
                 f"floor: journal on vs off, {workers} threads, bare LMDB group commit, "
                 f"{step_s * 1e6:.0f} us steps (no memoryd)",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -102,6 +104,14 @@ def test_the_bare_journal_makes_one_record_a_step_durable_and_memoryd_none() -> 
     assert bare.store_fsyncs <= 1 + 2 / (2 * RUNS)
 
 
+def test_the_own_thread_log_holds_a_record_for_every_step() -> None:
+    """Two callers: every step of every run (the warm-up run's too) appended one record
+    to a file of its thread's own, and the rate is reported."""
+    log = bench_agents.own_log_journal(2, RUNS)
+    assert log.rate > 0
+    assert log.records == (2 * RUNS + 1) * bench_agents.STEPS
+
+
 def test_one_writer_at_a_time_commits_each_bare_record_alone() -> None:
     """One thread: each of its steps' records is a transaction of its own (no one to
     group with), counted over the timed runs only (the warm-up run is left out)."""
@@ -131,18 +141,36 @@ def test_the_bare_journal_runs_in_each_round_after_its_off_side() -> None:
         order.append("bare")
         return next(bares)
 
+    logs = iter([50.0, 30.0, 25.0])
+
+    def log(workers: int, runs: int) -> float:
+        order.append("log")
+        return next(logs)
+
     def anchor(workers: int, runs: int) -> float:
         order.append("anchor")
         return 5.0
 
     measured = bench_agents.journal_on_off(
-        8, 2, 3, steps=steps, anchor=anchor, anchor_runs=1, bare=bare
+        8, 2, 3, steps=steps, anchor=anchor, anchor_runs=1, bare=bare, log=log
     )
-    assert order == ["on", "off", "bare", "anchor"] * 3
+    assert order == ["on", "off", "bare", "log", "anchor"] * 3
     assert measured.bare == (40.0, 10.0, 30.0)
     # bare/off: 0.4, 0.25, 0.6 -> the median round is the first: (40, 100)
     assert measured.bare_median_round() == (40.0, 100.0)
     # on/bare: 0.75, 2.0, 1.5 -> 1.5
     assert measured.on_vs_bare() == 1.5
+    assert measured.log == (50.0, 30.0, 25.0)
+    # log/off: 0.5, 0.75, 0.5 -> sorted (a stable sort keeps the tie's order), the middle
+    # one is the third round: (25, 50)
+    assert measured.log_median_round() == (25.0, 50.0)
+    # on/log: 0.6, 0.667, 1.8 -> 0.667
+    assert measured.on_vs_log() == pytest.approx(20 / 30)
+    halves = measured.middle_halves()
+    # on/off: 0.3, 0.5, 0.9; inclusive quartiles of three values: 0.4 and 0.7
+    assert halves["on"] == pytest.approx((0.4, 0.7))
+    assert halves["bare"] == pytest.approx((0.325, 0.5))
+    assert halves["log"] == pytest.approx((0.5, 0.625))
     without = bench_agents.journal_on_off(1, 2, 1, steps=lambda *a, **k: (1.0, 1.0))
-    assert without.bare == ()
+    assert without.bare == () and without.log == ()
+    assert without.middle_halves() == {}

@@ -15,6 +15,7 @@ the same committer under memoryd's own runs, to measure that floor too.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import lmdb
 
-__all__ = ["Committer", "Floor", "floor_on_off"]
+__all__ = ["Committer", "Floor", "ThreadLog", "floor_on_off"]
 
 _LINGER_S = 0.002
 """How long a batch waits for the rest of its writers after the first."""
@@ -98,6 +99,46 @@ class Committer:
         entries = int(self.env.stat()["entries"])
         self.env.close()
         return entries
+
+
+class ThreadLog:
+    """A journal with no hand-off at all: each writer thread appends its record to a file
+    of its own and ``fdatasync``-s it before going on, in its own thread.
+
+    No other thread is woken and none waits for one; nothing is grouped, so each record
+    is one device flush (a flush of about a tenth of a millisecond here, during which the
+    writer has let go of the interpreter lock). It is the cheapest shape a journal that
+    makes each step durable before the next can take on callers' threads: the one to
+    set against the group-committing `Committer` when asking whether a hand-off is what
+    the journal's wait costs. `tools/bench_agents.py` puts it under memoryd's own runs
+    (the own-thread log row).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._mine = threading.local()
+        self._lock = threading.Lock()
+        self._fds: list[int] = []
+
+    def write(self, record: bytes) -> None:
+        """Return once ``record`` is on the device."""
+        fd = getattr(self._mine, "fd", None)
+        if fd is None:
+            name = os.path.join(self.path, f"log-{threading.get_ident()}")
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._mine.fd = fd
+            with self._lock:
+                self._fds.append(fd)
+        os.write(fd, record)
+        os.fdatasync(fd)
+
+    def stop(self) -> int:
+        """Close the files; returns how many bytes they hold in all."""
+        with self._lock:
+            fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+        return sum(entry.stat().st_size for entry in os.scandir(self.path))
 
 
 @dataclass(frozen=True)
