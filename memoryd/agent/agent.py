@@ -94,6 +94,7 @@ from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool
 from memoryd.llm.base import ChatModel
 from memoryd.messages import CheckedMessages
+from memoryd.provider import preprocessors as pre
 from memoryd.provider.default import DefaultProvider
 from memoryd.provider.protocol import MemoryProvider
 from memoryd.provider.session import Session
@@ -330,6 +331,11 @@ class Agent(SessionMethods):
         self.provider: MemoryProvider | None = resolve_memory(memory)
         self._append_options = check_provider_options(self.provider)
         self._journal = _resolve_journal(journal, self.provider)
+        self._stored_shape: tuple[pre.Preprocessor, ...] = (
+            self.provider.store_preprocessors if isinstance(self.provider, DefaultProvider) else ()
+        )
+        """The provider's store preprocessors, which bind the journal too: a step is
+        journaled as they would let it be stored (``redact``: never a secret on disk)."""
         if not isinstance(keep_failed_runs, bool):
             raise TypeError(f"keep_failed_runs must be a bool, not {keep_failed_runs!r:.60}")
         if keep_failed_runs and self._journal is None:
@@ -726,6 +732,14 @@ class Agent(SessionMethods):
         """Send one tool step to the journal (its call and all its results: one write);
         `_settle` (or `_asettle`, ``from_loop``) waits until it is durable."""
         if self._journal is not None:
+            steps = self._stored_shape
+            if steps:  # journaled as the store would keep it, one message for each
+                shaped = msgs.check(pre.run_keeping_shape(steps, list(added)), max_bytes=None)
+                if self._journal.finished_by(run.run_id) is None:  # the first write: all
+                    before = list(turn)[: len(turn) - len(added)]
+                    kept = pre.run_keeping_shape(steps, before)
+                    turn = msgs.check(kept, max_bytes=None).join(shaped)
+                added = shaped
             run.writing = self._journal.begin_step(
                 run.run_id,
                 cid=run.cid,

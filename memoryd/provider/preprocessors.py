@@ -16,6 +16,7 @@ results. Each has a ``describe()`` that `memoryd.explain` shows.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "name_of",
     "redact",
     "run",
+    "run_keeping_shape",
     "token_budget",
     "window_size",
 ]
@@ -109,6 +111,69 @@ def run(steps: Sequence[Preprocessor], messages: list[Message]) -> list[Message]
             )
         messages = result
     return messages
+
+
+LEFT_OUT = "[left out by a store preprocessor]"
+"""The content `run_keeping_shape` records for a message the preprocessors reshaped."""
+
+
+def run_keeping_shape(steps: Sequence[Preprocessor], messages: list[Message]) -> list[Message]:
+    """What ``steps`` let be stored of ``messages``, one message for each, in the same shape.
+
+    A record that must keep every message of a run (the run journal: a resumed run
+    needs each step's call and results) is still bound by what the store preprocessors
+    allow to be stored (``redact``: secrets never stored). When ``steps`` return as many
+    messages, each with the same role, tool-call ids and ``tool_call_id`` (``redact``, a
+    content rewrite), their messages are the answer. Otherwise (a step dropped, merged
+    or reordered messages) nothing of theirs is used: each message keeps its role and
+    tool-call ids, its content becomes `LEFT_OUT` and its calls' arguments ``"{}"``, so
+    nothing a step might have removed is stored.
+
+    Args:
+        steps: The store preprocessors.
+        messages: The messages (not mutated: the steps get copies they may change).
+
+    Returns:
+        New messages, as many as ``messages``.
+
+    Raises:
+        TypeError: A step returned something other than a list of message dicts.
+    """
+    if not steps:
+        return list(messages)
+    out = run(steps, copy.deepcopy(list(messages)))
+    if len(out) == len(messages) and all(
+        _shape(new) == _shape(old) for new, old in zip(out, messages, strict=True)
+    ):
+        return out
+    return [_left_out(message) for message in messages]
+
+
+def _shape(message: Mapping[str, Any]) -> tuple[Any, ...]:
+    calls = message.get("tool_calls")
+    ids = (
+        tuple(call.get("id") if isinstance(call, Mapping) else None for call in calls)
+        if isinstance(calls, list)
+        else None
+    )
+    return message.get("role"), message.get("tool_call_id"), ids
+
+
+def _left_out(message: Mapping[str, Any]) -> Message:
+    kept: Message = {"role": message["role"], "content": LEFT_OUT}
+    if "tool_call_id" in message:
+        kept["tool_call_id"] = message["tool_call_id"]
+    if "name" in message:
+        kept["name"] = message["name"]
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        kept["tool_calls"] = [
+            {**call, "function": {**call["function"], "arguments": "{}"}}
+            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping)
+            else call
+            for call in calls
+        ]
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
