@@ -134,6 +134,10 @@ class Session:
         self.reply_keys = check_keys(reply_keys, "reply_keys")
         self._handlers = WindowHandlers()
         self._memo: dict[str, Any] | None = None
+        self._memo_seen = 0
+        """The version of the last event `memo` has read (None `_memo`: none read)."""
+        self._memo_stale = False
+        """The log may have changed elsewhere since `memo` read it (`forget_window`)."""
         self._window: list[Message] | None = None
 
     # -- properties ------------------------------------------------------------------
@@ -225,14 +229,30 @@ class Session:
 
     @property
     def memo(self) -> dict[str, Any]:
-        """The latest persisted memo (a copy; ``{}`` when none was set)."""
-        if self._memo is None:
-            self._memo = {}
-            store = self._memo_store()
-            for event in store.events(self._cid) if store is not None else ():
-                if event.kind == "memo":
-                    self._memo = dict(event.data or {})
+        """The latest persisted memo (a copy; ``{}`` when none was set).
+
+        It is read from the log once, then kept; after each run (`forget_window`) the
+        events written since are read, so a memo another process set meanwhile (two
+        agents sharing a session through a daemon) is the one seen, not overwritten."""
+        if self._memo is None or self._memo_stale:
+            self._read_memo()
+        assert self._memo is not None
         return copy.deepcopy(self._memo)
+
+    def _read_memo(self) -> None:
+        """Catch up with the log: the newest ``memo`` event's data, ``{}`` after a clear."""
+        if self._memo is None:
+            self._memo, self._memo_seen = {}, 0
+        self._memo_stale = False
+        store = self._memo_store()
+        if store is None:
+            return
+        for event in store.events(self._cid, after=self._memo_seen):
+            if event.kind == "memo":
+                self._memo = dict(event.data or {})
+            elif event.kind == "cleared":  # a clear deletes the log, memo events included
+                self._memo = {}
+            self._memo_seen = event.version
 
     def set_memo(self, memo: Mapping[str, Any]) -> None:
         """Persist ``memo`` as a ``memo`` event (nothing is written when it is unchanged).
@@ -245,11 +265,17 @@ class Session:
             ValueError: It is not JSON-compatible.
         """
         checked = _checked_memo(memo)
-        if checked == self.memo:
-            return
+        stale = self._memo_stale  # a run's end: the next run reads what came after it
+        try:
+            if checked == self.memo:
+                return
+        finally:
+            self._memo_stale = stale
         store = self._memo_store()
         if store is not None:
-            store.record(self._cid, "memo", data=checked)
+            version = store.record(self._cid, "memo", data=checked)
+            if isinstance(version, int):  # the newest memo: no event before it matters
+                self._memo_seen = version
         self._memo = checked
 
     def configure(self, **settings: Any) -> Session:
@@ -375,8 +401,10 @@ class Session:
         return self._provider.history(self._cid)
 
     def forget_window(self) -> None:
-        """Drop the cached context window (the history changed elsewhere)."""
+        """Drop the cached context window (the history changed elsewhere); the memo is
+        caught up with the log when next read."""
         self._window = None
+        self._memo_stale = True
 
     def refresh(self) -> list[Message]:
         """Recompute the context window, running the handlers; persist a changed memo.

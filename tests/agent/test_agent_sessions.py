@@ -224,3 +224,33 @@ def test_a_resize_handlers_full_context_is_left_to_refresh_and_a_run_says_so_onc
     session.refresh()
     assert contents(store.get("compacted")) == ["m3", "ok"]
     assert memoryd.Session("compacted", store).memo == {"cut": True}
+
+
+def test_two_agents_sharing_a_session_each_see_the_others_memo(
+    store: memoryd.StoreHandle,
+) -> None:
+    """Two agents (two processes on one daemon, in effect: each has its own session
+    object) take turns on one session whose handlers count turns in the memo. Each run
+    starts from the memo the other's run left, so no count is lost; a clear made by the
+    other empties the memo this one sees."""
+
+    def counting(name: str) -> memoryd.Agent:
+        def analysis(full: Any, window: Any, memo: Any, settings: Any) -> str | None:
+            return "count"
+
+        def count(full: Any, window: Any, memo: Any, settings: Any) -> Any:
+            return None, window, {"turns": memo.get("turns", 0) + 1, "by": name}
+
+        agent = memoryd.Agent(llm=ScriptedModel(["ok"] * 5), memory=store)
+        agent.activate_session("shared")
+        agent.register_session_analysis_handler(analysis)
+        agent.register_session_resize_handler("count", count)
+        return agent
+
+    a, b = counting("a"), counting("b")
+    for agent in (a, b, a, b, a):
+        agent.run("hello")
+    assert memoryd.Session("shared", store).memo == {"turns": 5, "by": "a"}
+    store.clear("shared")  # elsewhere: the log goes, memo events included
+    b.run("again")
+    assert memoryd.Session("shared", store).memo == {"turns": 1, "by": "b"}
