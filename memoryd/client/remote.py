@@ -116,6 +116,8 @@ class RemoteStore(StoreHandle):
             would (no messages, version 0, no events, conversations or changes) until its
             first write creates it; False raises `UnknownStore` instead (the command line
             does, so a mistyped name is said, not read as empty). A read never creates it.
+            `stats` is not such a read: its figures (commits, fsyncs, sizes) are those of
+            a store the daemon runs, so for one it never had it raises `UnknownStore`.
 
     Raises:
         ValueError: a bad address, store name, timeout or wire format.
@@ -523,7 +525,12 @@ class RemoteStore(StoreHandle):
                 return changes
 
     def stats(self) -> dict[str, Any]:
-        """The store's counts and sizes, as the daemon reports them."""
+        """The store's counts and sizes, as the daemon reports them.
+
+        Raises:
+            UnknownStore: the daemon never had this store (even with
+                ``empty_when_missing``: there are no figures of a store not yet made).
+        """
         path = f"{self._prefix}/stats"
         return answers.mapping(self._call("GET", path, retry=True), f"GET {path}")
 

@@ -72,8 +72,11 @@ def test_a_missing_store_reads_as_empty_until_its_first_write_creates_it(daemon:
     assert handle.events("c") == []
     assert handle.conversations() == []
     assert handle.tail(timeout=0.2) == []
+    with pytest.raises(UnknownStore, match="does not exist"):  # no figures of it yet
+        handle.stats()
     assert not (daemon.data / "stores" / "fresh-one").exists()
     assert handle.add("c", [{"role": "user", "content": "hi"}]) == 1
+    assert handle.stats()["appends"] >= 1
     assert handle.get("c") == [{"role": "user", "content": "hi"}]
     assert (daemon.data / "stores" / "fresh-one").exists()
 
