@@ -565,8 +565,12 @@ class RunJournal:
             try:
                 with run_active(run_id):
                     outcome = self._drop_noted(store, run_id, version)
-            except ValueError:  # resumed in this process meanwhile: its run now
-                outcome = "theirs"
+            except ValueError:
+                # Another thread of this process has it now: dropping it (a run starting
+                # beside this one), or resuming it. The note stays: a resume writes to
+                # the journal, so the next try finds it theirs; a drop refused by a full
+                # disk is tried again. Forgetting it here left it pending for good.
+                continue
             if outcome == "refused":
                 break  # the store still refuses writes: next time
             UNDROPPED.forget(store, run_id)

@@ -55,15 +55,21 @@ def test_a_noted_run_written_since_is_left_to_its_writer(store: memoryd.StoreHan
     assert [p.run_id for p in agent.pending_runs()] == [run_id]
 
 
-def test_a_noted_run_running_in_this_process_is_left_to_it(store: memoryd.StoreHandle) -> None:
-    """A noted run that this process runs again (a resume between its read and its
-    claim) is not dropped under it: the note is forgotten, the run stays pending."""
+def test_a_noted_run_busy_in_this_process_keeps_its_note(store: memoryd.StoreHandle) -> None:
+    """A noted run that another thread of this process holds (its drop under way as
+    runs start side by side, or a resume between its read and its claim) is not dropped
+    under it, and its note stays: once that thread let go without writing (a drop the
+    full disk refused), the next try drops it; had it resumed the run, the
+    compare-and-set would leave the run to it."""
     agent, run_id, version = kept_run(store)
     UNDROPPED.note(store, run_id, version)
     with run_active(run_id):
         assert RunJournal(store).drop_undropped() == []
+        assert UNDROPPED.of(store) == {run_id: version}
+        assert [p.run_id for p in RunJournal(store).pending()] == [run_id]
+    assert RunJournal(store).drop_undropped() == [run_id]
     assert UNDROPPED.of(store) == {}
-    assert [p.run_id for p in agent.pending_runs()] == [run_id]
+    assert agent.pending_runs() == []
 
 
 def test_notes_are_bounded_per_store_and_kept_apart(store: memoryd.StoreHandle) -> None:

@@ -9,6 +9,8 @@ recovery never commits a turn whose caller was told it failed.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
+from memoryd.agent.drops import UNDROPPED
 from memoryd.agents import AgentSystem
 from memoryd.llm import ScriptedModel
 from tests.agents._agents import note_tool, stepping_model, tool_steps_done
@@ -127,3 +130,59 @@ def test_a_run_whose_commit_meets_a_full_disk_leaves_no_pending_run_once_space_i
     assert recovered.stats()["resumed"] == 0
     assert "lost" not in users(store, "w/k")
     assert len(log) == (6 if dropped_by == "the next run" else 4)
+
+
+def test_runs_failing_side_by_side_on_a_full_disk_leave_none_pending_once_space_is_freed(
+    small_disk: Path, systems: list[AgentSystem]
+) -> None:
+    """Six callers keep calling while the disk fills and is freed again. Their runs that
+    failed with the journal undroppable are noted, and each run starting meanwhile tries
+    to drop them: two threads trying one run at once must not lose its note. Once space
+    is back, no run is left pending and none is noted, so a recovering system resumes
+    nothing; every acknowledged turn is stored once."""
+    store = memoryd.LmdbStore.start(small_disk / "db", name="side-by-side", map_size=1 << 22)
+    log: list[Any] = []
+
+    def agent(key: str) -> memoryd.Agent:
+        return memoryd.Agent(llm=stepping_model(3), memory=store, tools=[note_tool(log)])
+
+    system = AgentSystem.start({"w": agent}, store=store, name="side-by-side")
+    systems.append(system)
+    acked: dict[int, list[str]] = {k: [] for k in range(6)}
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def caller(k: int) -> None:
+        n = 0
+        while not stop.is_set():
+            request = f"k{k}-{n}"
+            n += 1
+            try:
+                system.call("w", f"k{k}", request, request_id=request, timeout=30)
+            except (memoryd.DiskFull, memoryd.StorageError):
+                failed.append(request)
+                time.sleep(0.01)
+            else:
+                acked[k].append(request)
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    filler = fill(small_disk)
+    time.sleep(2.0)
+    filler.unlink()
+    time.sleep(1.5)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    assert failed, "the full disk failed no call"
+    assert system.pending_runs() == []
+    assert UNDROPPED.of(store) == {}
+    for k, requests in acked.items():
+        assert users(store, f"w/k{k}") == requests
+    system.stop()
+    systems.remove(system)
+    recovered = AgentSystem.start({"w": agent}, store=store, name="side-by-side", recover="resume")
+    systems.append(recovered)
+    assert recovered.stats()["resumed"] == 0
