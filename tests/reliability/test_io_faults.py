@@ -23,7 +23,8 @@ from tools.reliability import fiu_run
 
 FDATASYNC = "posix/io/sync/fdatasync"
 PWRITE = "posix/io/rw/pwrite"
-ALL_WRITES = f"{FDATASYNC},{PWRITE},posix/io/rw/pwritev,posix/io/rw/writev"
+WRITES = f"{PWRITE},posix/io/rw/pwritev,posix/io/rw/writev"
+ALL_WRITES = f"{FDATASYNC},{WRITES}"
 K = 3
 
 
@@ -56,6 +57,24 @@ def test_an_fsync_error_crashes_the_actor_instead_of_retrying(tmp_path: Path) ->
     assert out.problems == []
     assert out.errors == [("k00000", "StorageError")]
     assert out.acked == {"k00000": 1, "k00001": 2}
+
+
+def test_no_space_at_any_write_of_a_commit_refuses_it_and_reads_go_on(tmp_path: Path) -> None:
+    """For N = 1..6: the N-th write call (data pages by writev/pwritev, the meta page by
+    pwrite) fails with ENOSPC. That add gets `DiskFull`, once, and a read made right
+    after works. When it was the meta page, LMDB marked the environment unusable (every
+    later transaction raised ``lmdb.PanicError``, reads included, and the retry got
+    `StorageError`): the store now restarts on a fresh one. Nothing acknowledged is lost."""
+    pages = set()
+    for n in range(1, 7):
+        out = fiu_run.run(tmp_path / f"n{n}", WRITES, "nth", n, errno.ENOSPC, 3)
+        assert out.problems == [], (n, out.problems)
+        [(point, key)] = out.faults
+        pages.add(point)
+        assert out.errors == [(key, "DiskFull")], (n, out.errors)
+        assert out.read_errors == [], (n, out.read_errors)
+        assert out.acked == {"k00000": 1, "k00001": 2, "k00002": 3}
+    assert PWRITE in pages, "no meta page write was failed"
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,8 @@ class FaultRun:
     faults: list[tuple[str, str]] = field(default_factory=list)
     acked: dict[str, int] = field(default_factory=dict)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    read_errors: list[tuple[str, str]] = field(default_factory=list)
+    """(key, error type) of each read, made right after a failed add of key, that raised."""
     problems: list[str] = field(default_factory=list)
     stored: int = 0
     torn: int = 0
@@ -86,6 +88,8 @@ def run(
         elif parts[0] == "ERR":
             out.errors.append((parts[1], parts[2]))
             first_outcome.setdefault(parts[1], "ERR")
+        elif parts[0] == "READERR":
+            out.read_errors.append((parts[1], parts[2]))
     for key in faulted:
         if first_outcome.get(key) == "ACK" and key not in {k for k, _ in out.errors}:
             out.problems.append(f"{key}: a call failed during its commit, yet it was acknowledged")

@@ -11,6 +11,7 @@ Appends COUNT keyed events, retrying a failed one with the same key, and prints:
     FAULT <point> <key>     a call failed while <key> was being written
     ACK <key> <version>     the add returned
     ERR <key> <error type>  the add raised
+    READERR <key> <error type>  a read made right after that failed add raised
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ def main(path: str, points: str, mode: str, value: float, err: int, count: int, 
                     version = store.add("c", batch, idempotency_key=key)
                 except (memoryd.StorageError, memoryd.StoreUnavailable) as exc:
                     _say(f"ERR {key} {type(exc).__name__}")
+                    try:  # reads go on after a failed write (the store restarts if it must)
+                        store.get("c", limit=1)
+                    except Exception as read_error:  # any type: the audit names it
+                        _say(f"READERR {key} {type(read_error).__name__}")
                     continue
                 _say(f"ACK {key} {version}")
                 break

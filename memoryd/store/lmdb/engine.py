@@ -344,7 +344,11 @@ class LmdbEngine:
         """
         self._admit_reader(wait)
         try:
-            with self.env.begin(buffers=False) as txn:
+            try:
+                txn = self.env.begin(buffers=False)
+            except lmdb.Error as exc:  # a panicked environment: say so as memoryd does
+                raise StorageError(f"LMDB read failed in {self.path}: {exc}") from exc
+            with txn:
                 yield txn
         finally:
             self._release_reader()
@@ -387,7 +391,10 @@ class LmdbEngine:
         """
         self._admit_reader(wait)  # not `reading`: a generator costs as much as the read
         try:
-            txn = self.env.begin(buffers=False)
+            try:
+                txn = self.env.begin(buffers=False)
+            except lmdb.Error as exc:  # a panicked environment (a failed meta page write)
+                raise StorageError(f"LMDB read failed in {self.path}: {exc}") from exc
             try:
                 return fn(txn, self.dbs)
             except CorruptRecord as exc:
@@ -455,12 +462,19 @@ class LmdbEngine:
                     # The disk filled during the commit's data-page writes, before its
                     # meta page: nothing was written, the last committed snapshot is
                     # intact and LMDB aborted the transaction, so the environment stays
-                    # open (a failure that did leave it unusable surfaces as PanicError
-                    # next time, and crashes the store then). Refuse the batch, keep the
-                    # actor: a client filling the disk cannot exhaust restart intensity.
+                    # open. Refuse the batch, keep the actor: a client filling the disk
+                    # cannot exhaust restart intensity.
                     self._disk_full = True
                     log.error("disk_full", path=str(self.path), error=str(exc), free_bytes=free)
-                    return self._refuse_full(len(ops), free)
+                    refused = self._refuse_full(len(ops), free)
+                    if self._panicked():
+                        # It was the meta page that failed: nothing was written either
+                        # (the other meta page still names the last commit), but LMDB
+                        # marked the environment unusable, and every read and write
+                        # would fail until it is opened again. The writers get the
+                        # `DiskFull` they would have, and the store is restarted.
+                        raise refused[0][1] from exc
+                    return refused
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
             self.commits += 1
             self._commits_since_reader_check += 1
@@ -488,6 +502,17 @@ class LmdbEngine:
             "on its file system); nothing was written. Free disk space and retry"
         )
         return [(False, error) for _ in range(count)]
+
+    def _panicked(self) -> bool:
+        """True when LMDB marked the environment unusable (``MDB_PANIC``): a failed
+        write of a meta page does, and then every transaction fails until it is reopened."""
+        try:
+            self.env.begin(buffers=False).abort()
+        except lmdb.PanicError:
+            return True
+        except lmdb.Error:
+            return False  # some other trouble: the next transaction finds it
+        return False
 
     def _still_full(self, count: int) -> list[tuple[bool, Any]] | None:
         """Refusals while the disk stays full (one ``statvfs``, no write), or None."""
