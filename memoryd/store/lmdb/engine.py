@@ -466,15 +466,15 @@ class LmdbEngine:
                     # cannot exhaust restart intensity.
                     self._disk_full = True
                     log.error("disk_full", path=str(self.path), error=str(exc), free_bytes=free)
-                    refused = self._refuse_full(len(ops), free)
+                    refusals = self._refuse_full(len(ops), free)
                     if self._panicked():
                         # It was the meta page that failed: nothing was written either
                         # (the other meta page still names the last commit), but LMDB
                         # marked the environment unusable, and every read and write
                         # would fail until it is opened again. The writers get the
                         # `DiskFull` they would have, and the store is restarted.
-                        raise refused[0][1] from exc
-                    return refused
+                        raise refusals[0][1] from exc
+                    return refusals
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
             self.commits += 1
             self._commits_since_reader_check += 1
