@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 from memoryd.agent.agent import Agent
 from memoryd.agent.memory import store_of
+from memoryd.protocol import DEFAULT_STORE_NAME
+from memoryd.provider.default import DefaultProvider
 
 __all__ = ["build_agent"]
 
@@ -59,10 +61,16 @@ def build_agent(
         )
     store = store_of(agent.provider)
     if store is not None and store.name != store_name:
+        hint = ""
+        if store.name == DEFAULT_STORE_NAME and isinstance(agent.provider, DefaultProvider):
+            hint = (
+                " (memoryd.window(n) is a window on the default store: give "
+                "memory=memoryd.DefaultProvider(store, window=n) with the system's store)"
+            )
         raise ValueError(
             f"agent type {agent_type!r} keeps its memory in store {store.name!r}, "
             f"but agent system {system!r} runs on store {store_name!r}; build "
-            "the agent with memory= on the system's store"
+            f"the agent with memory= on the system's store{hint}"
         )
     _fit_session(agent, agent_type, conversation_id)
     return agent

@@ -388,9 +388,25 @@ def test_an_agent_keeping_memory_in_another_store_is_refused_on_activation(
     """The factory's agent must keep its memory in the system's store; the error says so."""
     other = memoryd.EphemeralStore.start(name=f"other-{uuid.uuid4().hex[:8]}")
     system = start(systems, {"a": factory(other, echo_model)}, store=store)
-    with pytest.raises(ValueError, match="keeps its memory in store"):
+    with pytest.raises(ValueError, match="keeps its memory in store") as refused:
         system.call("a", "k", "hi")
+    assert "memoryd.window" not in str(refused.value)
     assert other.conversations() == [] and store.conversations() == []
+
+
+def test_a_window_on_the_default_store_is_refused_saying_what_to_give(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """``memory=memoryd.window(50)`` is a window on the default store: on a system of
+    another store the error says how to give the same window on the system's store."""
+
+    def windowed(key: str) -> memoryd.Agent:
+        return memoryd.Agent(llm=echo_model(), memory=memoryd.window(50))
+
+    system = start(systems, {"a": windowed}, store=store)
+    with pytest.raises(ValueError, match=r"DefaultProvider\(store, window=n\)"):
+        system.call("a", "k", "hi")
+    assert store.conversations() == []
 
 
 def test_stop_fails_the_waiting_callers_and_refuses_new_calls(
