@@ -70,7 +70,8 @@ def main(data: str) -> None:
 
         def model(sent: list[dict[str, Any]]) -> Any:
             answer = last_tool_result(sent)
-            tool_results = [m for m in sent if m["role"] == "tool"]
+            last_user = max(i for i, m in enumerate(sent) if m["role"] == "user")
+            tool_results = [m for m in sent[last_user:] if m["role"] == "tool"]  # this turn's
             if answer is None:
                 ask = {"key": key, "message": "memory in LLM agents"}
                 return messages.assistant(

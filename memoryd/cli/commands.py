@@ -98,6 +98,23 @@ def configure_logging() -> None:
     mlogging.configure(level="warning")
 
 
+def _answers(sock: Path) -> bool:
+    """True when a process accepts connections on the Unix socket ``sock`` (a daemon
+    that serves its data directory); False for none, a stale file or anything else."""
+    import socket  # noqa: PLC0415 (only for a data directory)
+    import stat  # noqa: PLC0415
+
+    try:
+        if not stat.S_ISSOCK(sock.lstat().st_mode):
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2.0)
+            probe.connect(str(sock))
+    except OSError:
+        return False
+    return True
+
+
 def open_store(args: argparse.Namespace) -> StoreHandle:
     """The store the command works on: through the daemon, or directly on ``--data``.
 
@@ -111,6 +128,10 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     name = _option(args, "store")
     if name is not None:
         check_store_name(name)
+    if address is None and data is not None and _answers(Path(data) / "memoryd.sock"):
+        # A daemon serves DIR: go through it, whatever its backend (a Redis-backed one
+        # holds no LMDB lock that opening DIR directly would run into).
+        address = f"unix://{(Path(data) / 'memoryd.sock').resolve()}"
     if address is None and data is not None:
         # LMDB, the actors and their logging load only for a data directory used directly.
         from memoryd.store.lmdb.dirlock import DATA_FILE  # noqa: PLC0415

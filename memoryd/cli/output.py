@@ -45,10 +45,9 @@ class Output:
         if self.json:
             self.out.write(json.dumps(change_to_wire(change), ensure_ascii=False) + "\n")
         else:
-            count = len(change.messages)
             self.out.write(
                 f"{change.position} {change.conversation_id} v{change.version} {change.kind} "
-                f"{count} message{'s' if count != 1 else ''}\n"
+                f"{_count(len(change.messages), 'message')}\n"
             )
 
 
@@ -71,7 +70,13 @@ def show_messages(found: Iterable[dict[str, Any]], out: TextIO) -> None:
 
 def show_events(found: Iterable[dict[str, Any]], out: TextIO) -> None:
     """Write each wire event as ``vVERSION KIND N messages``."""
-    out.writelines(f"v{e['version']} {e['kind']} {len(e['messages'])} messages\n" for e in found)
+    out.writelines(
+        f"v{e['version']} {e['kind']} {_count(len(e['messages']), 'message')}\n" for e in found
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 _REASONS_SHOWN = 10

@@ -312,6 +312,11 @@ class WriteContract:
         with pytest.raises(ValueError):
             store.get("c", at_version=2)
 
+    def test_at_version_of_a_conversation_never_written_names_it(self, store: Store) -> None:
+        """get(at_version=v) of a conversation never written raises ValueError naming it."""
+        with pytest.raises(ValueError, match="never-written"):
+            store.get("never-written", at_version=3)
+
     def test_at_version_before_last_clear_raises_value_error(self, store: Store) -> None:
         """History from before the last clear is gone: asking for it raises ValueError."""
         store.add("c", [user("a")])

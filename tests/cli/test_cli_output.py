@@ -49,8 +49,17 @@ def test_messages_show_role_content_and_tool_calls() -> None:
 def test_events_show_version_kind_and_count() -> None:
     """One line per wire event."""
     out = io.StringIO()
-    show_events([{"version": 2, "kind": "append", "messages": [{}, {}]}], out)
-    assert out.getvalue() == "v2 append 2 messages\n"
+    show_events(
+        [
+            {"version": 1, "kind": "appended", "messages": [{}]},
+            {"version": 2, "kind": "appended", "messages": [{}, {}]},
+            {"version": 3, "kind": "cleared", "messages": []},
+        ],
+        out,
+    )
+    assert out.getvalue() == (
+        "v1 appended 1 message\nv2 appended 2 messages\nv3 cleared 0 messages\n"
+    )
 
 
 def test_emit_writes_json_or_lets_the_human_writer_write() -> None:

@@ -135,3 +135,37 @@ def test_redis_not_durable_without_a_backend_is_a_usage_error(tmp_path: Path) ->
     done = serve("--data", str(tmp_path / "d"), "--redis-not-durable")
     assert done.returncode == 2
     assert "--redis-not-durable applies to a Redis backend only" in done.stderr
+
+
+def test_the_command_line_on_the_data_directory_goes_through_its_redis_daemon(
+    redis_server: RedisServer,
+) -> None:
+    """``memoryd --data DIR`` on a directory a Redis-backed daemon serves goes through
+    its socket, as for an LMDB one: reads see the daemon's store, a write lands there,
+    and no second store is made in DIR."""
+    daemon = Daemon(extra=("--backend", redis_server.url)).start()
+    try:
+        daemon.connect().add("c", [memoryd.messages.user("via the daemon")])
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "memoryd.cli", "--data", str(daemon.data), *args],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+
+        read = cli("get", "c")
+        assert read.returncode == 0, read.stderr
+        assert "via the daemon" in read.stdout
+        wrote = cli("add", "c", "--content", "via --data")
+        assert wrote.returncode == 0, wrote.stderr
+        assert [m["content"] for m in daemon.connect().get("c")] == [
+            "via the daemon",
+            "via --data",
+        ]
+        assert not (daemon.data / "data.mdb").exists()
+    finally:
+        daemon.close()
+        memoryd.shutdown()

@@ -93,7 +93,7 @@ class _LmdbHandle(ActorStoreHandle):
     def _get(self, cid: str, limit: int | None, at_version: int | None) -> list[dict[str, Any]]:
         def read(txn: Any, dbs: Dbs) -> list[dict[str, Any]]:
             meta = meta_of(txn, dbs, cid, index=False)
-            return reads.history(txn, dbs, meta, limit=limit, at_version=at_version)
+            return reads.history(txn, dbs, meta, limit=limit, at_version=at_version, cid=cid)
 
         return self._read(read)
 

@@ -73,8 +73,12 @@ def history(
     *,
     limit: int | None = None,
     at_version: int | None = None,
+    cid: str = "the conversation",
 ) -> list[dict[str, Any]]:
     """The conversation's messages, chronological: all, or the last ``limit``.
+
+    ``cid`` names the conversation in an error when it was never written (``meta`` is
+    None then, and holds no id).
 
     Walks the event log backwards from the wanted version, so the last N
     messages cost O(N) records, not the whole log. Every record read is checked
@@ -86,7 +90,7 @@ def history(
     """
     if meta is None:
         if at_version:
-            check_version(meta, at_version, "conversation")
+            check_version(meta, at_version, cid)
         return []
     upto = meta.version if at_version is None else at_version
     if at_version is not None:

@@ -150,8 +150,9 @@ class RedisStore(ActorStoreHandle):
                 cluster = detect_cluster(url, min(call_timeout_s, 5.0))
             except redis.RedisError as exc:
                 raise StoreUnavailable(
-                    f"cannot reach Redis at {redact(url)} ({exc}); start it, or pass "
-                    "cluster=True/False to start the store before Redis is up"
+                    f"cannot reach Redis at {redact(url)} ({exc}); start it (a program "
+                    "may also pass RedisStore.start(cluster=True/False) to start the "
+                    "store before Redis is up)"
                 ) from exc
         try:
             refusal = check_durable(url, min(call_timeout_s, 5.0), require=require_durable)
