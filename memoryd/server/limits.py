@@ -94,6 +94,15 @@ def _refusal(status: int, message: str) -> bytes:
 
 _TOO_LARGE = _refusal(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
 
+LINGER_S = 2.0
+"""How long a connection answered before its request's body arrived reads (and drops)
+what still comes before it is closed: closed at once with unread bytes, the kernel
+would reset it, and the client could lose the answer it was sent."""
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback: the head's fields are over `MAX_HEAD_BYTES`."""
+
 
 def raise_fd_limit() -> int:
     """Raise the soft limit on open files to the hard limit; returns the new soft limit."""
@@ -189,6 +198,11 @@ def bounded(
         _lane_served = False
         _adding: PendingAdd | None = None
         """The lane's add whose body is arriving."""
+        _fields = 0
+        """Bytes of the current head's target and header fields, counted as parsed."""
+        _refused: bytes | None = None
+        """A refusal due once the requests before the refused one are answered."""
+        _lingering = False
 
         def connection_made(self, transport: Any) -> None:
             if len(self.connections) >= max_connections:
@@ -251,19 +265,54 @@ def bounded(
         def send_400_response(self, msg: str) -> None:
             # uvicorn calls this from its ``except httptools.HttpParserError`` alone, so
             # the parser's error is the one being handled: a JSON 400 that names it
-            refused = refusal(
-                sys.exc_info()[1], self.parser.get_method(), self.server_state.default_headers
-            )
-            log.warning("malformed_request", status=refused.status, reason=refused.reason)
+            error = sys.exc_info()[1]
+            if isinstance(getattr(error, "__context__", None), _HeadTooLarge):
+                answer = _TOO_LARGE  # a pipelined head past the limit (`_count`)
+                log.warning("request_head_too_large", limit=MAX_HEAD_BYTES)
+            else:
+                refused = refusal(
+                    error, self.parser.get_method(), self.server_state.default_headers
+                )
+                log.warning("malformed_request", status=refused.status, reason=refused.reason)
+                answer = refused.answer
+            in_head = self._reading_head
             self._reading_head = False
             self._disarm()
+            if in_head and self._answering():
+                # The refused request follows others in the same stream: they are
+                # answered first, in order, and then the refusal (`on_response_complete`);
+                # nothing more is read. Written now, it would take the place of their
+                # answers, and close the connection under them.
+                self._refused = answer
+                return
             cycle = self.cycle  # a response half-written cannot be followed by another
             if cycle is None or not cycle.response_started or cycle.response_complete:
-                self.transport.write(refused.answer)
+                self.transport.write(answer)
             self.transport.close()
+
+        def _answering(self) -> bool:
+            """True while a request before the one being parsed waits for its answer."""
+            cycle = self.cycle
+            return bool(self.pipeline) or (cycle is not None and not cycle.response_complete)
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value) + 4)  # ": " and CRLF
+            super().on_header(name, value)
+
+        def _count(self, size: int) -> None:
+            """Bound a head by what the parser found in it: a head that arrives after
+            another request in one read is not counted by `data_received`."""
+            self._fields += size
+            if self._fields > MAX_HEAD_BYTES:
+                raise _HeadTooLarge
 
         def on_message_begin(self) -> None:
             # the scope waits for `_scope`: a request the lane answers needs none
+            self._fields = 0
             self.url = b""
             self.expect_100_continue = False
             self.headers = []
@@ -276,8 +325,8 @@ def bounded(
             self.scope["headers"] = headers
 
         def data_received(self, data: bytes) -> None:
-            if self._dropped:
-                return
+            if self._dropped or self._lingering or self._refused is not None:
+                return  # nothing more of this connection is read: dropped
             room = MAX_HEAD_BYTES - self._head_bytes
             if self._reading_head and len(data) > room:
                 # feed the head's allowance only: a body may follow in the same chunk
@@ -408,10 +457,40 @@ def bounded(
             self.server_state.total_requests += 1
             if self.transport.is_closing():
                 return
-            self.flow.resume_reading()
             if self.pipeline:
                 cycle, app = self.pipeline.pop()
                 self._start_asgi_task(cycle, app)
+                if self._refused is None:
+                    self.flow.resume_reading()
+                    self._arm()
+                return
+            if self._refused is not None:  # the requests before it are answered now
+                if not self._answering():
+                    self.transport.write(self._refused)
+                    self.transport.close()
+                return
+            if getattr(self.cycle, "more_body", False):
+                # Answered before its body came (401, 413, a refusal of its head): the
+                # rest of the body is of no use, and a client must not hold the
+                # connection by dribbling it. Drop what comes for a moment, then close.
+                self._linger()
+                return
+            self.flow.resume_reading()
             self._arm()  # the next request's head is due within the timeout
+
+        def _linger(self) -> None:
+            """Send EOF after the answer, drop what the client still sends for `LINGER_S`
+            at most, then close."""
+            self._lingering = True
+            self._disarm()
+            raw = self._out.raw if self._out is not None else self.transport
+            try:
+                if raw.can_write_eof():
+                    raw.write_eof()
+            except (OSError, RuntimeError):
+                raw.close()
+                return
+            self.flow.resume_reading()
+            self.loop.call_later(LINGER_S, raw.close)
 
     return Bounded

@@ -1,0 +1,126 @@
+"""Refusals on a connection that carries other requests, and early answers.
+
+A malformed or oversized request that follows others in one stream is refused only
+after they are answered, in order; a request answered before its body came (401, 413)
+has its connection closed soon after, however slowly the client goes on sending.
+Real daemon, raw sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from memoryd.server.limits import LINGER_S, MAX_HEAD_BYTES
+from tests.server.daemon import Daemon
+
+
+@pytest.fixture(scope="module")
+def tcp_daemon() -> Iterator[Daemon]:
+    with Daemon(tcp=True).start() as running:
+        yield running
+
+
+def _all_answers(path: str, stream: bytes, deadline_s: float = 30.0) -> list[tuple[int, bytes]]:
+    """Send ``stream`` in one write on a new Unix connection; the responses read until
+    the daemon closes it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(deadline_s)
+    raw = b""
+    try:
+        sock.connect(path)
+        sock.sendall(stream)
+        while chunk := sock.recv(65536):
+            raw += chunk
+    finally:
+        sock.close()
+    answers = []
+    while raw:  # the responses one after the other, each as long as it says
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in lines
+            if line.lower().startswith(b"content-length:")
+        )
+        answers.append((int(lines[0].split()[1]), rest[:length]))
+        raw = rest[length:]
+    return answers
+
+
+def _add(cid: str, text: str) -> bytes:
+    body = json.dumps({"messages": [{"role": "user", "content": text}]}).encode()
+    return (
+        b"POST /v1/conversations/%s/messages HTTP/1.1\r\nhost: x\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+    ) % (cid.encode(), len(body), body)
+
+
+def test_a_malformed_request_after_others_is_refused_after_their_answers(
+    daemon: Daemon,
+) -> None:
+    """GET, add, then garbage, in one write: the GET and the add are answered in order,
+    then the 400; the add is stored; the daemon logs no traceback."""
+    before = len(daemon.stderr_lines)
+    stream = (
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n" + _add("piped", "kept") + b"GARBAGE\r\n\r\n"
+    )
+    for _ in range(5):
+        statuses = [status for status, _ in _all_answers(daemon.unix, stream)]
+        assert statuses == [200, 200, 400]
+    assert [m["content"] for m in daemon.connect().get("piped")] == ["kept"] * 5
+    time.sleep(0.2)
+    assert not any("Traceback" in line for line in daemon.stderr_lines[before:])
+
+
+def test_an_oversized_head_after_another_request_is_refused_as_one_alone_is(
+    daemon: Daemon,
+) -> None:
+    """A head over the limit gets 431 whether it comes alone or right after a small
+    request in the same write (the first one answered first)."""
+    big = (
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: "
+        + b"a" * (MAX_HEAD_BYTES + 6000)
+        + b"\r\n\r\n"
+    )
+    small = b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n"
+    assert [s for s, _ in _all_answers(daemon.unix, big)] == [431]
+    assert [s for s, _ in _all_answers(daemon.unix, small + big)] == [200, 431]
+
+
+def test_a_request_refused_before_its_body_cannot_hold_its_connection(
+    tcp_daemon: Daemon,
+) -> None:
+    """An add with no token announcing 60 MB: the 401 comes at once, then the daemon
+    stops reading and closes the connection within its linger, though the client
+    keeps sending a byte every 0.2 s (each byte used to keep it open)."""
+    host, port = tcp_daemon.http.split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    try:
+        sock.sendall(
+            b"POST /v1/conversations/c/messages HTTP/1.1\r\nhost: %s\r\n"
+            b"content-type: application/json\r\ncontent-length: 60000000\r\n\r\n{"
+            % tcp_daemon.http.encode()
+        )
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+        started = time.monotonic()
+        closed = False
+        while time.monotonic() - started < 10 * LINGER_S:
+            try:
+                sock.sendall(b"x")
+                sock.settimeout(0.2)
+                if sock.recv(65536) == b"":
+                    closed = True
+                    break
+            except TimeoutError:
+                continue
+            except OSError:  # reset: closed too
+                closed = True
+                break
+        assert closed, "the connection was still open"
+    finally:
+        sock.close()
