@@ -11,7 +11,14 @@ subclass of uvicorn's httptools protocol that
 * refuses, at accept time, a connection past its listener's budget (closed at once,
   so it holds its file descriptor for microseconds);
 * answers a request httptools refuses (bad framing) with a JSON 400 naming the
-  parser's reason, and closes the connection (`memoryd.server.framing`);
+  parser's reason, and closes the connection (`memoryd.server.framing`); when the
+  refused head follows requests still being answered on the connection (pipelined),
+  the refusal waits for their answers, in order, and nothing more is read;
+* bounds a head by what the parser finds in it too, so a head that arrives after
+  another request in the same read is refused (431) as one alone is;
+* closes a connection whose request was answered before its body came (401, 413):
+  it sends EOF, drops what the client still sends for `LINGER_S`, then closes, so a
+  client cannot hold a connection by dribbling a body no one will read;
 * writes a response's head and its body in one system call (`OneWrite`): uvicorn
   writes them apart, and each write to a socket wakes the client once more;
 * answers a last-N msgpack read as soon as its head is in, through the app's
