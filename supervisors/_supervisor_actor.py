@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -331,11 +332,12 @@ class _SupervisorActor(SupervisedActor):
         ref, child.ref = child.ref, None
         if ref is None:
             return
+        deadline = time.monotonic() + child.spec.shutdown_s  # one shutdown_s in all
         stopped = shutdown_actor(ref, child.spec.shutdown_s, "shutdown")
         # It may have been exiting on its own (a crash racing the stop): either way,
-        # return only once it has released what it owns.
+        # return only once it has released what it owns, within what is left.
         if stopped and child.link is not None:
-            stopped = child.link.wait_finished(child.spec.shutdown_s)
+            stopped = child.link.wait_finished(max(0.0, deadline - time.monotonic()))
         if not stopped:
             # OTP kills a child that outlives its shutdown; here it is abandoned: dead to
             # everyone and its name free, so a restart can take it (see `_abandon`).
