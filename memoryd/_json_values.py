@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from memoryd._shown import described
 from memoryd.errors import InvalidMessage, JsonProblem
 
 __all__ = [
@@ -96,8 +97,8 @@ def copy_json(value: Any, depth: int) -> Any:
         return _copy_dict(value, depth) if kind is dict else _copy_items(value, depth)
     if kind is int:
         if not _INT_MIN <= value <= _INT_MAX:
-            raise JsonProblem(
-                f"is the integer {value}, outside the stored range -2**63 .. 2**64-1; "
+            raise JsonProblem(  # `described`: a huge one by its size, not its digits
+                f"is {described(value)}, outside the stored range -2**63 .. 2**64-1; "
                 "store it as a str"
             )
         return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd._shown import shown
 from memoryd.errors import InvalidMessage
 
 __all__ = [
@@ -137,7 +138,8 @@ def check_structure(message: dict[str, Any]) -> None:
     if not isinstance(role, str):
         raise InvalidMessage(f"message.role must be a str, got {type_name(role)}")
     if role not in ROLES:
-        raise InvalidMessage(f"message.role {role!r} is not one of: {_ROLE_LIST}")
+        # the role shown cut: a caller's text, and this message is echoed to it
+        raise InvalidMessage(f"message.role {shown(role)} is not one of: {_ROLE_LIST}")
 
     if "tool_calls" in message and message["tool_calls"] in (None, []):
         del message["tool_calls"]

@@ -11,6 +11,7 @@ three ways a store call runs without stalling the event loop.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -21,7 +22,7 @@ from urllib.parse import parse_qsl
 import anyio
 import anyio.to_thread
 import structlog
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from memoryd._shown import shown
@@ -55,7 +56,7 @@ __all__ = [
     "running_store",
     "store_of",
     "submit",
-    "tail_wait",
+    "tail_poll",
     "version_answer",
 ]
 
@@ -132,11 +133,25 @@ def bool_param(request: Request, name: str) -> bool:
     raise HttpError(400, "ValueError", f"{name} must be true or false, not {shown(text)}")
 
 
+_SHOWN_FIELDS = 5
+"""How many unknown field names an error shows (the rest are counted)."""
+
+
+def _fields_shown(names: set[str]) -> str:
+    """The first few of ``names``, each cut (`shown`), and how many more there are: a
+    body may carry 100k unknown names or one of a megabyte, and the error is echoed."""
+    first = sorted(names)[:_SHOWN_FIELDS]
+    listed = "[" + ", ".join(shown(name) for name in first) + "]"
+    more = len(names) - len(first)
+    return f"{listed} and {more} more" if more else listed
+
+
 def check_fields(body: dict[str, Any], allowed: set[str], required: set[str]) -> None:
     unknown = set(body) - allowed
     if unknown:
+        expected = sorted(allowed)
         raise HttpError(
-            400, "ValueError", f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}"
+            400, "ValueError", f"unknown fields {_fields_shown(unknown)}; expected {expected}"
         )
     missing = required - set(body)
     if missing:
@@ -272,18 +287,58 @@ async def answer(
     return Answer(body, media, status)
 
 
-def tail_wait(
-    store: StoreHandle, after: int, limit: int, timeout: float, stopping: threading.Event
+async def tail_poll(
+    request: Request, store: StoreHandle, after: int, limit: int, timeout: float
 ) -> list[Change]:
-    """Long-poll in slices, so a shutting-down server answers its waiters at once."""
+    """The changes after ``after`` (at most ``limit``), waiting up to ``timeout`` s for one.
+
+    The wait runs in slices, each in a worker thread holding one of the
+    `ServerConfig.tail_waiters` slots (``ctx.tail_limiter``), and between slices the
+    poll looks at its client and at the server: a client that hung up frees its slot
+    within a slice (a thread blocked for the whole timeout never learns it left, and
+    256 abandoned polls took every slot), and a stopping server answers at once.
+
+    A poll that finds every slot taken waits for one only until its own deadline, then
+    reads once without waiting, on the ordinary worker threads (no slot needed); so a
+    ``timeout=0`` poll never queues for a slot, and every poll is answered by its
+    deadline. It is answered rather than refused with a 503 because slots turn over
+    every slice: "all taken" is a moment, and a 503 would refuse polls a slot serves
+    milliseconds later, making every long-poll client carry a retry policy. The final
+    read keeps the answer true: an empty list means the feed had nothing new.
+
+    Args:
+        request: the poll's request (its client is watched; its context's limiters used).
+        store: the store whose feed is read.
+        after: the last position the client has.
+        limit: the most changes answered.
+        timeout: how long to wait for a change, in seconds.
+
+    Returns:
+        The changes, or [] when none came in time.
+
+    Raises:
+        ClientDisconnect: the client hung up (counted as a 499, as a body never sent is).
+    """
+    stopping = ctx_of(request).stopping
     deadline = time.monotonic() + timeout
-    while True:
+    while not stopping.is_set():
+        if await request.is_disconnected():  # free the slot now: nobody is left to answer
+            raise ClientDisconnect()
         remaining = deadline - time.monotonic()
-        changes = store.tail(
-            after=after, limit=limit, timeout=max(0.0, min(remaining, _TAIL_SLICE_S))
+        if remaining <= 0:
+            break
+        wait = functools.partial(
+            store.tail, after=after, limit=limit, timeout=min(remaining, _TAIL_SLICE_S)
         )
-        if changes or remaining <= _TAIL_SLICE_S or stopping.is_set():
+        changes: list[Change] = []
+        with anyio.move_on_after(remaining):  # bounds the queue for a slot, not the slice
+            changes = await in_thread(request, wait, tail=True)
+        if changes:
             return changes
+    read: list[Change] = await in_thread(
+        request, functools.partial(store.tail, after=after, limit=limit, timeout=0.0)
+    )
+    return read
 
 
 def version_answer(version: Any) -> dict[str, Any]:

@@ -8,13 +8,12 @@ the routes and the OpenAPI document from one table of these endpoints.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from memoryd import _version
@@ -31,12 +30,14 @@ from memoryd.server.calls import (
     int_param,
     query,
     read_inline,
+    respond,
+    running_store,
     store_of,
     submit,
-    tail_wait,
+    tail_poll,
     version_answer,
 )
-from memoryd.server.http import HttpError, encode, error_response, wants_msgpack
+from memoryd.server.http import HttpError, error_response
 from memoryd.server.metrics import CONTENT_TYPE, stores_up
 from memoryd.store import requests
 from memoryd.store.handle import StoreHandle
@@ -66,6 +67,10 @@ __all__ = [
 ]
 
 log = structlog.get_logger("memoryd.server")
+
+_NDJSON = "application/x-ndjson"
+_STREAM_POLL_S = 1.0
+"""How long one poll of a stream waits before it looks again (stopping, the client)."""
 
 # --------------------------------------------------------------------------- store endpoints
 
@@ -173,7 +178,9 @@ async def record_event(request: Request) -> Response:
         lambda s: requests.record(
             cid,
             body["kind"],
-            messages=body.get("messages") or (),
+            # absent: none; any other value is checked as given (0, "", {} and null are
+            # not lists: `body.get(...) or ()` took them for "none" and wrote the event)
+            messages=body.get("messages", ()),
             data=body.get("data"),
             **_conditions(body),
             max_bytes=s.max_message_bytes,
@@ -241,37 +248,47 @@ def _tail_args(request: Request) -> tuple[int, int, float]:
     return after, 1000 if limit is None else limit, timeout
 
 
+async def _feed_store(request: Request) -> StoreHandle:
+    """The store whose feed is read: resolved off the tail slots, which are for waiting."""
+    return running_store(request) or await in_thread(request, lambda: store_of(request))
+
+
 async def tail(request: Request) -> Response:
     """The global change feed from ``after + 1``; waits up to ``timeout`` s for news."""
     request.scope["memoryd.op"] = "tail"
     after, limit, timeout = _tail_args(request)
-    msgpack = wants_msgpack(request)
-    stopping = ctx_of(request).stopping
+    store = await _feed_store(request)
+    changes = await tail_poll(request, store, after, limit, timeout)
+    return respond(request, {"changes": [wire.change_to_wire(c) for c in changes]})
 
-    def work() -> tuple[bytes, str]:
-        changes = tail_wait(store_of(request), after, limit, timeout, stopping)
-        return encode({"changes": [wire.change_to_wire(c) for c in changes]}, msgpack)
 
-    body, media = await in_thread(request, work, tail=True)
-    return Response(body, media_type=media)
+async def _no_lines() -> AsyncIterator[bytes]:
+    """An empty stream: the body of a HEAD."""
+    return
+    yield  # pragma: no cover  (makes this an async generator)
 
 
 async def tail_stream(request: Request) -> Response:
-    """The change feed as a stream: one JSON change a line, until the client leaves."""
+    """The change feed as a stream: one JSON change a line, until the client leaves.
+
+    A HEAD gets the stream's head alone (its status, after the same checks as a GET)
+    and ends: its body would be the endless stream, which a HEAD never sends, so the
+    connection would hang and a request pipelined after it would never be served.
+    """
     request.scope["memoryd.op"] = "tail_stream"
     after, limit, _ = _tail_args(request)
-    ctx = ctx_of(request)
-    store = await in_thread(request, lambda: store_of(request))
+    store = await _feed_store(request)
+    if request.method == "HEAD":
+        return StreamingResponse(_no_lines(), media_type=_NDJSON)
+    stopping = ctx_of(request).stopping
 
     async def lines() -> AsyncIterator[bytes]:
         position = after
-        while not ctx.stopping.is_set():
+        while not stopping.is_set():
             try:
-                changes = await in_thread(
-                    request,
-                    functools.partial(tail_wait, store, position, limit, 1.0, ctx.stopping),
-                    tail=True,
-                )
+                changes = await tail_poll(request, store, position, limit, _STREAM_POLL_S)
+            except ClientDisconnect:
+                return  # the client left: the stream ends as it always has
             except (MemorydError, ValueError, HttpError) as exc:
                 # the 200 is sent: end the stream whole (its last chunk), the reason logged
                 log.warning(
@@ -288,7 +305,7 @@ async def tail_stream(request: Request) -> Response:
             if await request.is_disconnected():
                 return
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    return StreamingResponse(lines(), media_type=_NDJSON)
 
 
 async def stats(request: Request) -> Response:

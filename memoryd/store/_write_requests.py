@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd import messages as msgs
+from memoryd._shown import described
 from memoryd.errors import InvalidMessage
 from memoryd.events import Event
 from memoryd.store._argument_checks import (
@@ -190,11 +191,11 @@ def record(
     cid = msgs.validate_conversation_id(cid)
     if not isinstance(kind, str) or kind not in RECORD_KINDS:
         raise ValueError(
-            f"record() writes only the kinds {sorted(RECORD_KINDS)}, not {kind!r}; "
+            f"record() writes only the kinds {sorted(RECORD_KINDS)}, not {described(kind)}; "
             "use add, clear, pop or fork for the others"
         )
     if not isinstance(supersede, bool):
-        raise ValueError(f"supersede must be True or False, not {supersede!r}")
+        raise ValueError(f"supersede must be True or False, not {described(supersede)}")
     if supersede and kind != "memo":
         raise ValueError(
             f"only a memo may supersede a conversation's earlier events, not a {kind!r} event"

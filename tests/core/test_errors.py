@@ -98,6 +98,8 @@ DEFINED_ELSEWHERE = {
     "turns it into TransportFailed naming the problem",
     "memoryd.llm.openai._TooLarge": "the bounded body read's private stop; OpenAIChat turns "
     "it into LLMError naming max_response_bytes (or an excerpt saying the answer is long)",
+    "memoryd.server.limits._HeadTooLarge": "the HTTP parser callback's private stop at a "
+    "head over the limit; the connection answers it with a 431",
     "memoryd.store.lmdb.engine._MapAtCap": "the LMDB engine's private note that the map "
     "may not grow; the engine refuses the batch with StorageError",
     "memoryd.store.redis.batch._Unreachable": "the Redis batch's private retry signal; "

@@ -91,7 +91,8 @@ def test_a_body_that_stalls_gets_408_and_its_connection_closed(
 
 def test_a_body_the_app_never_reads_does_not_hold_the_connection(quick: Daemon) -> None:
     """A GET announcing a body it never sends is answered, then, its body still
-    missing, the connection gets a 408 and is closed instead of waiting forever."""
+    missing, the connection is closed (after the answer, within the linger) instead of
+    waiting for a body no one will read."""
     with _connect(quick) as sock:
         sock.sendall(
             b"GET /v1/conversations/unread/version HTTP/1.1\r\nHost: memoryd\r\n"
@@ -99,7 +100,7 @@ def test_a_body_the_app_never_reads_does_not_hold_the_connection(quick: Daemon) 
         )
         answer = _read_to_eof(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer
-    assert b"HTTP/1.1 408 " in answer
+    assert answer.count(b"HTTP/1.1 ") == 1, answer  # closed, no second answer
     assert not _unhandled(quick)
 
 
