@@ -38,6 +38,7 @@ from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 from memoryd.store.requests import WriteRequest
 
 __all__ = [
+    "MAX_TAIL_PAGE",
     "MAX_TAIL_TIMEOUT_S",
     "Endpoint",
     "ServerContext",
@@ -65,6 +66,11 @@ log = structlog.get_logger("memoryd.server")
 _N = TypeVar("_N", int, float)
 
 MAX_TAIL_TIMEOUT_S = 300.0
+MAX_TAIL_PAGE = 10_000
+"""The most changes one read of the feed answers, whatever ``limit`` asks: a feed read
+holds its page in memory twice (the changes, then their encoding), and a client asking
+for a million would have the daemon build that in one answer. A read answers "at most
+``limit``" anyway, so a client pages on with ``after`` as it does for any page."""
 _TAIL_SLICE_S = 0.5
 
 

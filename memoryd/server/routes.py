@@ -20,6 +20,7 @@ from memoryd import _version
 from memoryd import protocol as wire
 from memoryd.errors import InvalidMessage, MemorydError, StoreNotRunning
 from memoryd.server.calls import (
+    MAX_TAIL_PAGE,
     MAX_TAIL_TIMEOUT_S,
     answer,
     bool_param,
@@ -245,7 +246,7 @@ def _tail_args(request: Request) -> tuple[int, int, float]:
         raise HttpError(400, "ValueError", str(exc)) from None
     if limit is not None and limit < 1:
         raise HttpError(400, "ValueError", f"limit must be 1 or more, not {limit}")
-    return after, 1000 if limit is None else limit, timeout
+    return after, 1000 if limit is None else min(limit, MAX_TAIL_PAGE), timeout
 
 
 async def _feed_store(request: Request) -> StoreHandle:

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+import memoryd
+from memoryd.events import Event
+from memoryd.server.calls import MAX_TAIL_PAGE
 from memoryd.server.config import ServerConfig
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
@@ -244,3 +247,29 @@ def test_record_refuses_a_messages_that_is_not_a_list_even_when_empty(
     assert version(daemon, cid) == 0
     assert raw_request(daemon, "POST", path, body=b'{"kind":"memo"}')[0] == 200
     assert version(daemon, cid) == 1
+
+
+def test_a_feed_read_answers_at_most_a_page_however_many_it_asks_for(tmp_path: Path) -> None:
+    """A store holding 10,050 changes: a read of the feed asking for 20,000 gets
+    `MAX_TAIL_PAGE` (the daemon never builds an answer of any size a client names), and
+    the next page, from the last position, gets the rest."""
+    data = tmp_path / "d"
+    filled = memoryd.LmdbStore.start(data, name="filled")
+    many = [
+        Event(
+            version=n + 1,
+            kind="appended",
+            messages=({"role": "user", "content": str(n)},),
+            timestamp=1.0,
+        )
+        for n in range(MAX_TAIL_PAGE + 50)
+    ]
+    assert filled.import_events("c", many) == len(many)
+    filled.stop()
+    with Daemon(data).start() as running:
+        remote = running.connect()
+        page = remote.tail(limit=2 * MAX_TAIL_PAGE)
+        assert len(page) == MAX_TAIL_PAGE
+        rest = remote.tail(after=page[-1].position, limit=2 * MAX_TAIL_PAGE)
+        assert len(rest) == 50
+    memoryd.shutdown()
