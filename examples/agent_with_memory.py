@@ -73,4 +73,8 @@ def main(data_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="memoryd-example-"))
+    if len(sys.argv) > 1:
+        main(sys.argv[1])
+    else:  # a directory of its own, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="memoryd-example-") as scratch:
+            main(scratch)

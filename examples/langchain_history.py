@@ -56,4 +56,8 @@ def main(data: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="md-langchain-"))
+    if len(sys.argv) > 1:
+        main(sys.argv[1])
+    else:  # a directory of its own, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="md-langchain-") as scratch:
+            main(scratch)

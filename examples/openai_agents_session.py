@@ -99,4 +99,8 @@ async def main(data: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="md-agents-")))
+    if len(sys.argv) > 1:
+        asyncio.run(main(sys.argv[1]))
+    else:  # a directory of its own, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="md-agents-") as scratch:
+            asyncio.run(main(scratch))
