@@ -45,6 +45,7 @@ import contextlib
 import contextvars
 import copy
 import json
+import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from memoryd.agent.journal import (
     check_new_run_id,
     check_run_id,
 )
+from memoryd.agent.lease_keeper import KEEPER, Held
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
     base_version,
@@ -234,6 +236,12 @@ class _Run:
         self.memos: list[Any] = []
         self.full: list[Message] | None = None
         self.writing: StepWrite | None = None
+
+
+def _raise_lost(held: Held) -> None:
+    """Raise the takeover the lease keeper met, unless the call is raising already."""
+    if held.lost is not None and sys.exc_info()[1] is None:
+        raise held.lost
 
 
 def _input_messages(value: Any) -> CheckedMessages:
@@ -751,6 +759,30 @@ class Agent(SessionMethods):
                 from_loop=from_loop,
             )
 
+    def _hold(self, run: _Run) -> Held | None:
+        """Have the run's lease kept during the call that follows (`lease_keeper`)."""
+        journal = self._journal
+        return None if journal is None else journal.hold(run.run_id, run.writing)
+
+    @staticmethod
+    def _release(held: Held | None) -> None:
+        """After the call: the keeper lets go of the run (a renewal under way ends
+        first); a renewal that found the run taken over is raised here, as the run's
+        own renewal at this boundary would have."""
+        if held is None:
+            return
+        KEEPER.release(held)
+        _raise_lost(held)
+
+    @staticmethod
+    async def _arelease(held: Held | None) -> None:
+        """`_release` on an event loop: a renewal under way is waited for off the loop."""
+        if held is None:
+            return
+        if not KEEPER.release(held, wait=False):
+            await asyncio.to_thread(KEEPER.wait_done, held)
+        _raise_lost(held)
+
     @staticmethod
     def _settle(run: _Run) -> None:
         """Wait until the run's last tool step is durable (its write was sent before
@@ -822,12 +854,17 @@ class Agent(SessionMethods):
                 sent = self._window(run, effect[1], effect[2])
             else:
                 sent = await asyncio.to_thread(self._window, run, effect[1], effect[2])
-            return await self.kernel.achat_checked(
-                sent, context=effect[3], step=effect[4], invoke_id=run.run_id
-            )
+            held = self._hold(run)
+            try:
+                return await self.kernel.achat_checked(
+                    sent, context=effect[3], step=effect[4], invoke_id=run.run_id
+                )
+            finally:
+                await self._arelease(held)
         if kind == _TOOL:
             await self._aboundary(run, tool=True)
             token = current_tool_call.set((run.run_id, effect[1]["id"]))
+            held = self._hold(run)
             try:
                 return await self.kernel.acall_tool(effect[1], context=effect[2])
             finally:
@@ -835,6 +872,7 @@ class Agent(SessionMethods):
                 # where the token is foreign: nothing of the run's is left to reset then
                 with contextlib.suppress(ValueError):
                     current_tool_call.reset(token)
+                await self._arelease(held)
         self._save_step(run, effect[1], effect[2], from_loop=True)
         return None
 
@@ -864,17 +902,23 @@ class Agent(SessionMethods):
                 if kind == _CHAT:
                     self._boundary(run, tool=False)
                     sent = self._window(run, effect[1], effect[2])
-                    reply = kernel.chat_checked(
-                        sent, context=effect[3], step=effect[4], invoke_id=run.run_id
-                    )
+                    held = self._hold(run)
+                    try:
+                        reply = kernel.chat_checked(
+                            sent, context=effect[3], step=effect[4], invoke_id=run.run_id
+                        )
+                    finally:
+                        self._release(held)
                     effect = steps.send(reply)
                 elif kind == _TOOL:
                     self._boundary(run, tool=True)
                     token = current_tool_call.set((run.run_id, effect[1]["id"]))
+                    held = self._hold(run)
                     try:
                         result = kernel.call_tool(effect[1], context=effect[2])
                     finally:
                         current_tool_call.reset(token)
+                        self._release(held)
                     effect = steps.send(result)
                 else:
                     self._save_step(run, effect[1], effect[2])

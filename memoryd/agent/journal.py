@@ -40,6 +40,7 @@ from typing import Any
 from memoryd import messages as msgs
 from memoryd._shown import shown
 from memoryd.agent.drops import UNDROPPED
+from memoryd.agent.lease_keeper import KEEPER, Held
 from memoryd.agent.locks import active_runs, run_active
 from memoryd.errors import ConflictError, InvalidConversationId, UnknownRun
 from memoryd.messages import CheckedMessages
@@ -202,6 +203,11 @@ class StepWrite:
     ) -> None:
         self._settle = settle
         self._settle_async = settle_async
+
+    @property
+    def from_loop(self) -> bool:
+        """True for a write sent from an event loop (awaited there, `wait_async`)."""
+        return self._settle is None
 
     def wait(self) -> None:
         """Wait until the step is durable.
@@ -390,11 +396,14 @@ class RunJournal:
             raise
 
     def _written(self, run_id: str, version: int, sent_at: float) -> None:
-        """Record a step's write: the journal's new version, and when the lease renewed."""
+        """Record a step's write: the journal's new version, and when the lease renewed.
+
+        A write recorded already (the lease keeper waited for it during a long call,
+        then renewed) is not recorded again over the newer version."""
         record = self._live.get(run_id)
         if record is None:
             self._live[run_id] = _Live(version, sent_at)
-        else:  # one record per run, kept up to date
+        elif version > record.version:  # one record per run, kept up to date
             record.version, record.written_at = version, sent_at
 
     def _reopen(self, store: StoreHandle, run_id: str, batch: CheckedMessages) -> int:
@@ -448,6 +457,31 @@ class RunJournal:
             raise
         self._live[run_id] = _Live(version, self._clock())
         return True
+
+    def hold(self, run_id: str, writing: StepWrite | None) -> Held | None:
+        """Have the process's lease keeper renew the run's lease during a long call.
+
+        Args:
+            run_id: The run, about to make a tool or LLM call.
+            writing: Its step write still in flight, if any.
+
+        Returns:
+            What to give `LeaseKeeper.release` after the call; None when the run has
+            no journal yet and none on its way (nothing to renew, and nothing another
+            process could take), or only one an event loop sent and awaits.
+        """
+        loop_write = writing is not None and writing.from_loop
+        if run_id not in self._live and (writing is None or loop_write):
+            return None
+        held = Held(
+            run_id,
+            self.lease_s,
+            lambda: self.renew_due(run_id),
+            lambda: self.renew(run_id),
+            None if writing is None or loop_write else writing.wait,
+            renewable=not loop_write,  # an event loop's write is awaited there alone
+        )
+        return KEEPER.hold(held)
 
     def claim(self, record: RunRecord) -> None:
         """Take a run over for this process (compare-and-set: one claimant wins).
