@@ -63,7 +63,7 @@ from memoryd.agent.journal import (
     check_new_run_id,
     check_run_id,
 )
-from memoryd.agent.lease_keeper import KEEPER, Held
+from memoryd.agent.lease_keeper import KEEPER, Kept
 from memoryd.agent.locks import active_runs, conversation_lock, run_active, run_turn
 from memoryd.agent.memory import (
     base_version,
@@ -223,7 +223,17 @@ class _Run:
         writing: The journal write of its last tool step, until it is waited for.
     """
 
-    __slots__ = ("base", "cid", "full", "inputs", "memos", "run_id", "session", "writing")
+    __slots__ = (
+        "base",
+        "cid",
+        "full",
+        "inputs",
+        "kept",
+        "memos",
+        "run_id",
+        "session",
+        "writing",
+    )
 
     def __init__(
         self, run_id: str, cid: str, base: int | None, inputs: int, session: Session | None
@@ -236,12 +246,15 @@ class _Run:
         self.memos: list[Any] = []
         self.full: list[Message] | None = None
         self.writing: StepWrite | None = None
+        self.kept: Kept | None = None
+        """Kept by the lease keeper from its first call (a journaled run), until it ends."""
 
 
-def _raise_lost(held: Held) -> None:
+def _raise_lost(kept: Kept) -> None:
     """Raise the takeover the lease keeper met, unless the call is raising already."""
-    if held.lost is not None and sys.exc_info()[1] is None:
-        raise held.lost
+    lost = kept.lost
+    if lost is not None and sys.exc_info()[1] is None:
+        raise lost
 
 
 def _input_messages(value: Any) -> CheckedMessages:
@@ -759,29 +772,40 @@ class Agent(SessionMethods):
                 from_loop=from_loop,
             )
 
-    def _hold(self, run: _Run) -> Held | None:
-        """Have the run's lease kept during the call that follows (`lease_keeper`)."""
-        journal = self._journal
-        return None if journal is None else journal.hold(run.run_id, run.writing)
+    def _call(self, run: _Run) -> Kept | None:
+        """Before a tool or LLM call: the process's lease keeper may renew the run's
+        lease while the call lasts (`memoryd.agent.lease_keeper`)."""
+        kept = run.kept
+        if kept is None:
+            journal = self._journal
+            if journal is None:
+                return None
+            kept = run.kept = journal.kept(run.run_id, lambda: run.writing)
+        kept.call()
+        return kept
 
     @staticmethod
-    def _release(held: Held | None) -> None:
-        """After the call: the keeper lets go of the run (a renewal under way ends
+    def _returned(kept: Kept | None) -> None:
+        """After the call: the journal is the run's again (a renewal under way ends
         first); a renewal that found the run taken over is raised here, as the run's
         own renewal at this boundary would have."""
-        if held is None:
-            return
-        KEEPER.release(held)
-        _raise_lost(held)
+        if kept is not None:
+            kept.returned()
+            _raise_lost(kept)
 
     @staticmethod
-    async def _arelease(held: Held | None) -> None:
-        """`_release` on an event loop: a renewal under way is waited for off the loop."""
-        if held is None:
-            return
-        if not KEEPER.release(held, wait=False):
-            await asyncio.to_thread(KEEPER.wait_done, held)
-        _raise_lost(held)
+    async def _areturned(kept: Kept | None) -> None:
+        """`_returned` on an event loop: a renewal under way is waited for off the loop."""
+        if kept is not None:
+            if not kept.returned(wait=False):
+                await asyncio.to_thread(kept.returned)
+            _raise_lost(kept)
+
+    @staticmethod
+    def _end_kept(run: _Run) -> None:
+        kept, run.kept = run.kept, None
+        if kept is not None:
+            KEEPER.end(kept)
 
     @staticmethod
     def _settle(run: _Run) -> None:
@@ -843,6 +867,8 @@ class Agent(SessionMethods):
             except Exception as exc:  # the run's own error matters more
                 log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
             raise
+        finally:
+            self._end_kept(run)
         return turn
 
     async def _aeffect(self, run: _Run, effect: tuple[Any, ...]) -> Any:
@@ -854,17 +880,17 @@ class Agent(SessionMethods):
                 sent = self._window(run, effect[1], effect[2])
             else:
                 sent = await asyncio.to_thread(self._window, run, effect[1], effect[2])
-            held = self._hold(run)
+            kept = self._call(run)
             try:
                 return await self.kernel.achat_checked(
                     sent, context=effect[3], step=effect[4], invoke_id=run.run_id
                 )
             finally:
-                await self._arelease(held)
+                await self._areturned(kept)
         if kind == _TOOL:
             await self._aboundary(run, tool=True)
             token = current_tool_call.set((run.run_id, effect[1]["id"]))
-            held = self._hold(run)
+            kept = self._call(run)
             try:
                 return await self.kernel.acall_tool(effect[1], context=effect[2])
             finally:
@@ -872,7 +898,7 @@ class Agent(SessionMethods):
                 # where the token is foreign: nothing of the run's is left to reset then
                 with contextlib.suppress(ValueError):
                     current_tool_call.reset(token)
-                await self._arelease(held)
+                await self._areturned(kept)
         self._save_step(run, effect[1], effect[2], from_loop=True)
         return None
 
@@ -902,23 +928,23 @@ class Agent(SessionMethods):
                 if kind == _CHAT:
                     self._boundary(run, tool=False)
                     sent = self._window(run, effect[1], effect[2])
-                    held = self._hold(run)
+                    kept = self._call(run)
                     try:
                         reply = kernel.chat_checked(
                             sent, context=effect[3], step=effect[4], invoke_id=run.run_id
                         )
                     finally:
-                        self._release(held)
+                        self._returned(kept)
                     effect = steps.send(reply)
                 elif kind == _TOOL:
                     self._boundary(run, tool=True)
                     token = current_tool_call.set((run.run_id, effect[1]["id"]))
-                    held = self._hold(run)
+                    kept = self._call(run)
                     try:
                         result = kernel.call_tool(effect[1], context=effect[2])
                     finally:
                         current_tool_call.reset(token)
-                        self._release(held)
+                        self._returned(kept)
                     effect = steps.send(result)
                 else:
                     self._save_step(run, effect[1], effect[2])
@@ -933,6 +959,8 @@ class Agent(SessionMethods):
             except Exception as exc:  # the run's own error matters more
                 log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
             raise
+        finally:
+            self._end_kept(run)
         return turn
 
     def _window(self, run: _Run, history: list[Message], shown: Sequence[Message]) -> list[Message]:

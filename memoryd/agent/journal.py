@@ -40,7 +40,7 @@ from typing import Any
 from memoryd import messages as msgs
 from memoryd._shown import shown
 from memoryd.agent.drops import UNDROPPED
-from memoryd.agent.lease_keeper import KEEPER, Held
+from memoryd.agent.lease_keeper import KEEPER, Kept
 from memoryd.agent.locks import active_runs, run_active
 from memoryd.errors import ConflictError, InvalidConversationId, UnknownRun
 from memoryd.messages import CheckedMessages
@@ -458,30 +458,22 @@ class RunJournal:
         self._live[run_id] = _Live(version, self._clock())
         return True
 
-    def hold(self, run_id: str, writing: StepWrite | None) -> Held | None:
-        """Have the process's lease keeper renew the run's lease during a long call.
+    def kept(self, run_id: str, writing: Callable[[], StepWrite | None]) -> Kept:
+        """The run, kept by the process's lease keeper during its calls until
+        `LeaseKeeper.end` (`memoryd.agent.lease_keeper`).
 
         Args:
-            run_id: The run, about to make a tool or LLM call.
-            writing: Its step write still in flight, if any.
-
-        Returns:
-            What to give `LeaseKeeper.release` after the call; None when the run has
-            no journal yet and none on its way (nothing to renew, and nothing another
-            process could take), or only one an event loop sent and awaits.
+            run_id: The run (the calling thread writes its journal).
+            writing: Its step write in flight now, or None.
         """
-        loop_write = writing is not None and writing.from_loop
-        if run_id not in self._live and (writing is None or loop_write):
-            return None
-        held = Held(
+        kept = Kept(
             run_id,
             self.lease_s,
             lambda: self.renew_due(run_id),
             lambda: self.renew(run_id),
-            None if writing is None or loop_write else writing.wait,
-            renewable=not loop_write,  # an event loop's write is awaited there alone
+            writing,
         )
-        return KEEPER.hold(held)
+        return KEEPER.keep(kept)
 
     def claim(self, record: RunRecord) -> None:
         """Take a run over for this process (compare-and-set: one claimant wins).

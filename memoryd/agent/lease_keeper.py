@@ -7,20 +7,24 @@ alive and well, and another process would find it orphaned: resume it beside thi
 one, or discard it, and the turn whose tools already ran would be lost. So while a
 run is inside such a call, one thread of the process renews it for it.
 
-The run's thread holds the run (`LeaseKeeper.hold`) for the call and lets go after
-(`release`), which waits for a renewal under way: the journal is written by one
-thread at a time, so its compare-and-set base stays the run's own. A renewal that
-finds the run taken over is handed to the run's thread, which raises it where its
-own renewal would have (the next step boundary). A renewal that fails for another
-reason (the store away) is logged; the run finds out at its next write.
+A journaled run is `Kept` from its first call to its end. Its lock is the right to
+write its journal: the run holds it, and lets go of it only for the length of each
+call (`Kept.call`, `Kept.returned`), which costs a lock release and acquire. The
+keeper renews a run whose lock it can take, so never while the run writes, and never
+over a write it has not seen: a step write still in flight is waited for first (one
+sent from an event loop is awaited there alone, so that run is not renewed until it
+was). A renewal that finds the run taken over is handed to the run, which raises it
+when its call returns; one that fails for another reason (the store away) is logged,
+and the run finds out at its next write.
 
-The keeper is one daemon thread for the process, started on first use; it waits on a
-condition while nothing is held, and otherwise wakes every `CHECK_S` (or a quarter of
-the shortest lease held). Holding and releasing cost a lock and a dict entry.
+The keeper is one daemon thread for the process, started on first use; it sleeps
+while no run is kept, and otherwise wakes every `CHECK_S` (or a quarter of the
+shortest lease kept).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -29,16 +33,16 @@ import structlog
 
 from memoryd.errors import ConflictError
 
-__all__ = ["CHECK_S", "KEEPER", "Held", "LeaseKeeper"]
+__all__ = ["CHECK_S", "KEEPER", "Kept", "LeaseKeeper"]
 
 log = structlog.get_logger("memoryd.agent")
 
 CHECK_S = 1.0
-"""The longest the keeper sleeps while a run is held (a quarter of a shorter lease)."""
+"""The longest the keeper sleeps while a run is kept (a quarter of a shorter lease)."""
 
 
-class Held:
-    """One run held by the keeper for the length of a call.
+class Kept:
+    """One journaled run, kept by the keeper while it is in a call.
 
     Args:
         run_id: The run.
@@ -46,13 +50,10 @@ class Held:
         due: True once half of the lease has passed (a renewal would write).
         renew: Renews the lease if half of it has passed; raises ``ConflictError``
             when the run was taken over.
-        settle: Waits for the run's step write in flight and records it, or None when
-            none is (a write sent from an event loop cannot be waited for here: None,
-            and ``renewable`` False).
-        renewable: False when a write the keeper cannot wait for is in flight.
+        writing: The run's step write in flight (a `StepWrite`), or None.
     """
 
-    __slots__ = ("busy", "due", "lease_s", "lost", "renew", "renewable", "run_id", "settle")
+    __slots__ = ("due", "ended", "lease_s", "lock", "lost", "renew", "run_id", "writing")
 
     def __init__(
         self,
@@ -60,96 +61,99 @@ class Held:
         lease_s: float,
         due: Callable[[], bool],
         renew: Callable[[], Any],
-        settle: Callable[[], None] | None,
-        *,
-        renewable: bool = True,
+        writing: Callable[[], Any],
     ) -> None:
         self.run_id = run_id
         self.lease_s = lease_s
         self.due = due
         self.renew = renew
-        self.settle = settle
-        self.renewable = renewable
-        self.busy = False
+        self.writing = writing
+        self.lock = threading.Lock()
+        """The right to write the run's journal: the run's, but during its calls."""
+        self.lock.acquire()
+        self.ended = False
         self.lost: BaseException | None = None
+
+    def call(self) -> None:
+        """The run is about to make a call: the keeper may renew it meanwhile."""
+        self.lock.release()
+
+    def returned(self, *, wait: bool = True) -> bool:
+        """The call returned: take the journal back (a renewal under way ends first).
+
+        Returns:
+            False only without ``wait``, while a renewal is under way: call again with
+            ``wait`` (from a thread that may block) before the run writes.
+        """
+        return self.lock.acquire(blocking=wait)
 
 
 class LeaseKeeper:
-    """The process's keeper of held runs' leases (see the module)."""
+    """The process's keeper of kept runs' leases (see the module)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._held: dict[int, Held] = {}
+        self._wake = threading.Condition()
+        self._kept: dict[int, Kept] = {}
         self._thread: threading.Thread | None = None
-        self._idle = False
+        self._idle = True
 
-    def hold(self, held: Held) -> Held:
-        """Keep ``held``'s lease until `release`."""
-        with self._cond:
-            self._held[id(held)] = held
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._serve, name="memoryd-lease-keeper", daemon=True
-                )
-                self._thread.start()
-            elif self._idle:
-                self._cond.notify()
-        return held
+    def keep(self, kept: Kept) -> Kept:
+        """Keep ``kept`` until `end` (its run holds its lock: no renewal yet)."""
+        self._kept[id(kept)] = kept
+        if self._idle:  # the keeper sleeps until a run is kept: wake it
+            with self._wake:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._serve, name="memoryd-lease-keeper", daemon=True
+                    )
+                    self._thread.start()
+                self._wake.notify()
+        return kept
 
-    def release(self, held: Held, *, wait: bool = True) -> bool:
-        """Stop keeping ``held``; with ``wait``, first let a renewal under way end.
-
-        Returns:
-            True when no renewal is under way any more (False only without ``wait``:
-            call `wait_done` before the run writes again).
-        """
-        with self._cond:
-            self._held.pop(id(held), None)
-            while wait and held.busy:
-                self._cond.wait()
-            return not held.busy
-
-    def wait_done(self, held: Held) -> None:
-        """Wait until no renewal of ``held`` is under way."""
-        with self._cond:
-            while held.busy:
-                self._cond.wait()
+    def end(self, kept: Kept) -> None:
+        """The run ended (it holds its lock): never renew it again."""
+        kept.ended = True
+        self._kept.pop(id(kept), None)
+        # a cancelled task's `returned` may not have taken it back yet
+        with contextlib.suppress(RuntimeError):
+            kept.lock.release()
 
     def _serve(self) -> None:
         while True:
-            with self._cond:
-                while not self._held:
-                    self._idle = True
-                    self._cond.wait()
+            with self._wake:
+                # idle is set before the look, and `keep` adds before it reads idle: a
+                # run kept as the keeper finds none is seen, or wakes it
+                self._idle = True
+                while not self._kept:
+                    self._wake.wait()
                 self._idle = False
-                check_s = min(CHECK_S, *(h.lease_s / 4 for h in self._held.values()))
-                due = [h for h in self._held.values() if h.renewable and not h.busy]
-                for held in due:
-                    held.busy = True
-            for held in due:
-                self._renew(held)
-            with self._cond:
-                for held in due:
-                    held.busy = False
-                self._cond.notify_all()
-                if self._held:
-                    self._cond.wait(check_s)
+            kept_now = list(self._kept.values())
+            check_s = min(CHECK_S, *(k.lease_s / 4 for k in kept_now))
+            for kept in kept_now:
+                if kept.lost is None and kept.lock.acquire(blocking=False):
+                    try:
+                        if not kept.ended:  # in a call: the journal is the keeper's now
+                            self._renew(kept)
+                    finally:
+                        kept.lock.release()
+            with self._wake:
+                self._wake.wait(check_s)
 
     @staticmethod
-    def _renew(held: Held) -> None:
-        """Renew one held run if its lease is half gone (its step write settled first)."""
+    def _renew(kept: Kept) -> None:
+        """Renew one run in a call if its lease is half gone (after its step write)."""
+        writing = kept.writing()
+        if writing is not None and writing.from_loop:
+            return  # awaited on its loop alone: renewed at the run's boundary
         try:
-            if held.settle is not None:  # first the write in flight, so renew writes after it
-                settle, held.settle = held.settle, None
-                settle()  # the run waits for it again after the call: answered at once
-            if held.due():
-                held.renew()
-        except ConflictError as exc:  # taken over: the run's thread raises it
-            held.lost = exc
-            held.renewable = False
+            if writing is not None:  # first the write in flight: the renewal follows it
+                writing.wait()  # the run waits for it again later: answered at once
+            if kept.due():
+                kept.renew()
+        except ConflictError as exc:  # taken over: the run raises it after its call
+            kept.lost = exc
         except Exception as exc:  # the store away: the run finds out at its next write
-            held.renewable = False
-            log.warning("run_lease_renewal_failed", run_id=held.run_id, error=str(exc))
+            log.warning("run_lease_renewal_failed", run_id=kept.run_id, error=str(exc))
 
 
 KEEPER = LeaseKeeper()
