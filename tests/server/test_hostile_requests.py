@@ -41,7 +41,7 @@ def _connect(daemon: Daemon) -> socket.socket:
     return sock
 
 
-def _read_to_eof(sock: socket.socket) -> bytes:
+def read_to_eof(sock: socket.socket) -> bytes:
     """Everything the daemon sends until it closes the connection (within the deadline)."""
     received = b""
     deadline = time.monotonic() + _DEADLINE_S
@@ -81,7 +81,7 @@ def test_a_body_that_stalls_gets_408_and_its_connection_closed(
             f"Content-Type: {content_type}\r\nContent-Length: 100\r\n\r\n".encode()
             + start
         )
-        answer = _read_to_eof(sock)
+        answer = read_to_eof(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408 "), answer
     assert "request body stalled" in json.loads(body)["error"]["message"]
@@ -98,7 +98,7 @@ def test_a_body_the_app_never_reads_does_not_hold_the_connection(quick: Daemon) 
             b"GET /v1/conversations/unread/version HTTP/1.1\r\nHost: memoryd\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-        answer = _read_to_eof(sock)
+        answer = read_to_eof(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer
     assert answer.count(b"HTTP/1.1 ") == 1, answer  # closed, no second answer
     assert not _unhandled(quick)
@@ -118,7 +118,7 @@ def test_a_slow_body_that_keeps_coming_is_served(quick: Daemon) -> None:
         for piece in pieces:  # paced by the client: 3 s in all, a piece every 0.2 s
             sock.sendall(piece)
             time.sleep(3 * HEAD_TIMEOUT_S / len(pieces))
-        answer = _read_to_eof(sock)
+        answer = read_to_eof(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer
     assert quick.connect().get("trickled") == [{"role": "user", "content": "slow but steady"}]
 

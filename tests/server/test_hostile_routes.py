@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -24,6 +23,7 @@ from memoryd.server.calls import MAX_TAIL_PAGE
 from memoryd.server.config import ServerConfig
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
+from tests.server.test_hostile_requests import read_to_eof
 from tests.server.test_security import connect, raw_request, version
 
 _DEADLINE_S = 30.0
@@ -61,21 +61,6 @@ def _threads(daemon: Daemon) -> int:
     raise AssertionError("no Threads line in /proc/<pid>/status")
 
 
-def _read_to_eof(sock: socket.socket) -> bytes:
-    """Everything the daemon sends until it closes the connection (within the deadline)."""
-    received = b""
-    deadline = time.monotonic() + _DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            break
-        if not chunk:
-            return received
-        received += chunk
-    raise AssertionError(f"the daemon kept the connection open; it sent {received[:500]!r}")
-
-
 def _get(daemon: Daemon, target: str) -> tuple[bytes, bytes]:
     """One GET on a fresh connection, closed after it: its head and its body."""
     with connect(daemon) as sock:
@@ -83,7 +68,7 @@ def _get(daemon: Daemon, target: str) -> tuple[bytes, bytes]:
         sock.sendall(
             f"GET {target} HTTP/1.1\r\nHost: memoryd\r\nConnection: close\r\n\r\n".encode()
         )
-        head, _, body = _read_to_eof(sock).partition(b"\r\n\r\n")
+        head, _, body = read_to_eof(sock).partition(b"\r\n\r\n")
     return head, body
 
 
@@ -169,7 +154,7 @@ def test_a_head_of_the_change_stream_ends_and_the_next_request_is_served(
             f"HEAD {path}?after=0 HTTP/1.1\r\nHost: memoryd\r\n\r\n"
             "GET /healthz HTTP/1.1\r\nHost: memoryd\r\nConnection: close\r\n\r\n".encode()
         )
-        answer = _read_to_eof(sock)
+        answer = read_to_eof(sock)
     head, _, after_head = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), answer
     assert b"content-type: application/x-ndjson" in head.lower()
