@@ -302,7 +302,10 @@ async def tail_poll(
     `ServerConfig.tail_waiters` slots (``ctx.tail_limiter``), and between slices the
     poll looks at its client and at the server: a client that hung up frees its slot
     within a slice (a thread blocked for the whole timeout never learns it left, and
-    256 abandoned polls took every slot), and a stopping server answers at once.
+    256 abandoned polls took every slot), and a stopping server answers at once. A
+    poll with requests pipelined behind it does not learn its client left (the server
+    tells only a connection's last request): it waits out its own timeout, as before,
+    and the requests behind it are bounded (`limits.MAX_PIPELINED`).
 
     A poll that finds every slot taken waits for one only until its own deadline, then
     reads once without waiting, on the ordinary worker threads (no slot needed); so a

@@ -15,7 +15,10 @@ subclass of uvicorn's httptools protocol that
   refused head follows requests still being answered on the connection (pipelined),
   the refusal waits for their answers, in order, and nothing more is read;
 * bounds a head by what the parser finds in it too, so a head that arrives after
-  another request in the same read is refused (431) as one alone is;
+  another request in the same read is refused (431) as one alone is; any refusal of a
+  request that follows others still due waits for their answers;
+* lets at most `MAX_PIPELINED` requests wait behind the one being answered (429 past
+  it, after the answers due);
 * closes a connection whose request was answered before its body came (401, 413):
   it sends EOF, drops what the client still sends for `LINGER_S`, then closes, so a
   client cannot hold a connection by dribbling a body no one will read;
@@ -109,6 +112,30 @@ would reset it, and the client could lose the answer it was sent."""
 
 class _HeadTooLarge(Exception):
     """Raised from a parser callback: the head's fields are over `MAX_HEAD_BYTES`."""
+
+
+MAX_PIPELINED = 32
+"""The most requests one connection may have waiting behind the one being answered.
+Each waiting request holds its parsed head and an ASGI cycle; behind a long-poll, a
+client could otherwise queue hundreds of thousands of them. The one past the limit is
+refused (429, after the answers before it) and the connection closed."""
+
+_TOO_MANY = (
+    b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+)
+
+
+def _too_many() -> bytes:
+    body = (
+        b'{"error":{"type":"HttpError","message":"more than %d requests pipelined on one '
+        b'connection: wait for the answers before sending more"}}' % MAX_PIPELINED
+    )
+    return _TOO_MANY % (len(body), body)
+
+
+class _TooManyPipelined(Exception):
+    """Raised from a parser callback: past `MAX_PIPELINED` requests waiting."""
 
 
 def raise_fd_limit() -> int:
@@ -209,6 +236,8 @@ def bounded(
         """Bytes of the current head's target and header fields, counted as parsed."""
         _refused: bytes | None = None
         """A refusal due once the requests before the refused one are answered."""
+        _due = 0
+        """Requests taken whose answers are not complete yet (running or waiting)."""
         _lingering = False
 
         def connection_made(self, transport: Any) -> None:
@@ -273,18 +302,30 @@ def bounded(
             # uvicorn calls this from its ``except httptools.HttpParserError`` alone, so
             # the parser's error is the one being handled: a JSON 400 that names it
             error = sys.exc_info()[1]
-            if isinstance(getattr(error, "__context__", None), _HeadTooLarge):
+            cause = getattr(error, "__context__", None)
+            if isinstance(cause, _HeadTooLarge):
                 answer = _TOO_LARGE  # a pipelined head past the limit (`_count`)
                 log.warning("request_head_too_large", limit=MAX_HEAD_BYTES)
+            elif isinstance(cause, _TooManyPipelined):
+                answer = _too_many()
+                log.warning("too_many_pipelined", limit=MAX_PIPELINED)
             else:
                 refused = refusal(
                     error, self.parser.get_method(), self.server_state.default_headers
                 )
                 log.warning("malformed_request", status=refused.status, reason=refused.reason)
                 answer = refused.answer
-            in_head = self._reading_head
+            in_head = self._reading_head or isinstance(cause, _TooManyPipelined)
             self._reading_head = False
             self._disarm()
+            if not in_head and self.pipeline and self.pipeline[0][0] is self.cycle:
+                # The refused body is a request's still waiting in the pipeline: it never
+                # runs (the refusal is its answer), and the requests before it are
+                # answered first, as for a refused head.
+                self.pipeline.popleft()
+                self.cycle.response_complete = True
+                self._due -= 1
+                in_head = True
             if in_head and self._answering():
                 # The refused request follows others in the same stream: they are
                 # answered first, in order, and then the refusal (`on_response_complete`);
@@ -299,8 +340,7 @@ def bounded(
 
         def _answering(self) -> bool:
             """True while a request before the one being parsed waits for its answer."""
-            cycle = self.cycle
-            return bool(self.pipeline) or (cycle is not None and not cycle.response_complete)
+            return self._due > 0
 
         def on_url(self, url: bytes) -> None:
             self._count(len(url))
@@ -340,9 +380,17 @@ def bounded(
                 heads = self._heads
                 self._head_bytes = MAX_HEAD_BYTES
                 super().data_received(data[:room])
-                if self._heads == heads:  # still in the same head, at the limit
+                if (
+                    self._heads == heads
+                    and self._refused is None
+                    and not self.transport.is_closing()
+                ):
                     self._reading_head = False
                     self._disarm()
+                    log.warning("request_head_too_large", limit=MAX_HEAD_BYTES)
+                    if self._answering():  # after the answers still due, as any refusal
+                        self._refused = _TOO_LARGE
+                        return
                     self.transport.write(_TOO_LARGE)
                     self.transport.close()
                 elif not self.transport.is_closing():
@@ -362,6 +410,12 @@ def bounded(
                 return
             self._scope()
             super().on_headers_complete()
+            self._due += 1
+            if len(self.pipeline) > MAX_PIPELINED:
+                self.pipeline.popleft()  # this one: refused, never run
+                self.cycle.response_complete = True
+                self._due -= 1
+                raise _TooManyPipelined
 
         def _by_lane(self) -> bool:
             """Take the request into the lane if it can; True once it is taken (a read
@@ -389,6 +443,7 @@ def bounded(
                     return False
                 self.cycle = pending  # type: ignore[assignment]  # a pipelined request waits
                 self._adding = pending
+                self._due += 1  # answered by `_added`, which completes it as a cycle does
                 return True
             if method != b"GET":
                 return False
@@ -462,6 +517,7 @@ def bounded(
             if self._out is not None:
                 self._out.flush()
             self.server_state.total_requests += 1
+            self._due -= 1
             if self.transport.is_closing():
                 return
             if self.pipeline:

@@ -8,13 +8,14 @@ Real daemon, raw sockets."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from memoryd.server.limits import LINGER_S, MAX_HEAD_BYTES
+from memoryd.server.limits import LINGER_S, MAX_HEAD_BYTES, MAX_PIPELINED
 from tests.server.daemon import Daemon
 
 
@@ -107,20 +108,67 @@ def test_a_request_refused_before_its_body_cannot_hold_its_connection(
         )
         answer = sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+        sock.settimeout(10 * LINGER_S)
+        assert sock.recv(65536) == b""  # EOF after the answer: nothing more is said
+        # The daemon still drops what comes for its linger, then closes: a byte sent
+        # every 0.1 s meets a closed socket (a reset, or a broken pipe) soon after.
         started = time.monotonic()
-        closed = False
-        while time.monotonic() - started < 10 * LINGER_S:
-            try:
+        with pytest.raises(OSError):
+            while time.monotonic() - started < 10 * LINGER_S:
                 sock.sendall(b"x")
-                sock.settimeout(0.2)
-                if sock.recv(65536) == b"":
-                    closed = True
-                    break
-            except TimeoutError:
-                continue
-            except OSError:  # reset: closed too
-                closed = True
-                break
-        assert closed, "the connection was still open"
+                time.sleep(0.1)
     finally:
         sock.close()
+
+
+def test_an_oversized_head_in_a_later_read_waits_for_the_answer_before_it(
+    daemon: Daemon,
+) -> None:
+    """A long-poll, then (in a read of its own, while the poll waits) a head over the
+    limit: the poll is answered, then the 431, then the connection closes."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    raw = b""
+    try:
+        sock.connect(daemon.unix)
+        sock.sendall(
+            b"GET /v1/tail?after=18446744073709551614&timeout=1 HTTP/1.1\r\nhost: x\r\n\r\n"
+        )
+        time.sleep(0.3)
+        sock.sendall(
+            b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (MAX_HEAD_BYTES + 6000)
+        )
+        while chunk := sock.recv(65536):
+            raw += chunk
+    finally:
+        sock.close()
+    statuses = [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", raw)]
+    assert statuses == [200, 431]
+
+
+def test_a_refused_body_waiting_in_the_pipeline_is_refused_after_the_answer_before_it(
+    daemon: Daemon,
+) -> None:
+    """A long-poll, then (in the same write) a request whose chunked body is malformed:
+    the poll is answered first, then the 400; no traceback."""
+    before = len(daemon.stderr_lines)
+    bad = (
+        b"POST /v1/conversations/c/messages HTTP/1.1\r\nhost: x\r\n"
+        b"content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"
+    )
+    poll = b"GET /v1/tail?after=18446744073709551614&timeout=1 HTTP/1.1\r\nhost: x\r\n\r\n"
+    assert [status for status, _ in _all_answers(daemon.unix, poll + bad)] == [200, 400]
+    time.sleep(0.2)
+    assert not any("Traceback" in line for line in daemon.stderr_lines[before:])
+
+
+def test_requests_pipelined_past_the_limit_are_refused_after_the_answers_due(
+    daemon: Daemon,
+) -> None:
+    """Behind a long-poll, more requests than `MAX_PIPELINED` in one write: the poll
+    and the first `MAX_PIPELINED` are answered, in order, then a 429, then the
+    connection closes (a client cannot queue without bound behind a slow answer)."""
+    poll = b"GET /v1/tail?after=18446744073709551614&timeout=1 HTTP/1.1\r\nhost: x\r\n\r\n"
+    ping = b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n"
+    statuses = [s for s, _ in _all_answers(daemon.unix, poll + ping * (MAX_PIPELINED + 10))]
+    assert statuses == [200] * (MAX_PIPELINED + 1) + [429]
