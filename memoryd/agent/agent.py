@@ -45,7 +45,6 @@ import contextlib
 import contextvars
 import copy
 import json
-import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -248,13 +247,6 @@ class _Run:
         self.writing: StepWrite | None = None
         self.kept: Kept | None = None
         """Kept by the lease keeper from its first call (a journaled run), until it ends."""
-
-
-def _raise_lost(kept: Kept) -> None:
-    """Raise the takeover the lease keeper met, unless the call is raising already."""
-    lost = kept.lost
-    if lost is not None and sys.exc_info()[1] is None:
-        raise lost
 
 
 def _input_messages(value: Any) -> CheckedMessages:
@@ -786,20 +778,23 @@ class Agent(SessionMethods):
 
     @staticmethod
     def _returned(kept: Kept | None) -> None:
-        """After the call: the journal is the run's again (a renewal under way ends
-        first); a renewal that found the run taken over is raised here, as the run's
-        own renewal at this boundary would have."""
+        """After the call, however it ended: the journal is the run's again (a renewal
+        under way ends first)."""
         if kept is not None:
             kept.returned()
-            _raise_lost(kept)
 
     @staticmethod
     async def _areturned(kept: Kept | None) -> None:
         """`_returned` on an event loop: a renewal under way is waited for off the loop."""
-        if kept is not None:
-            if not kept.returned(wait=False):
-                await asyncio.to_thread(kept.returned)
-            _raise_lost(kept)
+        if kept is not None and not kept.returned(wait=False):
+            await asyncio.to_thread(kept.returned)
+
+    @staticmethod
+    def _taken_over(kept: Kept | None) -> None:
+        """After a call that returned: a renewal during it that found the run taken
+        over is raised now, before the run writes or calls anything more."""
+        if kept is not None and kept.lost is not None:
+            raise kept.lost
 
     @staticmethod
     def _end_kept(run: _Run) -> None:
@@ -882,23 +877,27 @@ class Agent(SessionMethods):
                 sent = await asyncio.to_thread(self._window, run, effect[1], effect[2])
             kept = self._call(run)
             try:
-                return await self.kernel.achat_checked(
+                reply = await self.kernel.achat_checked(
                     sent, context=effect[3], step=effect[4], invoke_id=run.run_id
                 )
             finally:
                 await self._areturned(kept)
+            self._taken_over(kept)
+            return reply
         if kind == _TOOL:
             await self._aboundary(run, tool=True)
             token = current_tool_call.set((run.run_id, effect[1]["id"]))
             kept = self._call(run)
             try:
-                return await self.kernel.acall_tool(effect[1], context=effect[2])
+                result = await self.kernel.acall_tool(effect[1], context=effect[2])
             finally:
                 # a task dropped with its closed loop is finalised in another context,
                 # where the token is foreign: nothing of the run's is left to reset then
                 with contextlib.suppress(ValueError):
                     current_tool_call.reset(token)
                 await self._areturned(kept)
+            self._taken_over(kept)
+            return result
         self._save_step(run, effect[1], effect[2], from_loop=True)
         return None
 
@@ -935,6 +934,7 @@ class Agent(SessionMethods):
                         )
                     finally:
                         self._returned(kept)
+                    self._taken_over(kept)
                     effect = steps.send(reply)
                 elif kind == _TOOL:
                     self._boundary(run, tool=True)
@@ -945,6 +945,7 @@ class Agent(SessionMethods):
                     finally:
                         current_tool_call.reset(token)
                         self._returned(kept)
+                    self._taken_over(kept)
                     effect = steps.send(result)
                 else:
                     self._save_step(run, effect[1], effect[2])

@@ -252,6 +252,10 @@ class RunJournal:
         self.lease_s = lease_s
         self._clock = clock
         self._live: dict[str, _Live] = {}
+        self._taken: set[str] = set()
+        """Runs of this process another took over (a compare-and-set refused): none of
+        their writes is recorded again, so a failing run never drops the new owner's
+        journal (`forget` ends the note)."""
 
     @property
     def store(self) -> StoreHandle:
@@ -392,14 +396,21 @@ class RunJournal:
                 raise exc
             return self._reopen(store, run_id, batch)
         except ConflictError:
-            self._live.pop(run_id, None)
+            self._lose(run_id)
             raise
+
+    def _lose(self, run_id: str) -> None:
+        """The run is someone else's now: forget it, and never record it again."""
+        self._live.pop(run_id, None)
+        self._taken.add(run_id)
 
     def _written(self, run_id: str, version: int, sent_at: float) -> None:
         """Record a step's write: the journal's new version, and when the lease renewed.
 
         A write recorded already (the lease keeper waited for it during a long call,
         then renewed) is not recorded again over the newer version."""
+        if run_id in self._taken:
+            return  # waited for again after a takeover (by the lease keeper, then the run)
         record = self._live.get(run_id)
         if record is None:
             self._live[run_id] = _Live(version, sent_at)
@@ -453,7 +464,7 @@ class RunJournal:
                 expected_version=live.version,
             )
         except ConflictError:
-            self._live.pop(run_id, None)
+            self._lose(run_id)
             raise
         self._live[run_id] = _Live(version, self._clock())
         return True
@@ -487,6 +498,7 @@ class RunJournal:
             data={"owner": OWNER, "lease_s": self.lease_s},
             expected_version=record.journal_version,
         )
+        self._taken.discard(record.run_id)
         self._live[record.run_id] = _Live(version, self._clock())
 
     def finished_by(self, run_id: str) -> str | None:
@@ -501,6 +513,7 @@ class RunJournal:
         """Stop tracking a run this process no longer writes (its turn committed, or it
         ended pending); its journal, if any, is left as it is."""
         self._live.pop(run_id, None)
+        self._taken.discard(run_id)
 
     def orphan(self, run_id: object) -> RunRecord:
         """The unfinished run ``run_id``, when no live process holds it.

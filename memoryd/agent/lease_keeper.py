@@ -24,7 +24,6 @@ shortest lease kept).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -53,7 +52,7 @@ class Kept:
         writing: The run's step write in flight (a `StepWrite`), or None.
     """
 
-    __slots__ = ("due", "ended", "lease_s", "lock", "lost", "renew", "run_id", "writing")
+    __slots__ = ("due", "ended", "lease_s", "lock", "lost", "mine", "renew", "run_id", "writing")
 
     def __init__(
         self,
@@ -71,11 +70,15 @@ class Kept:
         self.lock = threading.Lock()
         """The right to write the run's journal: the run's, but during its calls."""
         self.lock.acquire()
+        self.mine = True
+        """Whether the run holds the lock now (False during a call, and after a
+        `returned` that an interrupt cut short)."""
         self.ended = False
         self.lost: BaseException | None = None
 
     def call(self) -> None:
         """The run is about to make a call: the keeper may renew it meanwhile."""
+        self.mine = False
         self.lock.release()
 
     def returned(self, *, wait: bool = True) -> bool:
@@ -85,7 +88,13 @@ class Kept:
             False only without ``wait``, while a renewal is under way: call again with
             ``wait`` (from a thread that may block) before the run writes.
         """
-        return self.lock.acquire(blocking=wait)
+        taken = self.lock.acquire(blocking=wait)
+        if taken:
+            if self.ended:  # ended meanwhile (a cancelled task): nothing to hold
+                self.lock.release()
+            else:
+                self.mine = True
+        return taken
 
 
 class LeaseKeeper:
@@ -100,9 +109,10 @@ class LeaseKeeper:
     def keep(self, kept: Kept) -> Kept:
         """Keep ``kept`` until `end` (its run holds its lock: no renewal yet)."""
         self._kept[id(kept)] = kept
-        if self._idle:  # the keeper sleeps until a run is kept: wake it
+        thread = self._thread
+        if self._idle or thread is None or not thread.is_alive():  # wake it, or start one
             with self._wake:
-                if self._thread is None:
+                if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(
                         target=self._serve, name="memoryd-lease-keeper", daemon=True
                     )
@@ -111,11 +121,13 @@ class LeaseKeeper:
         return kept
 
     def end(self, kept: Kept) -> None:
-        """The run ended (it holds its lock): never renew it again."""
+        """The run ended: never renew it again. Its lock is let go only if the run
+        holds it: an interrupt that cut `returned` short leaves it to the keeper's
+        renewal under way, which lets go of its own hold."""
         kept.ended = True
         self._kept.pop(id(kept), None)
-        # a cancelled task's `returned` may not have taken it back yet
-        with contextlib.suppress(RuntimeError):
+        if kept.mine:
+            kept.mine = False
             kept.lock.release()
 
     def _serve(self) -> None:
@@ -134,6 +146,8 @@ class LeaseKeeper:
                     try:
                         if not kept.ended:  # in a call: the journal is the keeper's now
                             self._renew(kept)
+                    except BaseException as exc:  # the keeper outlives any one run
+                        log.error("lease_keeper_failed", run_id=kept.run_id, error=repr(exc))
                     finally:
                         kept.lock.release()
             with self._wake:

@@ -62,7 +62,12 @@ def build_agent(
     store = store_of(agent.provider)
     if store is not None and store.name != store_name:
         hint = ""
-        if store.name == DEFAULT_STORE_NAME and isinstance(agent.provider, DefaultProvider):
+        provider = agent.provider
+        if (
+            store.name == DEFAULT_STORE_NAME
+            and isinstance(provider, DefaultProvider)
+            and provider.window is not None
+        ):
             hint = (
                 " (memoryd.window(n) is a window on the default store: give "
                 "memory=memoryd.DefaultProvider(store, window=n) with the system's store)"

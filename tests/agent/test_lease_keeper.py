@@ -18,7 +18,9 @@ import pytest
 import memoryd
 from memoryd import messages
 from memoryd.agent.journal import RunJournal
+from memoryd.agent.lease_keeper import KEEPER, Kept
 from memoryd.llm import ScriptedModel
+from tests.helpers import wait_until
 
 LEASE_S = 1.0
 LONG_S = 3 * LEASE_S
@@ -98,10 +100,8 @@ def test_an_llm_call_after_a_step_keeps_the_lease(store: memoryd.StoreHandle) ->
 
 
 def test_an_arun_tool_longer_than_the_lease_keeps_it(store: memoryd.StoreHandle) -> None:
-    """The same on an event loop: a long awaited tool, the lease live throughout, and
-    the loop never blocked by the keeper (a ticker keeps ticking)."""
+    """The same on an event loop: a long awaited tool, the lease live throughout."""
     seen: list[float] = []
-    ticks = 0
 
     @memoryd.tool
     def quick() -> str:
@@ -118,56 +118,86 @@ def test_an_arun_tool_longer_than_the_lease_keeps_it(store: memoryd.StoreHandle)
         return "done"
 
     async def main() -> str:
-        nonlocal ticks
         agent = _agent(store, ScriptedModel([*_calls("quick", "slow"), "finished"]), [quick, slow])
-        run = asyncio.ensure_future(agent.arun("go", conversation_id="c"))
-        while not run.done():
-            ticks += 1
-            await asyncio.sleep(0.05)
-        return (await run).text
+        return (await agent.arun("go", conversation_id="c")).text
 
     assert asyncio.run(main()) == "finished"
-    assert min(seen) > 0
-    assert ticks >= LONG_S / 0.05 / 2
+    assert len(seen) >= 8 and min(seen) > 0
 
 
-def test_a_run_taken_over_during_a_long_call_stops_after_it(
-    store: memoryd.StoreHandle,
-) -> None:
-    """Another process claims the run while its tool runs (as one would once the lease
-    ran out, here by hand): the keeper's renewal finds it taken, and the run stops
-    right after the call with ConflictError, writing nothing more."""
-    started = threading.Event()
-    release = threading.Event()
+def _taken_over_during_the_model_call(store: memoryd.StoreHandle, *, in_handler: bool) -> Any:
+    """A run whose second LLM call (right after its first step, whose journal write is
+    still in flight) waits while another owner claims the run and the keeper's
+    renewal meets the claim. Returns what the run raised (None: it returned) and the
+    model's calls."""
+    claimed = threading.Event()
+    keeper_met_it = threading.Event()
 
     @memoryd.tool
     def quick() -> str:
         """Answer at once."""
         return "ok"
 
-    @memoryd.tool
-    def slow() -> str:
-        """Wait until released."""
-        started.set()
-        release.wait(30)
-        return "done"
+    def thinking(sent: list[Any]) -> str:
+        # the step's journal write may still be on its way: read it once it is in
+        [record] = wait_until(lambda: RunJournal(store).pending())
+        RunJournal(store, lease_s=LEASE_S).claim(record)  # another owner, as far as it knows
+        claimed.set()
+        # the keeper waits for the step write, then its renewal finds the claim
+        keeper_met_it.wait(10 * LEASE_S)
+        return "thought it through"
 
-    agent = _agent(store, ScriptedModel([*_calls("quick", "slow"), "finished"]), [quick, slow])
-    outcome: list[BaseException] = []
+    model = ScriptedModel([*_calls("quick"), thinking, "more"])
+    agent = _agent(store, model, [quick])
+    journal = agent._journal
+    assert journal is not None
+    renew = journal.renew
 
-    def run() -> None:
+    def renew_and_tell(run_id: str) -> bool:
         try:
-            agent.run("go", conversation_id="c")
-        except BaseException as exc:
-            outcome.append(exc)
+            return renew(run_id)
+        finally:
+            if claimed.is_set():
+                keeper_met_it.set()
 
-    worker = threading.Thread(target=run)
-    worker.start()
-    assert started.wait(30)
-    [record] = RunJournal(store).pending()
-    RunJournal(store, lease_s=LEASE_S).claim(record)  # another owner, as far as it knows
-    time.sleep(LEASE_S)  # the keeper's renewal meets the claim
-    release.set()
-    worker.join(30)
-    assert outcome and isinstance(outcome[0], memoryd.ConflictError)
+    journal.renew = renew_and_tell  # type: ignore[method-assign]
+    raised: BaseException | None = None
+    try:
+        if in_handler:
+            try:
+                raise KeyError("a caller retrying after an error of its own")
+            except KeyError:
+                agent.run("go", conversation_id="c")
+        else:
+            agent.run("go", conversation_id="c")
+    except BaseException as exc:
+        raised = exc
+    return raised, model
+
+
+@pytest.mark.parametrize("in_handler", [False, True], ids=["plain", "in-an-except-block"])
+def test_a_run_taken_over_during_a_model_call_stops_and_leaves_the_new_owner_alone(
+    store: memoryd.StoreHandle, in_handler: bool
+) -> None:
+    """Claimed by another owner during an LLM call that follows a step: the run stops
+    with ConflictError right after the call (also when its caller runs it inside an
+    ``except`` block), commits nothing, calls the model no more, and the new owner's
+    journal is left pending and whole (a failing run drops only its own)."""
+    raised, model = _taken_over_during_the_model_call(store, in_handler=in_handler)
+    assert isinstance(raised, memoryd.ConflictError), raised
+    assert len(model.calls) == 2
     assert store.get("c") == []
+    [pending] = RunJournal(store).pending()
+    assert [m["role"] for m in pending.messages] == ["user", "assistant", "tool"]
+
+
+def test_a_run_ended_while_the_keeper_holds_it_leaves_the_keepers_hold() -> None:
+    """A run whose wait to take its journal back was cut short (an interrupt) ends while
+    the keeper still holds the run's lock: ending lets go of nothing it does not hold,
+    the keeper's own release later works, and the lock is never taken again."""
+    kept = KEEPER.keep(Kept("cut-short", LEASE_S, lambda: False, lambda: False, lambda: None))
+    kept.call()
+    assert kept.lock.acquire(blocking=False)  # as the keeper does while it renews
+    KEEPER.end(kept)  # the run's `finally`, its `returned` interrupted
+    kept.lock.release()  # the keeper's renewal ends: no "release unlocked lock"
+    assert kept.ended and not kept.mine

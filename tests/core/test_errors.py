@@ -100,6 +100,8 @@ DEFINED_ELSEWHERE = {
     "it into LLMError naming max_response_bytes (or an excerpt saying the answer is long)",
     "memoryd.server.limits._HeadTooLarge": "the HTTP parser callback's private stop at a "
     "head over the limit; the connection answers it with a 431",
+    "memoryd.server.limits._TooManyPipelined": "the HTTP parser callback's private stop "
+    "past the requests one connection may queue; the connection answers it with a 429",
     "memoryd.store.lmdb.engine._MapAtCap": "the LMDB engine's private note that the map "
     "may not grow; the engine refuses the batch with StorageError",
     "memoryd.store.redis.batch._Unreachable": "the Redis batch's private retry signal; "
