@@ -194,7 +194,7 @@ class StepWrite:
         settle_async: The same, awaited (an event loop's write), else None.
     """
 
-    __slots__ = ("_settle", "_settle_async")
+    __slots__ = ("_settle", "_settle_async", "_task")
 
     def __init__(
         self,
@@ -203,11 +203,19 @@ class StepWrite:
     ) -> None:
         self._settle = settle
         self._settle_async = settle_async
+        self._task: asyncio.Future[None] | None = None
 
     @property
     def from_loop(self) -> bool:
         """True for a write sent from an event loop (awaited there, `wait_async`)."""
         return self._settle is None
+
+    @property
+    def recorded(self) -> bool:
+        """True once an event loop's write was waited for, successfully, and its journal
+        version recorded (`start_async`): read from any thread (the lease keeper)."""
+        task = self._task
+        return task is not None and task.done() and not task.cancelled() and not task.exception()
 
     def wait(self) -> None:
         """Wait until the step is durable.
@@ -222,13 +230,31 @@ class StepWrite:
             raise RuntimeError("this step write was sent from an event loop: await wait_async()")
         self._settle()
 
+    def start_async(self) -> None:
+        """Begin waiting for an event loop's write now, in a task of the loop: it is
+        recorded while the run makes its LLM call, so the lease keeper can renew the
+        run during a long one. Awaiting `wait_async` later takes the same outcome.
+        Must be called from the loop that sent it; does nothing for a thread's write."""
+        if self._settle_async is not None and self._task is None:
+            self._task = asyncio.ensure_future(self._settle_async())
+            self._task.add_done_callback(_taken)
+
     async def wait_async(self) -> None:
         """`wait`, from the event loop that sent the write (``from_loop=True``); a
-        thread's write is waited for in a worker thread."""
+        thread's write is waited for in a worker thread. However often it is awaited,
+        the write is waited for once (a cancelled awaiter leaves the wait running)."""
         if self._settle_async is not None:
-            await self._settle_async()
+            self.start_async()
+            assert self._task is not None
+            await asyncio.shield(self._task)
         else:
             await asyncio.to_thread(self.wait)
+
+
+def _taken(task: asyncio.Future[None]) -> None:
+    """Take a settled task's outcome, so one that no awaiter took is not reported lost."""
+    if not task.cancelled():
+        task.exception()
 
 
 class RunJournal:

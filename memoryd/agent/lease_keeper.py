@@ -13,7 +13,8 @@ call (`Kept.call`, `Kept.returned`), which costs a lock release and acquire. The
 keeper renews a run whose lock it can take, so never while the run writes, and never
 over a write it has not seen: a step write still in flight is waited for first (one
 sent from an event loop is awaited there alone, so that run is not renewed until it
-was). A renewal that finds the run taken over is handed to the run, which raises it
+was recorded: the run starts that wait as its LLM call begins). A renewal that finds
+the run taken over is handed to the run, which raises it
 when its call returns; one that fails for another reason (the store away) is logged,
 and the run finds out at its next write.
 
@@ -158,7 +159,9 @@ class LeaseKeeper:
         """Renew one run in a call if its lease is half gone (after its step write)."""
         writing = kept.writing()
         if writing is not None and writing.from_loop:
-            return  # awaited on its loop alone: renewed at the run's boundary
+            if not writing.recorded:
+                return  # still on its way, awaited on its loop: not renewed over it
+            writing = None
         try:
             if writing is not None:  # first the write in flight: the renewal follows it
                 writing.wait()  # the run waits for it again later: answered at once

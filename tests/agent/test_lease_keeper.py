@@ -125,6 +125,34 @@ def test_an_arun_tool_longer_than_the_lease_keeps_it(store: memoryd.StoreHandle)
     assert len(seen) >= 8 and min(seen) > 0
 
 
+def test_an_arun_llm_call_after_a_step_keeps_the_lease(store: memoryd.StoreHandle) -> None:
+    """On an event loop, a model thinking for three leases right after a tool step (its
+    journal write sent from the loop, still on its way as the call begins): the write
+    is recorded during the call and the lease stays live throughout."""
+    seen: list[float] = []
+
+    @memoryd.tool
+    def quick() -> str:
+        """Answer at once."""
+        return "ok"
+
+    class Thinking(ScriptedModel):
+        async def acomplete(self, messages: Any, **options: Any) -> Any:
+            if len(self.calls) == 1:  # the second call: after the step
+                end = time.monotonic() + LONG_S
+                while time.monotonic() < end:
+                    seen.extend(await asyncio.to_thread(_leases, store))
+                    await asyncio.sleep(LEASE_S / 4)
+            return await super().acomplete(messages, **options)
+
+    async def main() -> str:
+        agent = _agent(store, Thinking([*_calls("quick"), "thought it through"]), [quick])
+        return (await agent.arun("go", conversation_id="c")).text
+
+    assert asyncio.run(main()) == "thought it through"
+    assert len(seen) >= 8 and min(seen) > 0
+
+
 def _taken_over_during_the_model_call(store: memoryd.StoreHandle, *, in_handler: bool) -> Any:
     """A run whose second LLM call (right after its first step, whose journal write is
     still in flight) waits while another owner claims the run and the keeper's
