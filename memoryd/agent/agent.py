@@ -876,8 +876,6 @@ class Agent(SessionMethods):
             else:
                 sent = await asyncio.to_thread(self._window, run, effect[1], effect[2])
             kept = self._call(run)
-            if kept is not None and run.writing is not None:
-                run.writing.start_async()  # recorded during the call: the lease kept
             try:
                 reply = await self.kernel.achat_checked(
                     sent, context=effect[3], step=effect[4], invoke_id=run.run_id

@@ -29,6 +29,7 @@ owner is this process but which is not running here, is orphaned.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -194,16 +195,21 @@ class StepWrite:
         settle_async: The same, awaited (an event loop's write), else None.
     """
 
-    __slots__ = ("_settle", "_settle_async", "_task")
+    __slots__ = ("_direct", "_loop", "_requested", "_settle", "_settle_async", "_task")
 
     def __init__(
         self,
         settle: Callable[[], None] | None,
         settle_async: Callable[[], Awaitable[None]] | None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self._settle = settle
         self._settle_async = settle_async
+        self._loop = loop
+        """The event loop that sent the write (``settle_async``), else None."""
         self._task: asyncio.Future[None] | None = None
+        self._direct = False
+        self._requested = False
 
     @property
     def from_loop(self) -> bool:
@@ -212,8 +218,8 @@ class StepWrite:
 
     @property
     def recorded(self) -> bool:
-        """True once an event loop's write was waited for, successfully, and its journal
-        version recorded (`start_async`): read from any thread (the lease keeper)."""
+        """True once an event loop's write was waited for in a task (`request_wait`),
+        successfully, and its journal version recorded: read from any thread."""
         task = self._task
         return task is not None and task.done() and not task.cancelled() and not task.exception()
 
@@ -230,25 +236,34 @@ class StepWrite:
             raise RuntimeError("this step write was sent from an event loop: await wait_async()")
         self._settle()
 
-    def start_async(self) -> None:
-        """Begin waiting for an event loop's write now, in a task of the loop: it is
-        recorded while the run makes its LLM call, so the lease keeper can renew the
-        run during a long one. Awaiting `wait_async` later takes the same outcome.
-        Must be called from the loop that sent it; does nothing for a thread's write."""
-        if self._settle_async is not None and self._task is None:
+    def request_wait(self) -> None:
+        """From any thread (the lease keeper): have the loop that sent this write wait
+        for it in a task of its own, so it is recorded while the run is in a long LLM
+        call (`recorded`). Asked once; nothing for a thread's write. A write the run
+        awaits meanwhile is taken by the run alone."""
+        loop = self._loop
+        if loop is None or self._requested:
+            return
+        self._requested = True
+        with contextlib.suppress(RuntimeError):  # a closed loop: its run is gone
+            loop.call_soon_threadsafe(self._start)
+
+    def _start(self) -> None:
+        if self._settle_async is not None and self._task is None and not self._direct:
             self._task = asyncio.ensure_future(self._settle_async())
             self._task.add_done_callback(_taken)
 
     async def wait_async(self) -> None:
         """`wait`, from the event loop that sent the write (``from_loop=True``); a
-        thread's write is waited for in a worker thread. However often it is awaited,
-        the write is waited for once (a cancelled awaiter leaves the wait running)."""
-        if self._settle_async is not None:
-            self.start_async()
-            assert self._task is not None
-            await asyncio.shield(self._task)
-        else:
+        thread's write is waited for in a worker thread. A write already waited for in
+        a task (`request_wait`) gives that task's outcome."""
+        if self._settle_async is None:
             await asyncio.to_thread(self.wait)
+        elif self._task is None:
+            self._direct = True  # no task starts for it now
+            await self._settle_async()
+        else:
+            await asyncio.shield(self._task)
 
 
 def _taken(task: asyncio.Future[None]) -> None:
@@ -352,7 +367,7 @@ class RunJournal:
                     version = await asyncio.to_thread(refused, exc, store, run_id, live, batch)
                 self._written(run_id, version, sent_at)
 
-            return StepWrite(None, settle_async)
+            return StepWrite(None, settle_async, asyncio.get_running_loop())
         pending = store.begin(request)
         sent_at = self._clock()  # the lease runs from here, not from the wait
 

@@ -12,9 +12,9 @@ write its journal: the run holds it, and lets go of it only for the length of ea
 call (`Kept.call`, `Kept.returned`), which costs a lock release and acquire. The
 keeper renews a run whose lock it can take, so never while the run writes, and never
 over a write it has not seen: a step write still in flight is waited for first (one
-sent from an event loop is awaited there alone, so that run is not renewed until it
-was recorded: the run starts that wait as its LLM call begins). A renewal that finds
-the run taken over is handed to the run, which raises it
+sent from an event loop is waited for on that loop: the keeper asks the loop to, and
+renews once it is recorded). A renewal that finds the run taken over is handed to the
+run, which raises it
 when its call returns; one that fails for another reason (the store away) is logged,
 and the run finds out at its next write.
 
@@ -160,7 +160,8 @@ class LeaseKeeper:
         writing = kept.writing()
         if writing is not None and writing.from_loop:
             if not writing.recorded:
-                return  # still on its way, awaited on its loop: not renewed over it
+                writing.request_wait()  # its loop records it; renewed on a later look
+                return
             writing = None
         try:
             if writing is not None:  # first the write in flight: the renewal follows it
