@@ -627,7 +627,10 @@ class Agent(SessionMethods):
         boundary (`RunInterrupted`: kept for the resume), found its store unavailable
         (not called again: the run stays pending), or the agent keeps failed runs."""
         journal = self._journal
-        if journal is None or not journal.journaled(run_id):
+        if journal is None:
+            return
+        if not journal.journaled(run_id):
+            journal.forget(run_id)  # none written, or taken over: nothing of it is kept
             return
         if isinstance(exc, RunInterrupted | StoreUnavailable):
             journal.forget(run_id)  # pending: a resume claims it again

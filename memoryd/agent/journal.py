@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -195,7 +196,16 @@ class StepWrite:
         settle_async: The same, awaited (an event loop's write), else None.
     """
 
-    __slots__ = ("_direct", "_loop", "_requested", "_settle", "_settle_async", "_task")
+    __slots__ = (
+        "_direct",
+        "_lock",
+        "_loop",
+        "_outcome",
+        "_requested",
+        "_settle",
+        "_settle_async",
+        "_task",
+    )
 
     def __init__(
         self,
@@ -210,6 +220,9 @@ class StepWrite:
         self._task: asyncio.Future[None] | None = None
         self._direct = False
         self._requested = False
+        self._lock = threading.Lock()
+        self._outcome: BaseException | bool = False
+        """False until waited for; then True, or the exception the wait raised."""
 
     @property
     def from_loop(self) -> bool:
@@ -234,7 +247,16 @@ class StepWrite:
         """
         if self._settle is None:
             raise RuntimeError("this step write was sent from an event loop: await wait_async()")
-        self._settle()
+        with self._lock:  # waited for once (the lease keeper, then the run): then replayed
+            if self._outcome is False:
+                try:
+                    self._settle()
+                except BaseException as exc:
+                    self._outcome = exc
+                    raise
+                self._outcome = True
+            elif self._outcome is not True:
+                raise self._outcome
 
     def request_wait(self) -> None:
         """From any thread (the lease keeper): have the loop that sent this write wait

@@ -153,11 +153,13 @@ def test_an_arun_llm_call_after_a_step_keeps_the_lease(store: memoryd.StoreHandl
     assert len(seen) >= 8 and min(seen) > 0
 
 
-def _taken_over_during_the_model_call(store: memoryd.StoreHandle, *, in_handler: bool) -> Any:
+def _taken_over_during_the_model_call(
+    store: memoryd.StoreHandle, *, in_handler: bool, then: tuple[Any, ...] = ()
+) -> Any:
     """A run whose second LLM call (right after its first step, whose journal write is
     still in flight) waits while another owner claims the run and the keeper's
     renewal meets the claim. Returns what the run raised (None: it returned) and the
-    model's calls."""
+    model's calls, and the agent (its model answers ``then`` after that)."""
     claimed = threading.Event()
     keeper_met_it = threading.Event()
 
@@ -175,7 +177,7 @@ def _taken_over_during_the_model_call(store: memoryd.StoreHandle, *, in_handler:
         keeper_met_it.wait(10 * LEASE_S)
         return "thought it through"
 
-    model = ScriptedModel([*_calls("quick"), thinking, "more"])
+    model = ScriptedModel([*_calls("quick"), thinking, *then])
     agent = _agent(store, model, [quick])
     journal = agent._journal
     assert journal is not None
@@ -200,7 +202,7 @@ def _taken_over_during_the_model_call(store: memoryd.StoreHandle, *, in_handler:
             agent.run("go", conversation_id="c")
     except BaseException as exc:
         raised = exc
-    return raised, model
+    return raised, model, agent
 
 
 @pytest.mark.parametrize("in_handler", [False, True], ids=["plain", "in-an-except-block"])
@@ -211,7 +213,7 @@ def test_a_run_taken_over_during_a_model_call_stops_and_leaves_the_new_owner_alo
     with ConflictError right after the call (also when its caller runs it inside an
     ``except`` block), commits nothing, calls the model no more, and the new owner's
     journal is left pending and whole (a failing run drops only its own)."""
-    raised, model = _taken_over_during_the_model_call(store, in_handler=in_handler)
+    raised, model, _ = _taken_over_during_the_model_call(store, in_handler=in_handler)
     assert isinstance(raised, memoryd.ConflictError), raised
     assert len(model.calls) == 2
     assert store.get("c") == []
@@ -229,3 +231,44 @@ def test_a_run_ended_while_the_keeper_holds_it_leaves_the_keepers_hold() -> None
     KEEPER.end(kept)  # the run's `finally`, its `returned` interrupted
     kept.lock.release()  # the keeper's renewal ends: no "release unlocked lock"
     assert kept.ended and not kept.mine
+
+
+def test_a_reopened_first_write_waited_for_by_the_keeper_and_the_run_is_written_once(
+    store: memoryd.StoreHandle,
+) -> None:
+    """A run whose journal id holds an empty journal at a later version (its first
+    write refused, then written again at that version): the keeper waits for that
+    write during the LLM call after the step, then the run does. It is written again
+    once, not twice (the second would find the run's own journal and call it taken
+    over), and the run commits."""
+    store.record(
+        "memoryd.run/r", "memo", data={"owner": "elsewhere", "lease_s": 30.0}, expected_version=0
+    )
+
+    @memoryd.tool
+    def quick() -> str:
+        """Answer at once."""
+        return "ok"
+
+    def thinking(sent: list[Any]) -> str:
+        time.sleep(LEASE_S)  # the keeper looks meanwhile, and waits for the step write
+        return "thought it through"
+
+    agent = _agent(store, ScriptedModel([*_calls("quick"), thinking]), [quick])
+    assert agent.run("go", conversation_id="c", run_id="r").text == "thought it through"
+    assert len(store.get("c")) == 4
+    assert RunJournal(store).pending() == []
+
+
+def test_a_run_id_taken_over_once_runs_again_in_this_process(store: memoryd.StoreHandle) -> None:
+    """A run taken over during a call fails; once the new owner dropped it, the same run
+    id (a client retrying its request) runs again here with two tool steps, journaled
+    and committed, and leaves nothing pending."""
+    again = (*_calls("quick", "quick"), "again")
+    raised, _, agent = _taken_over_during_the_model_call(store, in_handler=False, then=again)
+    assert isinstance(raised, memoryd.ConflictError)
+    [taken] = RunJournal(store).pending()
+    RunJournal(store).discard(taken.run_id)  # the new owner drops it
+    assert agent.run("go", conversation_id="c2", run_id=taken.run_id).text == "again"
+    assert RunJournal(store).pending() == []
+    assert len(store.get("c2")) == 6
