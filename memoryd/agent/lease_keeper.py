@@ -53,7 +53,18 @@ class Kept:
         writing: The run's step write in flight (a `StepWrite`), or None.
     """
 
-    __slots__ = ("due", "ended", "lease_s", "lock", "lost", "mine", "renew", "run_id", "writing")
+    __slots__ = (
+        "due",
+        "ended",
+        "failed",
+        "lease_s",
+        "lock",
+        "lost",
+        "mine",
+        "renew",
+        "run_id",
+        "writing",
+    )
 
     def __init__(
         self,
@@ -75,11 +86,15 @@ class Kept:
         """Whether the run holds the lock now (False during a call, and after a
         `returned` that an interrupt cut short)."""
         self.ended = False
+        self.failed = False
+        """A renewal failed during this call (the store away): no more tries until the
+        next call, which meets the failure itself."""
         self.lost: BaseException | None = None
 
     def call(self) -> None:
         """The run is about to make a call: the keeper may renew it meanwhile."""
         self.mine = False
+        self.failed = False
         self.lock.release()
 
     def returned(self, *, wait: bool = True) -> bool:
@@ -143,7 +158,7 @@ class LeaseKeeper:
             kept_now = list(self._kept.values())
             check_s = min(CHECK_S, *(k.lease_s / 4 for k in kept_now))
             for kept in kept_now:
-                if kept.lost is None and kept.lock.acquire(blocking=False):
+                if kept.lost is None and not kept.failed and kept.lock.acquire(blocking=False):
                     try:
                         if not kept.ended:  # in a call: the journal is the keeper's now
                             self._renew(kept)
@@ -171,6 +186,7 @@ class LeaseKeeper:
         except ConflictError as exc:  # taken over: the run raises it after its call
             kept.lost = exc
         except Exception as exc:  # the store away: the run finds out at its next write
+            kept.failed = True  # once a call: the next look would meet the same failure
             log.warning("run_lease_renewal_failed", run_id=kept.run_id, error=str(exc))
 
 

@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 import memoryd
 from memoryd import messages
@@ -272,3 +273,27 @@ def test_a_run_id_taken_over_once_runs_again_in_this_process(store: memoryd.Stor
     assert agent.run("go", conversation_id="c2", run_id=taken.run_id).text == "again"
     assert RunJournal(store).pending() == []
     assert len(store.get("c2")) == 6
+
+
+def test_a_renewal_the_store_refuses_is_logged_once_a_call(store: memoryd.StoreHandle) -> None:
+    """The store stops during a long tool: the keeper's renewal fails, is logged once
+    (not at every look for the rest of the call), and the run meets the failure
+    itself at its next write."""
+
+    @memoryd.tool
+    def quick() -> str:
+        """Answer at once."""
+        return "ok"
+
+    @memoryd.tool
+    def slow() -> str:
+        """Stop the store, then take three leases."""
+        store.stop()
+        time.sleep(LONG_S)
+        return "done"
+
+    agent = _agent(store, ScriptedModel([*_calls("quick", "slow"), "finished"]), [quick, slow])
+    with capture_logs() as logs, pytest.raises(memoryd.MemorydError):
+        agent.run("go", conversation_id="c")
+    failed = [e for e in logs if e["event"] == "run_lease_renewal_failed"]
+    assert len(failed) == 1, failed
