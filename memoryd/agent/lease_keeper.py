@@ -129,10 +129,16 @@ class LeaseKeeper:
         if self._idle or thread is None or not thread.is_alive():  # wake it, or start one
             with self._wake:
                 if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(
+                    thread = threading.Thread(
                         target=self._serve, name="memoryd-lease-keeper", daemon=True
                     )
-                    self._thread.start()
+                    try:
+                        thread.start()
+                    except RuntimeError as exc:  # no thread to be had (shutting down)
+                        self._kept.pop(id(kept), None)  # the run goes on, renewed by itself
+                        log.warning("lease_keeper_unavailable", error=str(exc))
+                        return kept
+                    self._thread = thread
                 self._wake.notify()
         return kept
 
