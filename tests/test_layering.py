@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memoryd._message_batch",
             "memoryd._outage",
             "memoryd._shown",
+            "memoryd._sockets",
             "memoryd._version",
             "memoryd.codec",
             "memoryd.errors",

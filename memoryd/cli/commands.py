@@ -101,18 +101,12 @@ def configure_logging() -> None:
 def _answers(sock: Path) -> bool:
     """True when a process accepts connections on the Unix socket ``sock`` (a daemon
     that serves its data directory); False for none, a stale file or anything else."""
-    import socket  # noqa: PLC0415 (only for a data directory)
-    import stat  # noqa: PLC0415
+    from memoryd._sockets import unix_socket_state  # noqa: PLC0415 (only for a data directory)
 
     try:
-        if not stat.S_ISSOCK(sock.lstat().st_mode):
-            return False
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(2.0)
-            probe.connect(str(sock))
+        return unix_socket_state(sock) == "listening"
     except OSError:
         return False
-    return True
 
 
 def open_store(args: argparse.Namespace) -> StoreHandle:

@@ -14,7 +14,6 @@ import asyncio
 import errno
 import os
 import socket
-import stat
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ import structlog
 import uvicorn
 from starlette.types import ASGIApp
 
+from memoryd._sockets import unix_socket_state
 from memoryd.server.application import create_app
 from memoryd.server.calls import ServerContext
 from memoryd.server.config import ServerConfig
@@ -46,25 +46,18 @@ def _in_the_way(path: Path) -> str | None:
     """Why ``path`` may not become the daemon's socket, or None (nothing there, or a
     stale socket a killed daemon left)."""
     try:
-        mode = os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # nothing there: binding says what is wrong with its directory
+        state = unix_socket_state(path)
     except OSError as exc:
-        return exc.strerror or str(exc)
-    if not stat.S_ISSOCK(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "a file that is not a socket"
+        return (
+            f"{path} cannot be checked ({exc.strerror or exc}): remove it, or pass another --socket"
+        )
+    if state in ("absent", "stale"):
+        return None  # binding says what is wrong with its directory, or replaces it
+    if state in ("directory", "file"):
+        kind = "a directory" if state == "directory" else "a file that is not a socket"
         return (
             f"{path} is {kind}, which the socket would replace: remove it, or pass another --socket"
         )
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        return None  # nobody listens: a stale socket
-    except OSError as exc:
-        return f"{path} cannot be checked ({exc.strerror}): remove it, or pass another --socket"
-    finally:
-        probe.close()
     return f"another process listens on {path}: stop it, or pass another --socket (or --data)"
 
 
