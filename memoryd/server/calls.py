@@ -309,11 +309,12 @@ async def tail_poll(
 
     A poll that finds every slot taken waits for one only until its own deadline, then
     reads once without waiting, on the ordinary worker threads (no slot needed); so a
-    ``timeout=0`` poll never queues for a slot, and every poll is answered by its
-    deadline. It is answered rather than refused with a 503 because slots turn over
-    every slice: "all taken" is a moment, and a 503 would refuse polls a slot serves
-    milliseconds later, making every long-poll client carry a retry policy. The final
-    read keeps the answer true: an empty list means the feed had nothing new.
+    ``timeout=0`` poll never queues for a slot, and every poll ends its waiting by its
+    deadline (its answer follows, after one read that does not wait). It is answered
+    rather than refused with a 503 because slots turn over every slice: "all taken" is
+    a moment, and a 503 would refuse polls a slot serves milliseconds later, making
+    every long-poll client carry a retry policy. The final read keeps the answer true:
+    an empty list means the feed had nothing new.
 
     Args:
         request: the poll's request (its client is watched; its context's limiters used).
@@ -336,9 +337,13 @@ async def tail_poll(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        wait = functools.partial(
-            store.tail, after=after, limit=limit, timeout=min(remaining, _TAIL_SLICE_S)
-        )
+
+        def wait() -> list[Change]:
+            # the slice is cut when the thread starts, not when the slot was asked for:
+            # a poll that queued for a slot still ends its wait by its own deadline
+            left = min(deadline - time.monotonic(), _TAIL_SLICE_S)
+            return store.tail(after=after, limit=limit, timeout=max(0.0, left))
+
         changes: list[Change] = []
         with anyio.move_on_after(remaining):  # bounds the queue for a slot, not the slice
             changes = await in_thread(request, wait, tail=True)
