@@ -247,7 +247,9 @@ class StepWrite:
         """
         if self._settle is None:
             raise RuntimeError("this step write was sent from an event loop: await wait_async()")
-        with self._lock:  # waited for once (the lease keeper, then the run): then replayed
+        # Waited for once (the lease keeper, then the run), then replayed: the lock is
+        # the one place two threads meet over a write (its PendingWrite is not shared).
+        with self._lock:
             if self._outcome is False:
                 try:
                     self._settle()
@@ -273,7 +275,7 @@ class StepWrite:
     def _start(self) -> None:
         if self._settle_async is not None and self._task is None and not self._direct:
             self._task = asyncio.ensure_future(self._settle_async())
-            self._task.add_done_callback(_taken)
+            self._task.add_done_callback(_outcome_taken)
 
     async def wait_async(self) -> None:
         """`wait`, from the event loop that sent the write (``from_loop=True``); a
@@ -288,7 +290,7 @@ class StepWrite:
             await asyncio.shield(self._task)
 
 
-def _taken(task: asyncio.Future[None]) -> None:
+def _outcome_taken(task: asyncio.Future[None]) -> None:
     """Take a settled task's outcome, so one that no awaiter took is not reported lost."""
     if not task.cancelled():
         task.exception()

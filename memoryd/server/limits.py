@@ -87,7 +87,11 @@ _FD_RESERVE = 64
 _MIN_CONNECTIONS = 64
 """The fewest connections a listener is given, whatever else must shrink."""
 
-_STATUS = {408: b"408 Request Timeout", 431: b"431 Request Header Fields Too Large"}
+_STATUS = {
+    408: b"408 Request Timeout",
+    429: b"429 Too Many Requests",
+    431: b"431 Request Header Fields Too Large",
+}
 
 
 def _refusal(status: int, message: str) -> bytes:
@@ -120,18 +124,11 @@ Each waiting request holds its parsed head and an ASGI cycle; behind a long-poll
 client could otherwise queue hundreds of thousands of them. The one past the limit is
 refused (429, after the answers before it) and the connection closed."""
 
-_TOO_MANY = (
-    b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"
-    b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+_TOO_MANY = _refusal(
+    429,
+    f"more than {MAX_PIPELINED} requests pipelined on one connection: "
+    "wait for the answers before sending more",
 )
-
-
-def _too_many() -> bytes:
-    body = (
-        b'{"error":{"type":"HttpError","message":"more than %d requests pipelined on one '
-        b'connection: wait for the answers before sending more"}}' % MAX_PIPELINED
-    )
-    return _TOO_MANY % (len(body), body)
 
 
 class _TooManyPipelined(Exception):
@@ -307,7 +304,7 @@ def bounded(
                 answer = _TOO_LARGE  # a pipelined head past the limit (`_count`)
                 log.warning("request_head_too_large", limit=MAX_HEAD_BYTES)
             elif isinstance(cause, _TooManyPipelined):
-                answer = _too_many()
+                answer = _TOO_MANY
                 log.warning("too_many_pipelined", limit=MAX_PIPELINED)
             else:
                 refused = refusal(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import contextvars
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
@@ -69,13 +68,12 @@ class PendingWrite:
             what the write raises; called at most once.
     """
 
-    __slots__ = ("_lock", "_outcome", "_request", "_wait")
+    __slots__ = ("_outcome", "_request", "_wait")
 
     def __init__(self, request: WriteRequest, wait: Callable[[], Any]) -> None:
         self._request = request
         self._wait: Callable[[], Any] | None = wait
         self._outcome: tuple[bool, Any] = (False, None)
-        self._lock = threading.Lock()  # two threads may wait (a run, its lease keeper)
 
     @classmethod
     def failed(cls, request: WriteRequest, error: Exception) -> PendingWrite:
@@ -89,18 +87,16 @@ class PendingWrite:
     def result(self) -> Any:
         """Wait for the write: what its `StoreHandle` method returns, or what it raises.
 
-        Asked again, it answers the same without waiting; asked by two threads at
-        once, the second waits for the first.
+        Asked again, it answers the same without waiting.
         """
-        with self._lock:
-            wait, self._wait = self._wait, None
-            if wait is not None:
-                try:
-                    self._outcome = (True, requests.result(self._request, wait()))
-                except BaseException as exc:
-                    self._outcome = (False, exc)
-                    raise
-            ok, value = self._outcome
+        wait, self._wait = self._wait, None
+        if wait is not None:
+            try:
+                self._outcome = (True, requests.result(self._request, wait()))
+            except BaseException as exc:
+                self._outcome = (False, exc)
+                raise
+        ok, value = self._outcome
         if not ok:
             raise value
         return value
