@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from memoryd._json_values import loads
+from memoryd.cli import interrupts
 from memoryd.cli.output import Output, import_line, progress, show_events, show_messages
 from memoryd.errors import AlreadyStarted, StoreUnavailable, UnknownStore
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name, event_to_wire
@@ -365,20 +366,26 @@ def _export_to_file(out: Path, write: Callable[[TextIO], ExportSummary]) -> Expo
                 return write(stream)
         mode = stat.S_IMODE(st.st_mode)
     target = Path(os.path.realpath(out))  # through a symlink, as open() would write
+    partial: Path | None = None
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    except OSError as exc:
-        raise OSError(f"cannot export to {out}: {exc.strerror or exc}") from None
-    partial = Path(name)
-    try:
-        with open(fd, "w", encoding="utf-8") as handle:
+        # Ctrl-C right after the file is made would leave it with nobody knowing its name
+        with interrupts.held() as came:
+            fd, name = tempfile.mkstemp(
+                prefix=f".{target.name}.", suffix=".partial", dir=target.parent
+            )
+            partial = Path(name)
+            handle = open(fd, "w", encoding="utf-8")  # noqa: SIM115 (closed just below)
+        with handle:
+            if came:
+                raise KeyboardInterrupt
             summary = write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(partial, mode)
         os.replace(partial, target)
     except BaseException as exc:
-        partial.unlink(missing_ok=True)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise OSError(f"cannot export to {out}: {exc.strerror or exc}") from None
         raise
@@ -395,12 +402,19 @@ def _spooled(source: str) -> Iterator[Path]:
     import shutil  # noqa: PLC0415 (only an import from a pipe needs these)
     import tempfile  # noqa: PLC0415
 
-    fd, name = tempfile.mkstemp(prefix="memoryd-import-", suffix=".jsonl")
-    copy = Path(name)
+    copy: Path | None = None
     try:
+        # Ctrl-C right after the file is made would leave it with nobody knowing its name
+        with interrupts.held() as came:
+            fd, name = tempfile.mkstemp(prefix="memoryd-import-", suffix=".jsonl")
+            copy = Path(name)
+            spool = open(fd, "wb")  # noqa: SIM115 (closed just below)
         try:
-            with open(source, "rb") as stream, open(fd, "wb") as spool:
-                shutil.copyfileobj(stream, spool, 1 << 20)
+            with spool:
+                if came:
+                    raise KeyboardInterrupt
+                with open(source, "rb") as stream:
+                    shutil.copyfileobj(stream, spool, 1 << 20)
         except OSError as exc:
             raise OSError(
                 f"cannot copy {source} to {copy.parent} before importing it (an import reads "
@@ -408,7 +422,8 @@ def _spooled(source: str) -> Iterator[Path]:
             ) from None
         yield copy
     finally:
-        copy.unlink(missing_ok=True)
+        if copy is not None:
+            copy.unlink(missing_ok=True)
 
 
 def _umask() -> int:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memoryd.cli import commands as _cli_commands
+from memoryd.cli import interrupts
 from memoryd.cli import parser as _cli_parser
 from memoryd.cli.output import Output
 from memoryd.errors import MemorydError
@@ -194,22 +194,14 @@ def _close(opened: list[StoreHandle], *, exiting: bool) -> bool:
     Returns:
         Whether Ctrl-C was pressed while closing.
     """
-    held: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    except ValueError:  # not the main thread: signals are not ours to handle
-        previous = None
-    try:
+    with interrupts.held(ignore_after=exiting) as came:
         for store in opened:
             if hasattr(store, "close"):
                 store.close()
         app = sys.modules.get("memoryd.app")
         if app is not None:  # the supervision tree runs only once a local store was opened
             app.shutdown()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, signal.SIG_IGN if exiting else previous)
-    return bool(held)
+    return bool(came)
 
 
 if __name__ == "__main__":

@@ -149,6 +149,7 @@ _COMMAND_LINE = frozenset(
         "memoryd._version",
         "memoryd.cli",
         "memoryd.cli.commands",
+        "memoryd.cli.interrupts",
         "memoryd.cli.main",
         "memoryd.cli.output",
         "memoryd.cli.parser",

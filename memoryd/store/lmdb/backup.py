@@ -78,8 +78,8 @@ def backup(source: Any, dest: str | os.PathLike[str]) -> Path:
     if target.exists() and any(target.iterdir()):
         raise StorageError(f"backup destination {target} is not empty; choose a new directory")
     created = not target.exists()
-    make_dir(target)
     try:
+        make_dir(target)  # in the try: an interrupt as it returns leaves no empty copy
         engine = _running_engine(source)
         if engine is not None:
             _copy_running(engine, target)
