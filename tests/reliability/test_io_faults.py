@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from memoryd import messages
 from memoryd.store import lookup
 from tests.helpers import wait_until
 from tools.reliability import fiu_run
+from tools.reliability.verify import verify
 
 FDATASYNC = "posix/io/sync/fdatasync"
 PWRITE = "posix/io/rw/pwrite"
@@ -75,6 +78,38 @@ def test_no_space_at_any_write_of_a_commit_refuses_it_and_reads_go_on(tmp_path: 
         assert out.read_errors == [], (n, out.read_errors)
         assert out.acked == {"k00000": 1, "k00001": 2, "k00002": 3}
     assert PWRITE in pages, "no meta page write was failed"
+
+
+def test_a_full_copy_on_write_disk_restarts_the_store_once_not_at_every_write(
+    small_disk: Path,
+) -> None:
+    """On a full copy-on-write file system every meta page write fails (no block is
+    rewritten in place), and each failure panics LMDB's environment. The first restarts
+    the store; the next incarnation knows the disk was full and refuses writes without
+    touching the file while it stays full. Before, every write restarted the store
+    again: 30 writes, 8 incarnations, and reads waited out each restart's backoff."""
+    child = ["-m", "tools.reliability.fiu_full_meta", str(small_disk / "db"), "30"]
+    proc = subprocess.run(
+        [fiu_run.fiu_run(), "-x", "-f", "", sys.executable, *child],
+        check=False,
+        cwd=fiu_run.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line.split() for line in proc.stdout.splitlines()]
+    assert [w for w in lines if w[0] == "META"] == [["META", "1"]], "one meta page write fails"
+    assert [w for w in lines if w[0] == "ENGINE"] == [["ENGINE", "1"], ["ENGINE", "2"]]
+    assert [w for w in lines if w[0] == "ERR"] == [["ERR", str(i), "DiskFull"] for i in range(30)]
+    assert [w for w in lines if w[0] == "READERR"] == []
+    assert [w for w in lines if w[0] == "ACK"] == [["ACK", "30", "21"]]  # space back
+    store = memoryd.LmdbStore.start(small_disk / "db", name="cow-audit")
+    contents = [m["content"] for m in store.get("c")]
+    store.stop()
+    assert contents == [f"before{i}" for i in range(20)] + ["after"]
+    assert verify(small_disk / "db") == []
 
 
 @pytest.mark.parametrize(

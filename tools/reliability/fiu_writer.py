@@ -21,6 +21,8 @@ import os
 import random
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import memoryd
 from tools.reliability.workload import relaxed_intensity
@@ -38,16 +40,38 @@ _PROTOCOL = os.dup(1)
 os.dup2(2, 1)  # logs go to stderr; only protocol lines reach stdout
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
+    """Write one protocol line to the parent (the process's real stdout)."""
     os.write(_PROTOCOL, (line + "\n").encode())
 
 
-def main(path: str, points: str, mode: str, value: float, err: int, count: int, seed: int) -> None:
-    """Run the writer (see the module docstring)."""
+def arm(points: str, decide: Callable[[bytes, Any, Any, Any], int]) -> object:
+    """Arm each libfiu point in ``points`` (comma-separated) with ``decide`` as its
+    external callback: it returns 1 to fail the call (setting ``failinfo[0]`` to the
+    errno), 0 to let it run. Keep the returned object alive while armed.
+
+    Exits the process when libfiu is not loaded (not under ``fiu-run -x``).
+    """
     try:
         lib = ctypes.CDLL("libfiu.so.0")
     except OSError:
         sys.exit("libfiu is not loaded: run this under fiu-run -x (Debian package fiu-utils)")
+    callback = _CB(decide)
+    lib.fiu_enable_external.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_uint,
+        _CB,
+    ]
+    for point in points.split(","):
+        if lib.fiu_enable_external(point.encode(), 1, None, 0, callback) != 0:
+            sys.exit(f"cannot arm libfiu point {point}")
+    return callback
+
+
+def main(path: str, points: str, mode: str, value: float, err: int, count: int, seed: int) -> None:
+    """Run the writer (see the module docstring)."""
     rng = random.Random(seed)
     lock = threading.Lock()
     state = {"calls": 0, "key": "", "armed": False}
@@ -60,24 +84,14 @@ def main(path: str, points: str, mode: str, value: float, err: int, count: int, 
             fail = state["calls"] == int(value) if mode == "nth" else rng.random() < float(value)
         if fail:
             failinfo[0] = err  # type: ignore[index]
-            _say(f"FAULT {name.decode()} {state['key']}")
+            say(f"FAULT {name.decode()} {state['key']}")
             return 1
         return 0
 
-    callback = _CB(decide)
-    lib.fiu_enable_external.argtypes = [
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_uint,
-        _CB,
-    ]
-    for point in points.split(","):
-        if lib.fiu_enable_external(point.encode(), 1, None, 0, callback) != 0:
-            sys.exit(f"cannot arm libfiu point {point}")
+    callback = arm(points, decide)  # noqa: F841 (kept alive while armed)
     with relaxed_intensity():
         store = memoryd.LmdbStore.start(path, name="fiu", call_timeout_s=10.0)
-        _say("READY")
+        say("READY")
         state["armed"] = True
         for i in range(count):
             key = f"k{i:05d}"
@@ -87,13 +101,13 @@ def main(path: str, points: str, mode: str, value: float, err: int, count: int, 
                     batch = [memoryd.messages.user(key), memoryd.messages.assistant(key)]
                     version = store.add("c", batch, idempotency_key=key)
                 except (memoryd.StorageError, memoryd.StoreUnavailable) as exc:
-                    _say(f"ERR {key} {type(exc).__name__}")
+                    say(f"ERR {key} {type(exc).__name__}")
                     try:  # reads go on after a failed write (the store restarts if it must)
                         store.get("c", limit=1)
                     except Exception as read_error:  # any type: the audit names it
-                        _say(f"READERR {key} {type(read_error).__name__}")
+                        say(f"READERR {key} {type(read_error).__name__}")
                     continue
-                _say(f"ACK {key} {version}")
+                say(f"ACK {key} {version}")
                 break
         state["armed"] = False
     os._exit(0)

@@ -132,6 +132,14 @@ page-by-page verification."""
 _trusted_lock = threading.Lock()
 _META_PAGES_BYTES = 1 << 16  # covers both meta pages at any page size LMDB uses
 
+_full_when_restarted: set[Path] = set()
+"""Stores whose last incarnation was restarted by a full disk (a failed meta page write
+panics LMDB's environment). The next incarnation starts out refusing writes while the
+disk stays full, as the last one did: else, on a disk where every meta page write fails
+(a full copy-on-write file system rewrites no block in place), each write would panic
+and restart the store again, and reads would wait out each restart."""
+_full_lock = threading.Lock()
+
 
 def _signature(path: Path) -> tuple[int, int, int, int]:
     with open(path / check.DATA_FILE, "rb") as file:
@@ -186,7 +194,9 @@ class LmdbEngine:
         self.commit_s = 0.0
         """Seconds spent committing them: LMDB's page writes and, when durable, its two
         flushes (data pages, then the meta page)."""
-        self._disk_full = False
+        with _full_lock:
+            self._disk_full = path in _full_when_restarted
+            _full_when_restarted.discard(path)
         self._commits_since_reader_check = 0
         self._gate_lock = threading.Lock()
         self._gate = threading.Condition(self._gate_lock)
@@ -473,6 +483,8 @@ class LmdbEngine:
                         # marked the environment unusable, and every read and write
                         # would fail until it is opened again. The writers get the
                         # `DiskFull` they would have, and the store is restarted.
+                        with _full_lock:
+                            _full_when_restarted.add(self.path)
                         raise refusals[0][1] from exc
                     return refusals
                 raise StorageError(f"LMDB failed in {self.path}: {exc}") from exc
