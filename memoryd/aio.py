@@ -138,9 +138,9 @@ class AsyncStore:
         """`StoreHandle.version` off the event loop."""
         return await asyncio.to_thread(self.handle.version, cid)
 
-    async def events(self, cid: str, *, after: int = 0) -> list[Event]:
+    async def events(self, cid: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
         """`StoreHandle.events` off the event loop."""
-        return await asyncio.to_thread(self.handle.events, cid, after=after)
+        return await asyncio.to_thread(self.handle.events, cid, after=after, limit=limit)
 
     async def conversations(
         self,

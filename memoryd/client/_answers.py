@@ -96,6 +96,18 @@ def flag(answer: Any, name: str, call: str) -> bool:
     return value
 
 
+def optional_flag(answer: Any, name: str, call: str) -> bool:
+    """The field ``name`` if the answer holds it (true or false), else false.
+
+    Raises:
+        ProtocolError: anything but true or false in it.
+    """
+    value = mapping(answer, call).get(name, False)
+    if type(value) is not bool:
+        raise _refused(call, f"holds {name} {described(value)}, not true or false")
+    return value
+
+
 def listed(answer: Any, name: str, item: type[_T], call: str) -> list[_T]:
     """The field ``name``: a list whose every element is exactly of type ``item``.
 

@@ -30,7 +30,7 @@ from urllib.parse import quote
 from memoryd._ids import IdSource
 from memoryd.client import _answers as answers
 from memoryd.client.calls import DaemonCaller, parse_address
-from memoryd.errors import StoreNotRunning, StoreUnavailable, UnknownStore
+from memoryd.errors import ProtocolError, StoreNotRunning, StoreUnavailable, UnknownStore
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_conversation_id
 from memoryd.protocol import (
     AUTO_KEY_PREFIX,
@@ -85,8 +85,15 @@ def _messages(answer: Any, call: str) -> list[dict[str, Any]]:
     return answers.listed(answer, "messages", dict, call)
 
 
-def _events(answer: Any, call: str) -> list[Event]:
-    return answers.converted(answers.listed(answer, "events", dict, call), event_from_wire, call)
+_EVENT_READS = 5
+"""How many times a paged read of a log starts over when clears keep cutting it."""
+
+
+def _events(answer: Any, call: str) -> tuple[list[Event], bool]:
+    """A page of events, and whether more follow it (a daemon that does not page its
+    answers sends the whole log, and no ``more``)."""
+    found = answers.converted(answers.listed(answer, "events", dict, call), event_from_wire, call)
+    return found, answers.optional_flag(answer, "more", call)
 
 
 def _changes(answer: Any, call: str) -> list[Change]:
@@ -490,10 +497,41 @@ class RemoteStore(StoreHandle):
         version: int = self._read(self._conv(cid, "version"), answers.version, 0)
         return version
 
-    def _events(self, cid: str, after: int) -> list[Event]:
-        found: list[Event] = self._read(
-            self._conv(cid, "events"), _events, [], params={"after": after}
+    def _events(self, cid: str, after: int, limit: int | None) -> list[Event]:
+        # The daemon answers a page at a time (at most 1,000 events): a long log is read
+        # in pages, each after the last version of the one before. A clear between two
+        # pages removes the events the next page would start with, and a log pieced
+        # together across it would skip versions: the read starts over, so the log read
+        # is one the conversation held (an import refuses a log with a gap).
+        path = self._conv(cid, "events")
+        for _ in range(_EVENT_READS):
+            found = self._events_paged(path, after, limit)
+            if found is not None:
+                return found
+        raise StoreUnavailable(
+            f"the log of {cid!r} was cleared while it was read, {_EVENT_READS} times "
+            "running; read it again"
         )
+
+    def _events_paged(self, path: str, after: int, limit: int | None) -> list[Event] | None:
+        """The log read page by page, or None when a clear between pages cut it."""
+        found: list[Event] = []
+        while limit is None or len(found) < limit:
+            params = {"after": after}
+            if limit is not None:
+                params["limit"] = limit - len(found)
+            page, more = self._read(path, _events, ([], False), params=params)
+            if page and page[0].version <= after:  # a page that would be read for ever
+                raise ProtocolError(
+                    f"the daemon's answer to GET {path} holds version {page[0].version}, "
+                    f"not one after {after}; is it a memoryd daemon?"
+                )
+            if found and page and page[0].version != after + 1:
+                return None
+            found += page
+            if not more or not page:
+                break
+            after = page[-1].version
         return found
 
     def _conversations(

@@ -77,7 +77,7 @@ _STORE_OPS: tuple[tuple[str, str, Endpoint, str, tuple[str, ...]], ...] = (
     ("POST", "/conversations/{cid:path}/record", record_event, "record a memo event", ()),
     ("POST", "/conversations/{cid:path}/import", import_events, "import events exactly", ()),
     ("GET", "/conversations/{cid:path}/version", version, "version", ()),
-    ("GET", "/conversations/{cid:path}/events", events, "events", ("after",)),
+    ("GET", "/conversations/{cid:path}/events", events, "events", ("after", "limit")),
     ("GET", "/tail", tail, "tail (long-poll)", ("after", "limit", "timeout")),
     ("GET", "/tail/stream", tail_stream, "tail (NDJSON stream)", ("after", "limit")),
     ("GET", "/stats", stats, "stats", ()),

@@ -38,6 +38,7 @@ from memoryd.store.handle import StoreHandle, WouldWait, without_waiting
 from memoryd.store.requests import WriteRequest
 
 __all__ = [
+    "MAX_EVENTS_PAGE",
     "MAX_TAIL_PAGE",
     "MAX_TAIL_TIMEOUT_S",
     "Endpoint",
@@ -71,6 +72,10 @@ MAX_TAIL_PAGE = 10_000
 holds its page in memory twice (the changes, then their encoding), and a client asking
 for a million would have the daemon build that in one answer. A read answers "at most
 ``limit``" anyway, so a client pages on with ``after`` as it does for any page."""
+MAX_EVENTS_PAGE = 1_000
+"""The most events one read of a conversation's log answers (``GET .../events``): an
+event can hold many messages, so a page is smaller than the feed's. The answer says
+``more`` when later events follow, and `memoryd.RemoteStore.events` reads on."""
 _TAIL_SLICE_S = 0.5
 
 

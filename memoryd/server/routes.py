@@ -20,6 +20,7 @@ from memoryd import _version
 from memoryd import protocol as wire
 from memoryd.errors import InvalidMessage, MemorydError, StoreNotRunning
 from memoryd.server.calls import (
+    MAX_EVENTS_PAGE,
     MAX_TAIL_PAGE,
     MAX_TAIL_TIMEOUT_S,
     answer,
@@ -221,14 +222,21 @@ async def version(request: Request) -> Response:
 
 
 async def events(request: Request) -> Response:
-    """The conversation's event log (versions above ``after``)."""
+    """The conversation's event log (versions above ``after``), a page at a time: at
+    most ``limit`` events and never more than `MAX_EVENTS_PAGE`, with ``more`` true when
+    later events follow (read them with ``after`` set to the page's last version)."""
     cid = request.path_params["cid"]
-    after = int_param(request, "after", 0)
-    return await answer(
-        request,
-        "events",
-        lambda s: {"events": [wire.event_to_wire(e) for e in s.events(cid, after=after or 0)]},
-    )
+    after = int_param(request, "after", 0) or 0
+    limit = int_param(request, "limit")
+    if limit is not None and limit < 0:
+        raise HttpError(400, "ValueError", f"limit must be 0 or more, not {limit}")
+    page = MAX_EVENTS_PAGE if limit is None else min(limit, MAX_EVENTS_PAGE)
+
+    def call(store: StoreHandle) -> dict[str, Any]:
+        found = store.events(cid, after=after, limit=page + 1)  # one more: is there more?
+        return {"events": [wire.event_to_wire(e) for e in found[:page]], "more": len(found) > page}
+
+    return await answer(request, "events", call)
 
 
 def _tail_args(request: Request) -> tuple[int, int, float]:

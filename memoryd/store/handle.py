@@ -414,9 +414,22 @@ class StoreHandle(abc.ABC):
         """The conversation's version: 0 if it was never written."""
         return self._version(msgs.validate_conversation_id(cid))
 
-    def events(self, cid: str, *, after: int = 0) -> list[Event]:
-        """The conversation's event log (versions above ``after``), oldest first."""
-        return self._events(msgs.validate_conversation_id(cid), requests.check_after(after))
+    def events(self, cid: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
+        """The conversation's event log (versions above ``after``), oldest first.
+
+        Args:
+            cid: the conversation.
+            after: only events with a version above this one.
+            limit: at most this many events (the oldest); None for all. Page a long log
+                with ``after`` set to the last version of the previous page: a clear
+                between two pages removes the events before it from later pages, and
+                the clear event itself comes in order, as in the change feed.
+        """
+        return self._events(
+            msgs.validate_conversation_id(cid),
+            requests.check_after(after),
+            requests.check_optional_count(limit, "limit"),
+        )
 
     def conversations(
         self,
@@ -500,7 +513,7 @@ class StoreHandle(abc.ABC):
     def _version(self, cid: str) -> int: ...
 
     @abc.abstractmethod
-    def _events(self, cid: str, after: int) -> list[Event]: ...
+    def _events(self, cid: str, after: int, limit: int | None) -> list[Event]: ...
 
     @abc.abstractmethod
     def _conversations(

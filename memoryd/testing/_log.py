@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import pytest
 
@@ -168,6 +169,42 @@ class LogContract:
             store.add("c", [user(str(i))])
         assert [e.version for e in store.events("c", after=3)] == [4, 5]
         assert store.events("c", after=5) == []
+
+    def test_events_limit_gives_the_oldest_and_pages_on_with_after(self, store: Store) -> None:
+        """events(limit=n) returns the n oldest events after ``after``; pages read on from
+        the last version of the page before add up to the whole log."""
+        for i in range(5):
+            store.add("c", [user(str(i))])
+        assert [e.version for e in store.events("c", limit=2)] == [1, 2]
+        assert [e.version for e in store.events("c", after=2, limit=2)] == [3, 4]
+        assert [e.version for e in store.events("c", after=4, limit=2)] == [5]
+        assert store.events("c", after=5, limit=2) == []
+        assert store.events("c", limit=0) == []
+        assert [e.version for e in store.events("c", limit=10**6)] == [1, 2, 3, 4, 5]
+        assert store.events("nobody", limit=3) == []
+
+    def test_events_limit_counts_from_the_first_event_a_clear_left(self, store: Store) -> None:
+        """After a clear the log starts at the clear's event: a page of the log starts
+        there too, wherever ``after`` points before it."""
+        for i in range(3):
+            store.add("c", [user(str(i))])
+        store.clear("c")
+        store.add("c", [user("after")])
+        whole = store.events("c")
+        assert store.events("c", limit=1) == whole[:1]
+        assert store.events("c", after=1, limit=1) == whole[:1]
+        paged, after = [], 0
+        while page := store.events("c", after=after, limit=1):
+            paged += page
+            after = page[-1].version
+        assert paged == whole
+
+    @pytest.mark.parametrize("limit", [-1, "2", 2.0, True])
+    def test_a_bad_events_limit_is_refused_naming_it(self, store: Store, limit: Any) -> None:
+        """A limit that is no count is a ValueError naming ``limit``; nothing is read."""
+        store.add("c", [user("a")])
+        with pytest.raises(ValueError, match="limit"):
+            store.events("c", limit=limit)
 
     # --- tail ---------------------------------------------------------------------------------
 

@@ -63,8 +63,9 @@ class Store(Protocol):
         """Return the version of the conversation's last event (0 when never written)."""
         ...
 
-    def events(self, cid: Any, *, after: int = 0) -> list[Any]:
-        """Return the conversation's `memoryd.Event` log after version ``after``."""
+    def events(self, cid: Any, *, after: int = 0, limit: int | None = None) -> list[Any]:
+        """Return the conversation's `memoryd.Event` log after version ``after`` (at most
+        ``limit`` events)."""
         ...
 
     def conversations(

@@ -100,6 +100,15 @@ _WRONG: list[tuple[str, Any, str]] = [
     ("events", {"events": ["e"]}, "holds events[0] as 'e', not a dict"),
     ("events", {"events": [{"messages": [], "version": "x"}]}, "a record that cannot be read"),
     ("events", {"events": [{"messages": [], "timestamp": 10**400}]}, "cannot be read"),
+    ("events", {"events": [], "more": "yes"}, "holds more 'yes', not true or false"),
+    (
+        "events",  # a page that does not move on would be read for ever
+        {
+            "events": [{"version": 2, "kind": "appended", "messages": _HI, "timestamp": 1.0}],
+            "more": True,
+        },
+        "holds version 2, not one after 2",
+    ),
     ("conversations", {"conversations": 5}, "holds conversations as 5, not a list"),
     ("conversations", {"conversations": [5]}, "holds conversations[0] as 5, not a str"),
     ("tail", {"changes": {"a": 1}}, "holds changes as a dict of 1, not a list"),
@@ -166,3 +175,33 @@ def test_a_store_start_or_lookup_with_a_bad_limit_is_a_protocol_error(remote: An
             whereis(server.url, "s", timeout=5)
     finally:
         server.close()
+
+
+def _page(versions: list[int], more: bool) -> Answer:
+    events = [
+        {"version": v, "kind": "appended", "messages": _HI, "timestamp": 1.0} for v in versions
+    ]
+    return _answer(200, {"events": events, "more": more})
+
+
+def test_a_log_cut_by_a_clear_between_pages_is_read_again_whole(remote: Any) -> None:
+    """Pages 1-2, then a page from version 5 (a clear removed 3 and 4 between the two
+    reads): pieced together the log would skip versions, so the read starts over and
+    returns the log the conversation holds now."""
+    server, store = remote(_page([1, 2], True), _page([5], False), _page([5, 6], False))
+    assert [e.version for e in store.events("c")] == [5, 6]
+    targets = [r.split(b" ")[1] for r in server.requests]
+    assert targets == [
+        b"/v1/conversations/c/events?after=0",
+        b"/v1/conversations/c/events?after=2",
+        b"/v1/conversations/c/events?after=0",
+    ]
+
+
+def test_a_log_cut_by_clears_at_every_read_is_unavailable_not_read_for_ever(remote: Any) -> None:
+    """Clears cutting every one of five reads: StoreUnavailable saying so, ten requests."""
+    cut = [_page([1, 2], True), _page([5], False)] * 5
+    server, store = remote(*cut)
+    with pytest.raises(memoryd.StoreUnavailable, match="cleared while it was read, 5 times"):
+        store.events("c")
+    assert len(server.requests) == 10

@@ -19,7 +19,7 @@ import pytest
 
 import memoryd
 from memoryd.events import Event
-from memoryd.server.calls import MAX_TAIL_PAGE
+from memoryd.server.calls import MAX_EVENTS_PAGE, MAX_TAIL_PAGE
 from memoryd.server.config import ServerConfig
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
@@ -232,6 +232,44 @@ def test_record_refuses_a_messages_that_is_not_a_list_even_when_empty(
     assert version(daemon, cid) == 0
     assert raw_request(daemon, "POST", path, body=b'{"kind":"memo"}')[0] == 200
     assert version(daemon, cid) == 1
+
+
+def test_a_log_read_answers_at_most_a_page_and_the_client_reads_on(tmp_path: Path) -> None:
+    """A conversation of 2,050 events: ``GET .../events`` answers `MAX_EVENTS_PAGE` of
+    them with ``more`` (it built the whole log in one answer, whatever its size), a
+    ``limit`` below the page is kept, and `RemoteStore.events` reads every page, so it
+    gets the whole log, or its ``limit``, as a local store does."""
+    data = tmp_path / "d"
+    filled = memoryd.LmdbStore.start(data, name="filled-log")
+    many = [
+        Event(
+            version=n + 1,
+            kind="appended",
+            messages=({"role": "user", "content": str(n)},),
+            timestamp=1.0,
+        )
+        for n in range(2 * MAX_EVENTS_PAGE + 50)
+    ]
+    assert filled.import_events("c", many) == len(many)
+    whole = filled.events("c")
+    filled.stop()
+    with Daemon(data).start() as running:
+        status, body = raw_request(running, "GET", b"/v1/conversations/c/events")
+        assert status == 200 and body is not None
+        assert [e["version"] for e in body["events"]] == list(range(1, MAX_EVENTS_PAGE + 1))
+        assert body["more"] is True
+        last = f"/v1/conversations/c/events?after={2 * MAX_EVENTS_PAGE}".encode()
+        status, body = raw_request(running, "GET", last)
+        assert (status, len(body["events"]), body["more"]) == (200, 50, False)  # type: ignore[index]
+        status, body = raw_request(running, "GET", b"/v1/conversations/c/events?limit=3")
+        assert (status, len(body["events"]), body["more"]) == (200, 3, True)  # type: ignore[index]
+        status, body = raw_request(running, "GET", b"/v1/conversations/c/events?limit=-1")
+        assert status == 400 and "limit" in body["error"]["message"]  # type: ignore[index]
+        remote = running.connect()
+        assert remote.events("c") == whole
+        assert remote.events("c", after=10, limit=1500) == whole[10:1510]
+        assert remote.events("c", after=2040, limit=1500) == whole[2040:]
+    memoryd.shutdown()
 
 
 def test_a_feed_read_answers_at_most_a_page_however_many_it_asks_for(tmp_path: Path) -> None:

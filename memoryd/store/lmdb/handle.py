@@ -110,8 +110,10 @@ class _LmdbHandle(ActorStoreHandle):
 
         return self._read(read)
 
-    def _events(self, cid: str, after: int) -> list[Event]:
-        return self._read(lambda txn, dbs: reads.events(txn, dbs, meta_of(txn, dbs, cid), after))
+    def _events(self, cid: str, after: int, limit: int | None) -> list[Event]:
+        return self._read(
+            lambda txn, dbs: reads.events(txn, dbs, meta_of(txn, dbs, cid), after, limit)
+        )
 
     def _conversations(
         self, prefix: str, after: str | None, limit: int | None, include_empty: bool

@@ -444,15 +444,20 @@ def event_range(txn: lmdb.Transaction, dbs: Dbs, meta: Meta, low: int, high: int
     return out
 
 
-def events(txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, after: int) -> list[Event]:
-    """The conversation's stored events with a version above ``after``, oldest first.
+def events(
+    txn: lmdb.Transaction, dbs: Dbs, meta: Meta | None, after: int, limit: int | None = None
+) -> list[Event]:
+    """The conversation's stored events with a version above ``after``, oldest first: at
+    most ``limit`` of them (None: all).
 
     Raises:
         CorruptRecord: a record it reads is damaged or missing.
     """
-    if meta is None or after >= meta.version:
+    if meta is None or after >= meta.version or limit == 0:
         return []
-    return event_range(txn, dbs, meta, after + 1, meta.version)
+    low = max(after + 1, meta.first)  # the versions before `first` were cleared
+    high = meta.version if limit is None else min(meta.version, low + limit - 1)
+    return event_range(txn, dbs, meta, low, high)
 
 
 def conversations(

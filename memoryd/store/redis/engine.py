@@ -220,10 +220,15 @@ class RedisEngine:
         raw = self.connections.call(lambda c: c.hget(meta, "v"))
         return 0 if raw is None else int(raw)
 
-    def events(self, cid: str, after: int) -> list[Event]:
-        """The conversation's stored events above version ``after``, oldest first."""
+    def events(self, cid: str, after: int, limit: int | None = None) -> list[Event]:
+        """The conversation's stored events above version ``after``, oldest first: at
+        most ``limit`` of them (None: all)."""
+        if limit == 0:
+            return []
         stream = lua.conv_keys(self.prefix, cid).stream
-        entries = self.connections.call(lambda c: c.xrange(stream, f"{after + 1}-0", "+"))
+        entries = self.connections.call(
+            lambda c: c.xrange(stream, f"{after + 1}-0", "+", count=limit)
+        )
         return [decode_event(fields.get(b"e"), f"{cid!r}") for _, fields in entries]
 
     def _meta_keys(self, cid_prefix: str) -> list[str]:

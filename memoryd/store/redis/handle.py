@@ -226,8 +226,8 @@ class RedisStore(ActorStoreHandle):
     def _version(self, cid: str) -> int:
         return self._redis_read(lambda e: e.version(cid))
 
-    def _events(self, cid: str, after: int) -> list[Event]:
-        return self._redis_read(lambda e: e.events(cid, after))
+    def _events(self, cid: str, after: int, limit: int | None) -> list[Event]:
+        return self._redis_read(lambda e: e.events(cid, after, limit))
 
     def _conversations(
         self, prefix: str, after: str | None, limit: int | None, include_empty: bool
