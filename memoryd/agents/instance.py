@@ -486,10 +486,13 @@ class Instance(SupervisedActor):
                 done = _committed(store, slot.cid, call.run_id)
             if done is not None:
                 return done
-        if (call.started or call.request_id is not None) and store is not None:
+        if (call.started or call.request_id is not None) and agent.keeps_journal:
             try:
+                # A run a live process holds (another process, still inside its lease)
+                # raises ValueError naming it: running it again from its input here
+                # would run its recorded tools a second time.
                 result = agent.resume(call.run_id)
-            except (UnknownRun, ValueError):  # ValueError: the agent keeps no journal
+            except UnknownRun:
                 pass  # nothing recorded yet: no tool ran, run it from its input
             else:
                 self._host.count("resumed")

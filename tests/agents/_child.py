@@ -10,6 +10,8 @@ is the side-effect file the tools append to.
   effect); the test kills the process with SIGKILL.
 * ``recover``: starts the system with ``recover="resume"`` and no ids, waits for the
   recovered runs, and prints ``recovered <count>``.
+* ``left``: leaves a run of ``w/k0`` (request id ``job``) pending after one tool step,
+  stops its system and lives on, holding the run's lease (prints ``left``).
 * ``share``: calls instance ``w/shared`` N times, letting it passivate (and release its
   lease) after each call; its tool appends ``start <pid>`` and ``end <pid>`` around its
   work, so overlapping runs of the instance would show.
@@ -17,6 +19,8 @@ is the side-effect file the tools append to.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
 import threading
@@ -64,6 +68,38 @@ def recover(store: memoryd.StoreHandle, effects: Path) -> None:
     system.stop()
 
 
+def left(store: memoryd.StoreHandle, effects: Path) -> None:
+    """Leave a run pending while this process lives on: a call with request id ``job``
+    is cancelled in its LLM call after its first tool step; the system stops (its
+    instance lease is free) and the process waits with the run's lease still its own."""
+
+    def make(key: str) -> memoryd.Agent:
+        model = stepping_model(2)
+
+        class Slow:  # the reply after the first step comes too late for the caller
+            def complete(self, sent: list[Any], *, tools: Any = None) -> Any:
+                return model.complete(sent, tools=tools)
+
+            async def acomplete(self, sent: list[Any], *, tools: Any = None) -> Any:
+                if sent[-1].get("role") == "tool":
+                    await asyncio.sleep(60)
+                return model.complete(sent, tools=tools)
+
+        return memoryd.Agent(llm=Slow(), memory=store, tools=[file_note_tool(effects, key)])
+
+    system = AgentSystem.start({"w": make}, store=store, name="left", recover="keep")
+
+    async def cancelled() -> None:
+        call = system.acall("w", "k0", "job 0", request_id="job")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(call, 2.0)
+
+    asyncio.run(cancelled())
+    system.stop()
+    print("left", flush=True)
+    threading.Event().wait()
+
+
 def share(store: memoryd.StoreHandle, effects: Path, count: int) -> None:
     pid = os.getpid()
 
@@ -105,6 +141,8 @@ def main(argv: list[str]) -> None:
         crash(store, effects, count)
     elif mode == "recover":
         recover(store, effects)
+    elif mode == "left":
+        left(store, effects)
     elif mode == "share":
         share(store, effects, count)
     else:

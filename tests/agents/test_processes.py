@@ -16,6 +16,8 @@ from memoryd.agents.lease import LEASE_PREFIX
 from memoryd.store.lmdb import keys
 from memoryd.store.lmdb.check import check_store
 from memoryd.store.requests import HIDDEN_PREFIX
+from tests.agents._agents import factory, file_note_tool, start, stepping_model
+from tests.agents._child import open_store
 from tests.agents._spawn import child
 from tests.helpers import wait_until
 from tests.server.daemon import Daemon
@@ -25,6 +27,16 @@ INSTANCES = 20
 
 @pytest.fixture(params=["lmdb", "remote", "redis"])
 def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _spec(request, tmp_path)
+
+
+@pytest.fixture(params=["remote", "redis"])
+def shared_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store two live processes can share (an LMDB directory is one process's)."""
+    return _spec(request, tmp_path)
+
+
+def _spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "lmdb":
         return f"lmdb:{tmp_path / 'data'}"
     if request.param == "remote":
@@ -103,3 +115,28 @@ def test_two_processes_over_one_daemon_never_run_one_instance_at_once(
     store = memoryd.connect(daemon.address, store=name)
     users = [m for m in store.get("w/shared") if m["role"] == "user"]
     assert len(users) == 10
+
+
+def test_a_request_id_whose_run_a_live_process_holds_runs_no_tool_again(
+    shared_spec: str, tmp_path: Path, systems: list[memoryd.agents.AgentSystem]
+) -> None:
+    """A process leaves the run of request id ``job`` pending after its first tool step
+    and lives on, holding the run's lease. The same request id called from another
+    process is refused, naming the process that holds it, and runs no tool: it ran the
+    run again from its input (the tool's side effect twice), then failed on the
+    journal with ConflictError."""
+    effects = tmp_path / "effects"
+    holder = child("left", shared_spec, str(effects))
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "left", holder.stderr
+        assert effects.read_text().splitlines() == ["k0 0"]
+        store = open_store(shared_spec)
+        agents = {"w": factory(store, lambda: stepping_model(2), file_note_tool(effects, "k0"))}
+        system = start(systems, agents, store=store)
+        with pytest.raises(ValueError, match="held by the live process"):
+            system.call("w", "k0", "job 0", request_id="job", timeout=30)
+        assert effects.read_text().splitlines() == ["k0 0"]
+    finally:
+        holder.kill()
+        holder.wait()
