@@ -16,7 +16,7 @@ from memoryd.agents.lease import LEASE_PREFIX
 from memoryd.store.lmdb import keys
 from memoryd.store.lmdb.check import check_store
 from memoryd.store.requests import HIDDEN_PREFIX
-from tests.agents._agents import factory, file_note_tool, start, stepping_model
+from tests.agents import _agents
 from tests.agents._child import open_store
 from tests.agents._spawn import child
 from tests.helpers import wait_until
@@ -132,8 +132,9 @@ def test_a_request_id_whose_run_a_live_process_holds_runs_no_tool_again(
         assert holder.stdout.readline().strip() == "left", holder.stderr
         assert effects.read_text().splitlines() == ["k0 0"]
         store = open_store(shared_spec)
-        agents = {"w": factory(store, lambda: stepping_model(2), file_note_tool(effects, "k0"))}
-        system = start(systems, agents, store=store)
+        note = _agents.file_note_tool(effects, "k0")
+        agents = {"w": _agents.factory(store, lambda: _agents.stepping_model(2), note)}
+        system = _agents.start(systems, agents, store=store)
         with pytest.raises(ValueError, match="held by the live process"):
             system.call("w", "k0", "job 0", request_id="job", timeout=30)
         assert effects.read_text().splitlines() == ["k0 0"]
