@@ -3,15 +3,17 @@
 `Calls.call` runs a call to a live, idle instance in the caller's thread (activating
 the instance first when it is down), and otherwise queues it on the instance's mailbox
 and waits for the instance's actor to answer, within the call's deadline. `Calls.acall`
-always goes through the actor, so an event loop never runs a turn. `Calls.resume`
-queues a pending run found by recovery.
+does the same on the caller's event loop (the turn a coroutine of the loop), never
+blocking it. A caller that wakes a down instance places its call once the instance is
+live; the calls made meanwhile wait for it to be placed, so they keep their order.
+`Calls.resume` queues a pending run found by recovery.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any
 
 import structlog
@@ -28,6 +30,30 @@ from memoryd.errors import AgentSystemStopped, CallTimeout
 __all__ = ["Calls"]
 
 log = structlog.get_logger(__name__)
+
+
+def _wake(slot: Slot) -> tuple[Future[None] | None, Future[None] | None]:
+    """Whether a caller about to place a call waits for another's wake of the instance
+    first (that wake, else None), or wakes it itself (its own wake, else None)."""
+    with slot.mutex:
+        if slot.waking is not None:
+            return slot.waking, None
+        if slot.state is State.DOWN and slot.idle:
+            waking: Future[None] = Future()
+            slot.waking = waking
+            return None, waking
+    return None, None
+
+
+def _woken(slot: Slot, waking: Future[None] | None) -> None:
+    """A waking caller's call is placed (or it gave up): the callers behind it go on,
+    in the order they came (a future's callbacks run in the order they were added)."""
+    if waking is None:
+        return
+    with slot.mutex:
+        if slot.waking is waking:
+            slot.waking = None
+    waking.set_result(None)
 
 
 class Calls:
@@ -69,9 +95,18 @@ class Calls:
         """`AgentSystem.call`: the run in this thread when the instance is live and idle."""
         deadline = self.deadline(timeout)
         slot = self._mailboxes.address(agent_type, key)
-        if slot.state is State.DOWN and slot.idle:
-            self._placement.ensure_live(slot, deadline)  # so the first call runs here too
-        slot, call, placed = self._mailboxes.submit(slot, input, request_id, deadline, inline=True)
+        addressed = slot
+        before, waking = _wake(slot)
+        if before is not None:  # another caller is waking the instance: it goes first
+            wait([before], timeout=_left(deadline))
+        try:
+            if waking is not None:
+                self._placement.ensure_live(slot, deadline)  # so the first call runs here too
+            slot, call, placed = self._mailboxes.submit(
+                slot, input, request_id, deadline, inline=True
+            )
+        finally:
+            _woken(addressed, waking)
         if placed is Placed.INLINE:
             actor = slot.actor
             assert actor is not None
@@ -95,9 +130,18 @@ class Calls:
         idle (`Agent.arun`), else through the instance's actor; never blocking the loop."""
         deadline = self.deadline(timeout)
         slot = self._mailboxes.address(agent_type, key)
-        if slot.state is State.DOWN and slot.idle:  # so the first call runs here too
-            await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
-        slot, call, placed = self._mailboxes.submit(slot, input, request_id, deadline, inline=True)
+        addressed = slot
+        before, waking = _wake(slot)
+        if before is not None:  # another caller is waking the instance: it goes first
+            await asyncio.wait([asyncio.wrap_future(before)], timeout=_left(deadline))
+        try:
+            if waking is not None:  # so the first call runs on this loop too
+                await asyncio.to_thread(self._placement.ensure_live, slot, deadline)
+            slot, call, placed = self._mailboxes.submit(
+                slot, input, request_id, deadline, inline=True
+            )
+        finally:
+            _woken(addressed, waking)
         if placed is Placed.INLINE:
             actor = slot.actor
             assert actor is not None

@@ -151,6 +151,8 @@ class Slot:
         results: Results of recent calls made with a request id, by run id (None until
             the first: most instances are never called with one).
         incarnations: How many incarnations were started.
+        waking: Set while a caller wakes the instance before placing its call (the
+            callers behind it wait on it, to be placed after it), else None.
     """
 
     agent_type: str
@@ -168,6 +170,7 @@ class Slot:
     lease: InstanceLease | None = None
     results: OrderedDict[str, RunResult] | None = None
     incarnations: int = 0
+    waking: Future[None] | None = None
 
     @property
     def idle(self) -> bool:

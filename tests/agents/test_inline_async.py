@@ -148,6 +148,26 @@ def test_async_calls_to_one_instance_run_one_at_a_time_in_arrival_order(
     assert users == ["warm", "a", "b", "c"]
 
 
+def test_async_calls_to_an_instance_that_is_down_keep_their_order(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """Twenty calls gathered on one loop to an instance not yet live: the first wakes it,
+    the others wait for its call to be placed, and all run in the order they were made
+    (each waited for the wake in a worker thread, and was placed as those threads ended:
+    in five rounds out of five the first call ran last)."""
+    system = start(systems, {"w": factory(store, lambda: stepping_model(0))}, store=store)
+
+    async def calls(key: str) -> list[str]:
+        made = [system.acall("w", key, f"m{n}") for n in range(20)]
+        return [result.text for result in await asyncio.gather(*made)]
+
+    for round_ in range(3):
+        key = f"k{round_}"
+        assert asyncio.run(calls(key)) == [f"done 0 for m{n}" for n in range(20)]
+        users = [m["content"] for m in store.get(f"w/{key}") if m["role"] == "user"]
+        assert users == [f"m{n}" for n in range(20)]
+
+
 def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
