@@ -284,6 +284,14 @@ def _resolve_journal(journal: Any, provider: MemoryProvider | None) -> RunJourna
     return RunJournal(lambda: store_of(provider))  # type: ignore[arg-type,return-value]
 
 
+async def _outlast(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, however often the task is cancelled meanwhile (the
+    caller raises its cancellation afterwards); its outcome stays in it."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([future])
+
+
 class Agent(SessionMethods):
     """An LLM agent with tools and conversation memory.
 
@@ -512,20 +520,53 @@ class Agent(SessionMethods):
         with run_active(check_run_id(run_id)):
             record = journal.load(run_id)
             journal.check_orphaned(record, running_here=False)  # marked active just above
-            cid = record.conversation_id
-            with conversation_lock(self._lock_key(cid)):
-                journal.claim(record)
-                store = store_of(self.provider)
-                if store is not None:
-                    for event in store.events(cid, after=record.base_version):
-                        if event.idempotency_key == run_id:  # crashed after its commit
-                            journal.discard(run_id)
-                            return self._result(run_id, cid, record.messages, event.version)
-                base, history = self._load(cid)
-                log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
-                turn = msgs.check(record.messages, max_bytes=None)  # read back from the store
-                run = _Run(run_id, cid, base, record.inputs, self._session_of(cid))
-                return self._drive(run, history, turn)
+            with conversation_lock(self._lock_key(record.conversation_id)):
+                done = self._claimed(journal, record)
+                if isinstance(done, RunResult):
+                    return done
+                return self._drive(*done)
+
+    async def aresume(self, run_id: str) -> RunResult:
+        """`resume` as a coroutine: the rest of the run goes on as `arun` runs one, on
+        the loop, and a cancelled resume stops as a cancelled run does (its journal
+        stays pending, with the steps it recorded).
+
+        Args:
+            run_id: The run id (from `pending_runs`).
+
+        Returns:
+            The result.
+
+        Raises:
+            The errors of `resume`.
+        """
+        journal = self._need_journal("resume")
+        with run_active(check_run_id(run_id)):
+            record = await asyncio.to_thread(journal.load, run_id)
+            journal.check_orphaned(record, running_here=False)  # marked active just above
+            async with conversation_lock(self._lock_key(record.conversation_id)):
+                done = await asyncio.to_thread(self._claimed, journal, record)
+                if isinstance(done, RunResult):
+                    return done
+                return await self._adrive(*done)
+
+    def _claimed(
+        self, journal: RunJournal, record: RunRecord
+    ) -> RunResult | tuple[_Run, list[Message], CheckedMessages]:
+        """Claim a pending run to resume it (under its conversation's lock): its result
+        when it had committed its turn before it stopped, else what drives the rest."""
+        journal.claim(record)
+        run_id, cid = record.run_id, record.conversation_id
+        store = store_of(self.provider)
+        if store is not None:
+            for event in store.events(cid, after=record.base_version):
+                if event.idempotency_key == run_id:  # crashed after its commit
+                    journal.discard(run_id)
+                    return self._result(run_id, cid, record.messages, event.version)
+        base, history = self._load(cid)
+        log.info("run_resumed", run_id=run_id, conversation=cid, steps=len(record.messages))
+        turn = msgs.check(record.messages, max_bytes=None)  # read back from the store
+        return _Run(run_id, cid, base, record.inputs, self._session_of(cid)), history, turn
 
     # -- internals -------------------------------------------------------------------------
 
@@ -606,6 +647,9 @@ class Agent(SessionMethods):
         except Exception as exc:
             self._failed(run.run_id, exc)
             raise
+        except BaseException:
+            self._stopped(run.run_id)
+            raise
         return self._finish(run, turn, version)
 
     async def _adrive(self, run: _Run, history: list[Message], turn: CheckedMessages) -> RunResult:
@@ -617,6 +661,9 @@ class Agent(SessionMethods):
             version = None if self.provider is None else await self._acommit_whole(run, turn)
         except Exception as exc:
             await asyncio.to_thread(self._failed, run.run_id, exc)
+            raise
+        except BaseException:
+            self._stopped(run.run_id)
             raise
         if run.session is not None:  # its memo is written to the store
             return await asyncio.to_thread(self._finish, run, turn, version)
@@ -648,6 +695,14 @@ class Agent(SessionMethods):
                 f"({type(journal_exc).__name__}): it stays pending until this process "
                 "drops it at its next run on this store, once the store takes writes again"
             )
+
+    def _stopped(self, run_id: str) -> None:
+        """A run stopped from outside (``KeyboardInterrupt``, a cancelled task): what it
+        journaled stays pending for a resume, and nothing of it is kept in this process
+        (the same run id run again is refused as pending, as from any other process;
+        it was taken for the live run and wrote on in its journal)."""
+        if self._journal is not None:
+            self._journal.forget(run_id)
 
     def _drop_undropped(self) -> None:
         """Drop the journals of this store's failed runs that could not be dropped then
@@ -683,12 +738,15 @@ class Agent(SessionMethods):
         try:
             return await asyncio.shield(commit)
         except asyncio.CancelledError:
-            while not commit.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait([commit])
-            committed = not commit.cancelled() and commit.exception() is None
-            if committed and self._journal is not None:
-                self._journal.forget(run.run_id)  # its journal was cleared with the turn
+            await _outlast(commit)
+            if not commit.cancelled() and commit.exception() is None:
+                # committed: the run is finished as any committed run is (its journal
+                # cleared with the turn, its session's window and memo caught up)
+                if run.session is None:
+                    self._finish(run, turn, commit.result())
+                else:
+                    finishing = asyncio.to_thread(self._finish, run, turn, commit.result())
+                    await _outlast(asyncio.ensure_future(finishing))
             raise
 
     async def _acommit(self, run: _Run, turn: CheckedMessages) -> int | None:
@@ -830,10 +888,32 @@ class Agent(SessionMethods):
 
     @staticmethod
     async def _asettle(run: _Run) -> None:
-        """`_settle` on an event loop."""
-        writing, run.writing = run.writing, None
-        if writing is not None:
+        """`_settle` on an event loop. A wait that is cancelled leaves the write to
+        be waited for again (`_asettle_anyway`)."""
+        writing = run.writing
+        if writing is None:
+            return
+        try:
             await writing.wait_async()
+        except asyncio.CancelledError:
+            raise  # the write goes on: the run's cleanup waits for it
+        except BaseException:
+            run.writing = None
+            raise
+        run.writing = None
+
+    async def _asettle_anyway(self, run: _Run) -> None:
+        """The last step's write waited for to its outcome however often the run's
+        task is cancelled meanwhile (the write ends by the store's deadline), so a
+        stopped run is pending or never journaled by the time its error is raised; a
+        failed write is logged (the run's own error matters more)."""
+        while run.writing is not None:
+            try:
+                await self._asettle(run)
+            except asyncio.CancelledError:
+                continue
+            except Exception as exc:
+                log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
 
     async def _aboundary(self, run: _Run, *, tool: bool) -> None:
         """`_boundary` on an event loop (a due lease renewal is written from a worker
@@ -852,19 +932,21 @@ class Agent(SessionMethods):
         """`_loop` on an event loop: drive `_steps` with `_aeffect`."""
         steps = self._steps(run, history, turn)
         try:
-            effect = next(steps)
-            while True:
-                effect = steps.send(await self._aeffect(run, effect))
-        except StopIteration as done:
-            turn = done.value
-            await self._asettle(run)
-        except BaseException:
-            steps.close()
             try:
-                await self._asettle(run)
-            except Exception as exc:  # the run's own error matters more
-                log.warning("run_journal_failed", run_id=run.run_id, error=str(exc))
-            raise
+                effect = next(steps)
+                while True:
+                    effect = steps.send(await self._aeffect(run, effect))
+            except StopIteration as done:
+                turn = done.value
+            except BaseException:
+                steps.close()
+                await self._asettle_anyway(run)
+                raise
+            try:
+                await self._asettle(run)  # the last step's write
+            except asyncio.CancelledError:
+                await self._asettle_anyway(run)
+                raise
         finally:
             self._end_kept(run)
         return turn

@@ -37,7 +37,7 @@ import enum
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -128,6 +128,15 @@ class Call:
         assert future is not None, "only a queued call or one left to the actor is answered"
         with contextlib.suppress(InvalidStateError):
             future.set_exception(error)
+
+
+class _Resume(enum.Enum):
+    """How a call's run is resumed before it runs (`Instance._look_up`)."""
+
+    MUST = "must"
+    """A resume asked for (recovery): its errors are the call's."""
+    IF_PENDING = "if pending"
+    """A request id or a call started before: resumed if its journal is pending."""
 
 
 @dataclass(slots=True, eq=False)
@@ -448,16 +457,26 @@ class Instance(SupervisedActor):
         return self._kept(call, agent.run(call.input, conversation_id=slot.cid, run_id=call.run_id))
 
     async def _aexecute(self, call: Call) -> RunResult:
-        """`_execute` on an event loop."""
+        """`_execute` on an event loop: what may block before the run (the lease, a
+        request id's lookup) runs in a worker thread, and a resume on the loop, as the
+        run does (so a cancelled call stops it, and it stays pending)."""
         if self._prepares(call):
-            done = await asyncio.to_thread(self._prepare, call)
-            if done is not None:
-                return done
-        agent, slot = self._agent, self._slot
-        assert agent is not None
+            step = await asyncio.to_thread(self._look_up, call)
+            if isinstance(step, RunResult):
+                return step
+            if step is not None:
+                done = await self._resumed(call, step, self._agent_now().aresume(call.run_id))
+                if done is not None:
+                    return done
+        agent, slot = self._agent_now(), self._slot
         call.started = True
         result = await agent.arun(call.input, conversation_id=slot.cid, run_id=call.run_id)
         return self._kept(call, result)
+
+    def _agent_now(self) -> Agent:
+        agent = self._agent
+        assert agent is not None
+        return agent
 
     def _prepares(self, call: Call) -> bool:
         """True when `_prepare` has something to do (else a fresh run follows at once)."""
@@ -472,8 +491,41 @@ class Instance(SupervisedActor):
         """What comes before a fresh run: the instance's lease, and a call's earlier
         outcome. Returns the call's result when no fresh run is needed (a resume, a
         request id answered before, a run recorded by an earlier attempt)."""
-        agent, slot = self._agent, self._slot
-        assert agent is not None
+        step = self._look_up(call)
+        if step is None or isinstance(step, RunResult):
+            return step
+        agent = self._agent_now()
+        try:
+            result = agent.resume(call.run_id)
+        except UnknownRun:
+            if step is _Resume.MUST:
+                raise
+            return None
+        return self._resumed_result(call, step, result)
+
+    async def _resumed(
+        self, call: Call, step: _Resume, resuming: Coroutine[Any, Any, RunResult]
+    ) -> RunResult | None:
+        """`_prepare`'s resume, awaited on the loop."""
+        try:
+            result = await resuming
+        except UnknownRun:
+            if step is _Resume.MUST:
+                raise
+            return None
+        return self._resumed_result(call, step, result)
+
+    def _resumed_result(self, call: Call, step: _Resume, result: RunResult) -> RunResult:
+        if step is _Resume.MUST:
+            return result
+        self._host.count("resumed")
+        return self._kept(call, result)
+
+    def _look_up(self, call: Call) -> RunResult | _Resume | None:
+        """Take the instance's lease, then find a call's earlier outcome: its result
+        (a request id answered before), whether its run is to be resumed (`_Resume`),
+        or None (a fresh run)."""
+        agent, slot = self._agent_now(), self._slot
         store = store_of(agent.provider)
         if store is not None and (slot.lease is None or not slot.lease.held):
             lease = InstanceLease(store, slot.cid, lease_s=self._host.lease_s)
@@ -482,7 +534,7 @@ class Instance(SupervisedActor):
         if call.resume:
             self._host.count("resumed")
             log.info("instance_run_resumed", instance=slot.name, run_id=call.run_id)
-            return agent.resume(call.run_id)
+            return _Resume.MUST
         if call.request_id is not None:
             done = slot.results.get(call.run_id) if slot.results is not None else None
             if done is None and store is not None and not call.started:
@@ -490,16 +542,11 @@ class Instance(SupervisedActor):
             if done is not None:
                 return done
         if (call.started or call.request_id is not None) and agent.keeps_journal:
-            try:
-                # A run a live process holds (another process, still inside its lease)
-                # raises ValueError naming it: running it again from its input here
-                # would run its recorded tools a second time.
-                result = agent.resume(call.run_id)
-            except UnknownRun:
-                pass  # nothing recorded yet: no tool ran, run it from its input
-            else:
-                self._host.count("resumed")
-                return self._kept(call, result)
+            # A run recorded by an earlier attempt goes on from its journal (nothing
+            # recorded: a fresh run). One a live process holds (another process, still
+            # inside its lease) raises ValueError naming it: run again from its input
+            # here, its recorded tools would run a second time.
+            return _Resume.IF_PENDING
         return None
 
     def _kept(self, call: Call, result: RunResult) -> RunResult:

@@ -211,3 +211,52 @@ def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
     assert calls == ["0", "1", "1", "2"]  # the cancelled tool ran again, the recorded one not
     assert store.version("w/k") == 2
     assert system.pending_runs() == []
+
+
+def test_a_cancelled_call_that_resumes_its_run_stops_it_and_leaves_it_pending(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """A call with a request id is cancelled in its second tool, and so is the call that
+    resumes it, in the same tool: the resume stops there (it ran on in a worker thread,
+    so the instance looked idle while a run went on, and the loop's exit waited for
+    it), the run is pending, and a third call finishes it with each recorded tool once."""
+    calls: list[str] = []
+    hanging: list[asyncio.Event] = []  # armed by the scenario before each cancelled call
+
+    @memoryd.tool
+    async def note(n: int) -> str:
+        """Note a step.
+
+        Args:
+            n: The step.
+        """
+        calls.append(str(n))
+        if n == 1 and hanging:
+            hanging.pop().set()
+            await asyncio.Event().wait()
+        return f"noted {n}"
+
+    system = start(systems, {"w": factory(store, lambda: stepping_model(3), note)}, store=store)
+    system.call("w", "k", "warm")
+    calls.clear()
+
+    async def cancelled() -> None:
+        started = asyncio.Event()
+        hanging.append(started)
+        running = asyncio.ensure_future(system.acall("w", "k", "job", request_id="r1"))
+        await started.wait()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    async def scenario() -> str:
+        await cancelled()
+        await cancelled()  # this one resumes the run, and is cancelled in the same tool
+        assert len(system.pending_runs()) == 1
+        assert [i.running for i in system.instances()] == [False]
+        assert store.version("w/k") == 1
+        return (await system.acall("w", "k", "job", request_id="r1")).text
+
+    assert asyncio.run(scenario()) == "done 3 for job"
+    assert calls == ["0", "1", "1", "1", "2"]
+    assert system.pending_runs() == []
