@@ -45,11 +45,12 @@ from typing import Any, Protocol
 import pykka
 import structlog
 
+from memoryd._deadline import bounded
 from memoryd.agent.agent import Agent, RunResult
 from memoryd.agent.memory import store_of
 from memoryd.agents.building import build_agent
 from memoryd.agents.lease import InstanceLease
-from memoryd.errors import RunInterrupted, UnknownRun
+from memoryd.errors import RunInterrupted, StoreUnavailable, UnknownRun
 from memoryd.store.handle import StoreHandle
 from supervisors import Exit, Inbox, SupervisedActor
 
@@ -245,25 +246,36 @@ def nudge(slot: Slot) -> bool:
 class _InlineRun:
     """The ``with`` block of a call its caller runs (`Instance.run_inline`, and
     `Instance.arun_inline` across its awaits): the call's deadline and the call chain
-    are set for the block, and on the way out the inbox goes back to the actor. A run
-    stopped at a step boundary (`RunInterrupted`) ends the block quietly, left to the
-    actor; anything else the block raises goes through (a run's error, or what
+    are set for the block, and on the way out the inbox goes back to the actor.
+
+    The call's deadline bounds the store calls made in the block too
+    (`memoryd._deadline.bounded`): a store that stops answering holds the caller up to
+    its own deadline, not the store's. A run stopped at a step boundary
+    (`RunInterrupted`), or by a store call its deadline cut short, ends the block
+    quietly, left to the actor (which goes on from its journal, with the store's own
+    deadline); anything else the block raises goes through (a run's error, or what
     interrupted the caller), the call finished."""
 
-    __slots__ = ("_call", "_instance", "_token")
+    __slots__ = ("_bound", "_call", "_instance", "_token")
 
     def __init__(self, instance: Instance, call: Call) -> None:
         self._instance = instance
         self._call = call
+        self._bound = bounded(call.deadline)
 
     def __enter__(self) -> None:
         call, instance = self._call, self._instance
         instance._inline_deadline = call.deadline
         self._token = call_chain.set((*call.chain, instance._slot.name))
+        self._bound.__enter__()
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        self._bound.__exit__(None, None, None)
         call_chain.reset(self._token)
-        left = kind is not None and issubclass(kind, RunInterrupted)
+        left = kind is not None and (
+            issubclass(kind, RunInterrupted)
+            or (issubclass(kind, StoreUnavailable) and time.monotonic() >= self._call.deadline)
+        )
         self._instance._give_back(self._call, finished=not left)
         return left  # a stopped run is not an error: its caller waits on the future
 
@@ -535,9 +547,12 @@ class Instance(SupervisedActor):
             self._host.count("resumed")
             log.info("instance_run_resumed", instance=slot.name, run_id=call.run_id)
             return _Resume.MUST
-        if call.request_id is not None:
+        if call.request_id is not None or call.started:
+            # A call started in its caller's thread may have sent its commit before it
+            # was left here (a store call its deadline cut short): found committed, it
+            # is not run again from its input (its journal went with the commit).
             done = slot.results.get(call.run_id) if slot.results is not None else None
-            if done is None and store is not None and not call.started:
+            if done is None and store is not None:
                 done = _committed(store, slot.cid, call.run_id)
             if done is not None:
                 return done

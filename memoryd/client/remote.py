@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
+from memoryd._deadline import until
 from memoryd._ids import IdSource
 from memoryd.client import _answers as answers
 from memoryd.client.calls import DaemonCaller, parse_address
@@ -282,8 +283,13 @@ class RemoteStore(StoreHandle):
         if self._closed:
             raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
         return self._daemon.call(
-            method, path, timeout=self.timeout + wait_s, retry=retry, params=params, body=body
+            method, path, timeout=self._timeout() + wait_s, retry=retry, params=params, body=body
         )
+
+    def _timeout(self) -> float:
+        """A call's deadline in seconds from now: ``timeout``, or the caller's sooner one
+        (`memoryd._deadline.bounded`)."""
+        return until(self.timeout) - time.monotonic()
 
     def _read(
         self,
@@ -359,7 +365,7 @@ class RemoteStore(StoreHandle):
                             f"this handle on store {self.name!r} was closed or stopped"
                         )
                     answer = self._daemon.call(
-                        "POST", path, timeout=self.timeout, retry=True, content=content
+                        "POST", path, timeout=self._timeout(), retry=True, content=content
                     )
                     return answers.version(answer, f"POST {path}")
         return super().add(
@@ -453,7 +459,7 @@ class RemoteStore(StoreHandle):
             if self._closed:
                 raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
             try:
-                answer = self._daemon.call("GET", path, timeout=self.timeout, retry=True)
+                answer = self._daemon.call("GET", path, timeout=self._timeout(), retry=True)
             except UnknownStore:
                 if not self._empty_when_missing:
                     raise

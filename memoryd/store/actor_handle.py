@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import pykka
 
+from memoryd._deadline import until
 from memoryd.errors import NotWritten, StoreUnavailable, WriteTimeout
 from memoryd.store import lookup, requests
 from memoryd.store.actor import Submission, submit
@@ -111,7 +112,7 @@ class ActorStoreHandle(StoreHandle):
 
     def _write(self, request: WriteRequest) -> Any:
         self._refuse(request)
-        return self._write_until(request, time.monotonic() + self.call_timeout_s)
+        return self._write_until(request, until(self.call_timeout_s))
 
     def _write_until(
         self,
@@ -159,14 +160,14 @@ class ActorStoreHandle(StoreHandle):
         try:
             self._refuse(request)
             posted = self._post(
-                request, time.monotonic() + self.call_timeout_s, Reply(in_turn=False)
+                request, until(self.call_timeout_s), Reply(in_turn=False)
             )
         except Exception as exc:  # nothing was sent: result() raises it
             return PendingWrite.failed(request, exc)
 
         def wait() -> Any:
             posted[1].join_turns()
-            return self._write_until(request, time.monotonic() + self.call_timeout_s, posted)
+            return self._write_until(request, until(self.call_timeout_s), posted)
 
         return PendingWrite(request, wait)
 
@@ -233,7 +234,7 @@ class ActorStoreHandle(StoreHandle):
         """Hand ``request`` to the running loop's link; the reply (None when nothing was
         sent: no live actor) and the write's deadline."""
         self._refuse(request)
-        deadline = time.monotonic() + self.call_timeout_s
+        deadline = until(self.call_timeout_s)
         ref = whereis(self.name)
         if ref is not None:
             loop = asyncio.get_running_loop()

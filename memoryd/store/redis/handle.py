@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import redis
 
+from memoryd._deadline import until
 from memoryd.errors import EngineClosed, StorageError, StoreUnavailable
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
@@ -188,7 +189,7 @@ class RedisStore(ActorStoreHandle):
                 for the whole call timeout.
             StorageError: Redis refused the command.
         """
-        deadline = time.monotonic() + self.call_timeout_s
+        deadline = until(self.call_timeout_s)
         while True:
             engine: RedisEngine = self._engine(deadline)
             try:
