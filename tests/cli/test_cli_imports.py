@@ -140,6 +140,7 @@ _COMMAND_LINE = frozenset(
     {
         "memoryd",
         "memoryd._after_import",
+        "memoryd._deadline",
         "memoryd._event_kinds",
         "memoryd._json_values",
         "memoryd._lazy",
