@@ -140,7 +140,6 @@ _COMMAND_LINE = frozenset(
     {
         "memoryd",
         "memoryd._after_import",
-        "memoryd._deadline",
         "memoryd._event_kinds",
         "memoryd._json_values",
         "memoryd._lazy",
@@ -164,6 +163,7 @@ _COMMAND_LINE = frozenset(
 
 _READ_THROUGH_A_DAEMON = _COMMAND_LINE | frozenset(
     {
+        "memoryd._deadline",
         "memoryd._ids",
         "memoryd.client",
         "memoryd.client._answers",
