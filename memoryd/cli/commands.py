@@ -161,14 +161,16 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
     timeout = getattr(args, "timeout", None) or (
         FOLLOW_PATIENCE_S if getattr(args, "follow", False) else 10.0
     )
-    # a mistyped --store is said, not read as an empty store
+    # A mistyped --store is said, not read as an empty store; but an import is a write
+    # (the first write creates the store) whose first calls are reads (is each
+    # conversation held already?), which must read a store the daemon never had as empty.
     return client.connect(
         address,
         token=token,
         store=name,
         timeout=timeout,
         wire="msgpack" if args.command in _BULK_COMMANDS else "json",
-        empty_when_missing=False,
+        empty_when_missing=args.command == "import",
     )
 
 

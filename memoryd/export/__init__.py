@@ -22,22 +22,25 @@ lines are checked for their conversation id and version only, not decoded, so
 re-importing a file that is fully present writes nothing and costs little more than
 reading it. The other conversations are decoded and checked, kept decoded up to 16 MiB
 of lines (past that, read again when written), and written exactly as they are, with
-`StoreHandle.import_events`, in chunks of at most 1,000 events: same versions,
-kinds, messages, commit timestamps, idempotency keys and data, ``forked``,
-``memo`` and ``compacted`` events included. Importing is idempotent: events
-already in the store identically are skipped, so a conversation imported before
-is left alone (``present``), a new one (or one holding no messages, for a log that
-starts with a cleared marker) is written (``imported``), and one whose log differs
-from the file's, or runs past it, is reported as a conflict (``reasons`` says why) and
-not touched. A log starting with a cleared marker is refused over a conversation
-whose log holds memos or summaries, which the marker would delete.
+`StoreHandle.import_events`, in chunks of at most 1,000 events and 8 MiB of lines
+(well under a daemon's request body limit): same versions, kinds, messages, commit
+timestamps, idempotency keys and data, ``forked``, ``memo`` and ``compacted`` events
+included. Importing is idempotent: events already in the store identically are
+skipped, so a conversation imported before is left alone (``present``), a new one (or
+one holding no messages, for a log that starts with a cleared marker) is written
+(``imported``), and one whose log differs from the file's, or runs past it, is reported
+as a conflict (``reasons`` says why) and not touched. A log starting with a cleared
+marker is refused over a conversation whose log holds memos or summaries, which the
+marker would delete.
 
 An export is a per-conversation cut (the header's ``"cut"``): each conversation's
 log is read whole at one moment, the conversations one after another; writes made
 meanwhile show in the conversations read after them. Run journals (``memoryd.run/``
 ids) are never exported, and an import refuses them. Every line of a conversation to
 import is checked as the target store's import will check it (message and data
-sizes, idempotency keys), so a file it would refuse is refused before any write.
+sizes, idempotency keys), so a file it would refuse is refused before any write; so is
+a line that gives its conversation id or version twice (JSON readers differ on which
+one counts).
 Conversations are written in parallel, so the global change feed (``tail``) keeps
 each conversation's order but not the interleaving of the source store.
 """

@@ -24,6 +24,7 @@ from memoryd.store.requests import (
 
 __all__ = [
     "CHUNK",
+    "CHUNK_BYTES",
     "CUT",
     "EXPORT_FORMAT",
     "EXPORT_SCHEMA",
@@ -44,6 +45,12 @@ the conversations read one after another while writers may go on writing (not on
 snapshot of the whole store)."""
 CHUNK = 1000
 """The most events of one conversation read, or written, at once."""
+CHUNK_BYTES = 8 * 2**20
+"""The most bytes of lines (as the file holds them) of one conversation an import writes
+at once. A chunk goes to a daemon as one request body, whose limit is 64 MiB: 8 MiB of
+JSON lines stay far under it in any wire encoding (msgpack, or JSON with its escapes,
+may take up to about 2.3 times a line's bytes). An event larger than this (one the
+store took, so within its limits) is written alone."""
 _EVENT_FIELDS = frozenset(
     {"conversation_id", "version", "kind", "messages", "timestamp", "idempotency_key", "data"}
 )

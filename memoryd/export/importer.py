@@ -123,8 +123,9 @@ def import_jsonl(
     without decoding its events, so re-importing a file that is fully present writes
     nothing and reads little more than the file's bytes. The other conversations'
     events are written exactly (`StoreHandle.import_events`), in chunks of at most
-    1,000 events, in order, and in parallel (one worker per conversation, so
-    concurrent writers share fsyncs).
+    1,000 events and 8 MiB of lines (so a long conversation of large messages goes to
+    a daemon in requests well under its body limit), in order, and in parallel (one
+    worker per conversation, so concurrent writers share fsyncs).
 
     Args:
         store: the target store.
@@ -136,7 +137,8 @@ def import_jsonl(
         What was imported, found present, or refused as a conflict.
 
     Raises:
-        ExportFormatError: a bad line (nothing has been written).
+        ExportFormatError: a bad line, such as one giving its conversation id or version
+            twice (nothing has been written).
     """
     scan = Scan(store)
     scan.read(path)  # check every line before the first write

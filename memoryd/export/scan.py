@@ -17,6 +17,7 @@ from memoryd.errors import ExportFormatError
 from memoryd.events import Event, EventKind
 from memoryd.export.format import (
     CHUNK,
+    CHUNK_BYTES,
     check_end,
     check_header,
     check_visible,
@@ -26,7 +27,7 @@ from memoryd.export.format import (
 from memoryd.store.handle import StoreHandle
 from memoryd.store.importing import same_event
 
-__all__ = ["Pending", "Scan", "chunks"]
+__all__ = ["Pending", "Scan", "chunk_ends", "chunks"]
 
 _HEAD = '{"conversation_id":'
 _VERSION = ',"version":'
@@ -40,13 +41,15 @@ read again from the file when they are written."""
 
 @dataclass(slots=True)
 class Pending:
-    """A conversation of the file to hand to the store: its events, or where they are."""
+    """A conversation of the file to hand to the store: its events, or where they are,
+    and where its chunks end (``ends``: the index past each chunk's last event)."""
 
     cid: str
     start: int
     first_line: int
     count: int
     events: list[Event] | None
+    ends: list[int]
 
 
 class Scan:
@@ -58,16 +61,28 @@ class Scan:
     and idempotency key): its other lines are only checked for their conversation id and
     version, not decoded. Any other conversation has every line decoded and checked, and
     is imported (continued, or refused as a conflict) exactly as it reads.
+
+    A line's conversation id and version are first read off its text (the first of each
+    key); decoded, a line holds the last of a key given twice. A line whose decoded id or
+    version is not the one read off its text is refused, naming the line, so the lines
+    are sorted and written by the values they are decoded to.
+
+    Args:
+        store: the target store.
+        chunk_bytes: the most bytes of lines of one conversation written at once
+            (`CHUNK_BYTES`); an event larger than this is written alone.
     """
 
-    def __init__(self, store: StoreHandle) -> None:
+    def __init__(self, store: StoreHandle, *, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.store = store
+        self.chunk_bytes = chunk_bytes
         self.pending: list[Pending] = []
         self.present: list[str] = []
         self._cached = 0
         self._seen: set[str] = set()
         self._cid: str | None = None
         self._lines: list[str] = []
+        self._sizes: list[int] = []  # the bytes of each of ``_lines`` in the file
         self._start = 0
         self._first_line = 0
         self._previous = 0
@@ -104,6 +119,7 @@ class Scan:
                             self._out_of_order(number, version)
                         self._previous = version
                         self._lines.append(text)
+                        self._sizes.append(len(raw))
                         counted += 1
                         continue
                 head = _head(text)
@@ -118,6 +134,7 @@ class Scan:
                     head = cid, event.version, ""
                 counted += 1
                 self._line(number, at, text, head)
+                self._sizes.append(len(raw))
             if number == 0:
                 raise ExportFormatError(1, "the file is empty")
             if not ended:
@@ -153,6 +170,7 @@ class Scan:
             self._finish()
             self._seen.add(cid)
             self._cid, self._lines, self._start, self._first_line = cid, [], at, number
+            self._sizes = []
         elif version != self._previous + 1:
             self._out_of_order(number, version)
         self._previous = version
@@ -160,29 +178,39 @@ class Scan:
 
     def _finish(self) -> None:
         """Sort the conversation just read: present, or to import (decoded and checked)."""
-        cid, lines = self._cid, self._lines
+        cid, lines, sizes = self._cid, self._lines, self._sizes
         if cid is None:
             return
-        self._cid, self._lines = None, []
+        self._cid, self._lines, self._sizes = None, [], []
+        last_version = self._previous  # the versions read off the lines' text run on by one
+        first_version = last_version - len(lines) + 1
         last_number = self._first_line + len(lines) - 1
         try:
-            _, last = parse_event(last_number, loads(lines[-1]))
+            found, last = parse_event(last_number, loads(lines[-1]))
         except ValueError:  # ExportFormatError too: reported below, in line order
             pass
         else:
-            if self._holds(cid, last):
+            if found == cid and last.version == last_version and self._holds(cid, last):
                 self.present.append(cid)
                 return
         limit = self.store.max_message_bytes
-        events = [
-            parse_event(number, parse_json(number, text), max_bytes=limit)[1]
-            for number, text in enumerate(lines, start=self._first_line)
-        ]
-        size = sum(len(text) for text in lines)
+        events: list[Event] = []
+        for number, text in enumerate(lines, start=self._first_line):
+            found, event = parse_event(number, parse_json(number, text), max_bytes=limit)
+            _check_read_as_scanned(number, (cid, first_version + len(events)), found, event)
+            events.append(event)
+        size = sum(sizes)
         keep = self._cached + size <= _CACHE_BYTES
         self._cached += size if keep else 0
         self.pending.append(
-            Pending(cid, self._start, self._first_line, len(events), events if keep else None)
+            Pending(
+                cid,
+                self._start,
+                self._first_line,
+                len(events),
+                events if keep else None,
+                chunk_ends(sizes, max_bytes=self.chunk_bytes),
+            )
         )
 
     def _holds(self, cid: str, last: Event) -> bool:
@@ -196,6 +224,50 @@ class Scan:
             and stored[0].timestamp == last.timestamp
             and stored[0].idempotency_key == last.idempotency_key
         )
+
+
+def _check_read_as_scanned(number: int, scanned: tuple[str, int], cid: str, event: Event) -> None:
+    """Refuse line ``number`` when, decoded, it is not of the conversation and version
+    read off its text (``scanned``): a key given twice, of which the text's reading took
+    the first and JSON keeps the last.
+
+    Raises:
+        ExportFormatError: naming the line and both readings.
+    """
+    if (cid, event.version) == scanned:
+        return
+    raise ExportFormatError(
+        number,
+        f"the line starts with conversation {scanned[0]!r} at version {scanned[1]}, but "
+        f"decoded it is conversation {cid!r} at version {event.version}: a key given twice "
+        "(JSON readers differ on which one counts); give each key once",
+    )
+
+
+def chunk_ends(sizes: list[int], *, max_bytes: int, max_events: int = CHUNK) -> list[int]:
+    """Where a conversation's chunks end: the index past each chunk's last line. Pure.
+
+    A chunk holds at most ``max_events`` lines and at most ``max_bytes`` bytes of them,
+    but always at least one line (a line larger than ``max_bytes`` goes alone).
+
+    Args:
+        sizes: the bytes of each line, in order.
+        max_bytes: the most bytes of a chunk.
+        max_events: the most lines of a chunk.
+
+    Returns:
+        The ends, ascending; the last is ``len(sizes)``.
+    """
+    ends: list[int] = []
+    start = held = 0
+    for index, size in enumerate(sizes):
+        if index > start and (index - start >= max_events or held + size > max_bytes):
+            ends.append(index)
+            start, held = index, 0
+        held += size
+    if sizes:
+        ends.append(len(sizes))
+    return ends
 
 
 def _head(text: str) -> tuple[str, int, str] | None:
@@ -223,21 +295,27 @@ def _head(text: str) -> tuple[str, int, str] | None:
 def chunks(
     path: str | Path, pending: list[Pending], *, max_bytes: int
 ) -> Iterator[tuple[Pending, list[Event]]]:
-    """Each pending conversation's events in chunks of at most ``CHUNK``, in file order;
-    those not kept decoded are read again from the file (and checked against
+    """Each pending conversation's events in the chunks `Scan` cut (`chunk_ends`: at most
+    ``CHUNK`` events and ``CHUNK_BYTES`` bytes of lines), in file order; those not kept
+    decoded are read again from the file one chunk at a time (and checked against
     ``max_bytes`` again, as `Scan` did)."""
     with open(path, "rb") as handle:
         for item in pending:
             events = item.events
             if events is None:
                 handle.seek(item.start)
-                events = [
-                    parse_event(
-                        number,
-                        parse_json(number, handle.readline().decode("utf-8")),
-                        max_bytes=max_bytes,
-                    )[1]
-                    for number in range(item.first_line, item.first_line + item.count)
-                ]
-            for at in range(0, len(events), CHUNK):
-                yield item, events[at : at + CHUNK]
+            at = 0
+            for end in item.ends:
+                if events is None:
+                    chunk = [
+                        parse_event(
+                            number,
+                            parse_json(number, handle.readline().decode("utf-8")),
+                            max_bytes=max_bytes,
+                        )[1]
+                        for number in range(item.first_line + at, item.first_line + end)
+                    ]
+                else:
+                    chunk = events[at:end]
+                yield item, chunk
+                at = end

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd import messages as msgs
-from memoryd._shown import described
-from memoryd.errors import InvalidMessage
+from memoryd._shown import described, shown
+from memoryd.errors import InvalidConversationId, InvalidMessage
 from memoryd.events import Event
 from memoryd.store._argument_checks import (
     HIDDEN_PREFIX,
@@ -143,6 +143,25 @@ def _checked_event(event: Any, index: int, max_bytes: int) -> Event:
     )
 
 
+def _outside_bookkeeping(cid: str, what: str) -> str:
+    """``cid`` (checked already) when it is outside memoryd's own bookkeeping space.
+
+    Messages written there would be lost unseen: listings, the change feed and exports
+    skip the space, and a clear there erases the whole log. memoryd's own writers (run
+    journals, leases) write there through `add` and `record`, which stay open to it.
+
+    Raises:
+        InvalidConversationId: ``cid`` starts with `HIDDEN_PREFIX`, naming ``what``.
+    """
+    if cid.startswith(HIDDEN_PREFIX):
+        raise InvalidConversationId(
+            f"{what} {shown(cid, 60)} starts with {HIDDEN_PREFIX!r}, memoryd's own "
+            "bookkeeping (run journals and leases), which listings, the change feed and "
+            "exports skip: choose another id (nothing was written)"
+        )
+    return cid
+
+
 # --------------------------------------------------------------------------- builders
 
 
@@ -229,8 +248,13 @@ def supersede_refused(cid: str, count: int) -> ValueError:
 
 
 def import_events(cid: str, events: Sequence[Event], *, max_bytes: int) -> Import:
-    """The request of `StoreHandle.import_events` (its checks and errors)."""
-    cid = msgs.validate_conversation_id(cid)
+    """The request of `StoreHandle.import_events` (its checks and errors).
+
+    Raises:
+        InvalidConversationId: a bad ``cid``, or one in memoryd's own bookkeeping space
+            (`HIDDEN_PREFIX`), which exports never hold.
+    """
+    cid = _outside_bookkeeping(msgs.validate_conversation_id(cid), "conversation id")
     if not isinstance(events, Sequence) or isinstance(events, str | bytes):
         raise ValueError(f"events must be a sequence of Event, not {type(events).__name__}")
     if not events:
@@ -263,9 +287,14 @@ def pop(cid: str) -> Pop:
 
 
 def fork(source: str, target: str, *, at_version: int | None) -> Fork:
-    """The request of `StoreHandle.fork` (its checks and errors)."""
+    """The request of `StoreHandle.fork` (its checks and errors).
+
+    Raises:
+        InvalidConversationId: a bad id, or a ``target`` in memoryd's own bookkeeping
+            space (`HIDDEN_PREFIX`), where the copy would be lost unseen.
+    """
     source = msgs.validate_conversation_id(source)
-    target = msgs.validate_conversation_id(target)
+    target = _outside_bookkeeping(msgs.validate_conversation_id(target), "fork target")
     if source == target:
         raise ValueError(f"cannot fork {source!r} into itself; pick another target id")
     return Fork(

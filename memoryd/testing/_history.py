@@ -3,12 +3,14 @@ and the conversation ids and messages it refuses, writing nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import memoryd
+from memoryd.store.requests import HIDDEN_PREFIX
 from memoryd.testing._messages import (
     assistant,
     assistant_calls,
@@ -253,6 +255,27 @@ class HistoryContract:
         with pytest.raises(memoryd.InvalidConversationId):
             call(store, cid)
         assert texts(store.get("ok")) == ["keep"]
+        assert len(store.tail()) == 1
+
+    @pytest.mark.parametrize(
+        "call",
+        [
+            pytest.param(lambda s, c: s.fork("ok", c), id="fork-target"),
+            pytest.param(lambda s, c: s.import_events(c, s.events("ok")), id="import"),
+        ],
+    )
+    def test_a_copy_into_memoryds_bookkeeping_space_is_refused(
+        self, store: Store, call: Callable[[Store, str], Any]
+    ) -> None:
+        """A fork into, or an import to, an id under memoryd's bookkeeping prefix
+        (``memoryd.run/``, which listings, the change feed and exports skip) raises
+        InvalidConversationId naming the prefix, and writes nothing."""
+        store.add("ok", [user("keep")])
+        hidden = f"{HIDDEN_PREFIX}copy"
+        with pytest.raises(memoryd.InvalidConversationId, match=re.escape(repr(HIDDEN_PREFIX))):
+            call(store, hidden)
+        assert (store.version(hidden), store.events(hidden)) == (0, [])
+        assert store.conversations(prefix=HIDDEN_PREFIX, include_empty=True) == []
         assert len(store.tail()) == 1
 
     @pytest.mark.parametrize("batch", BAD_MESSAGE_BATCHES)
