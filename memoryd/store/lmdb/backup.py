@@ -6,6 +6,13 @@ are never blocked. The copy is compacted (free pages dropped), fsynced, and its
 directory and the directory's parent are fsynced before ``backup`` returns.
 The copy gets its own identity file (`memoryd.store.lmdb.identity`), so the backup
 directory, put in place of a damaged store's directory, opens as that store.
+
+A store open in another process (a daemon) is copied through an environment of this
+process whose map is as large as the writer's may ever grow (`_COPY_MAP_BYTES`): LMDB
+refuses a read transaction whose snapshot reaches past the reader's own map
+(``MDB_MAP_RESIZED``), and a writer that grows the file during the copy would else fail
+the backup. Should it happen anyway (a writer that is no memoryd store), the copy is
+started again, a few times.
 """
 
 from __future__ import annotations
@@ -21,13 +28,19 @@ from memoryd import codec
 from memoryd.errors import EngineClosed, StorageError
 from memoryd.store import lookup
 from memoryd.store.lmdb import identity, keys, layout
-from memoryd.store.lmdb.check import not_regular
+from memoryd.store.lmdb.check import MAX_READERS, not_regular
+from memoryd.store.lmdb.config import DEFAULT_MAX_MAP_SIZE
 from memoryd.store.lmdb.dirlock import DATA_FILE, fsync_dir, make_dir
 from memoryd.store.lmdb.engine import LmdbEngine
 
 __all__ = ["backup"]
 
 _MAX_DBS = 16
+_COPY_MAP_BYTES = DEFAULT_MAX_MAP_SIZE
+"""The map of the environment a closed (or other process's) store is copied through: a
+store's map never grows past this, so its snapshots always fit. Read-only, it costs
+address space only; the file is never extended."""
+_COPY_ATTEMPTS = 3
 
 
 def _fsync(path: Path) -> None:
@@ -150,8 +163,23 @@ def _copy_closed(path: Path, target: Path) -> None:
         raise StorageError(f"{path} cannot be backed up: {'; '.join(odd)}")
     if not (path / DATA_FILE).exists():
         raise StorageError(f"{path} holds no LMDB data file; nothing to back up")
-    env = lmdb.open(str(path), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True)
-    try:
-        env.copy(str(target), compact=True)
-    finally:
-        env.close()
+    for attempt in range(1, _COPY_ATTEMPTS + 1):
+        env = lmdb.open(
+            str(path),
+            readonly=True,
+            max_dbs=_MAX_DBS,
+            create=False,
+            lock=True,
+            map_size=_COPY_MAP_BYTES,
+            max_readers=MAX_READERS,
+        )
+        try:
+            env.copy(str(target), compact=True)
+            return
+        except lmdb.MapResizedError:
+            if attempt == _COPY_ATTEMPTS:
+                raise
+            # a writer grew past even this map: a new environment maps the file as it is
+            (target / DATA_FILE).unlink(missing_ok=True)  # LMDB creates the copy exclusively
+        finally:
+            env.close()

@@ -13,6 +13,10 @@ ordinal of the conversation's live history, and each indexed conversation has ev
 one), and the identity file (`memoryd.store.lmdb.identity`).
 `check_directory` runs both on a data directory and on each named store under
 ``stores/``; ``memoryd check --data DIR`` prints its report.
+
+The check is offline: `check_directory` refuses a store that a process has open (its
+directory lock is held) with `AlreadyStarted`, and one that was written while it was
+checked, instead of reporting damage that is not there (see `check_directory`).
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ import lmdb
 from lmdb import verify as lmdb_verify
 
 from memoryd import codec
-from memoryd.errors import CorruptRecord
+from memoryd.errors import AlreadyStarted, CorruptRecord
 from memoryd.events import walk_back
 from memoryd.messages import is_system
 from memoryd.store.lmdb import identity, keys, layout
-from memoryd.store.lmdb.dirlock import DATA_FILE, LMDB_LOCK_FILE
+from memoryd.store.lmdb.dirlock import DATA_FILE, LMDB_LOCK_FILE, probe
 
 __all__ = [
     "DATA_FILE",
+    "MAX_READERS",
     "RESTORE_ADVICE",
     "StoreReport",
     "check_directory",
@@ -54,6 +59,12 @@ RESTORE_ADVICE = (
     "the backup are lost unless they are re-imported from an export (`memoryd import`)."
 )
 """What ``memoryd check`` says to do about damage."""
+
+MAX_READERS = 512
+"""The reader slots of an environment opened here, as `LmdbEngine` opens its own: the
+first process to open an environment sizes its reader table (``lock.mdb``) for every
+later one, so a check or backup opening it first with fewer slots would leave a store
+started meanwhile short of readers for its whole life."""
 
 _verify = cast(Callable[..., list[str]], lmdb_verify.verify)  # py-lmdb leaves it untyped
 _MAX_PROBLEMS = 50
@@ -136,20 +147,29 @@ def structure_problems(directory: Path) -> list[str]:
     return [p if p.startswith(str(path)) else f"{path}: {p}" for p in problems]
 
 
-def _meta_problems(path: Path) -> list[str]:
-    """The two meta pages must hold consecutive transaction ids (LMDB writes them in
-    turn), or the newer one's id is damaged and LMDB would open an older snapshot."""
+def _meta_txnids(path: Path) -> tuple[int, int] | str:
+    """The transaction ids of the two meta pages, or what keeps them from being read."""
     with open(path, "rb") as file:
         first = file.read(_TXNID_OFFSET + _META_TXNID.size)
         if len(first) < _TXNID_OFFSET + _META_TXNID.size:
-            return ["the first meta page is truncated"]
+            return "the first meta page is truncated"
         (psize,) = _META_PSIZE.unpack_from(first, _PSIZE_OFFSET)
         file.seek(psize)
         second = file.read(_TXNID_OFFSET + _META_TXNID.size)
     if len(second) < _TXNID_OFFSET + _META_TXNID.size:
-        return ["the second meta page is truncated"]
+        return "the second meta page is truncated"
     (txn0,) = _META_TXNID.unpack_from(first, _TXNID_OFFSET)
     (txn1,) = _META_TXNID.unpack_from(second, _TXNID_OFFSET)
+    return txn0, txn1
+
+
+def _meta_problems(path: Path) -> list[str]:
+    """The two meta pages must hold consecutive transaction ids (LMDB writes them in
+    turn), or the newer one's id is damaged and LMDB would open an older snapshot."""
+    txnids = _meta_txnids(path)
+    if isinstance(txnids, str):
+        return [txnids]
+    txn0, txn1 = txnids
     if abs(txn0 - txn1) != 1 and (txn0, txn1) != (0, 0):
         return [
             f"the meta pages hold transaction ids {txn0} and {txn1}, which are not "
@@ -181,7 +201,14 @@ def record_problems(
     report = report if report is not None else StoreReport(directory)
     known = _identity(directory, report)
     try:
-        env = lmdb.open(str(directory), readonly=True, max_dbs=_MAX_DBS, create=False, lock=True)
+        env = lmdb.open(
+            str(directory),
+            readonly=True,
+            max_dbs=_MAX_DBS,
+            create=False,
+            lock=True,
+            max_readers=MAX_READERS,
+        )
     except lmdb.Error as exc:
         report.problems.append(f"{directory / DATA_FILE} cannot be opened: {exc}")
         return report
@@ -512,7 +539,22 @@ def check_store(directory: Path, *, progress: Progress | None = None) -> StoreRe
 
 
 def check_directory(data: Path, *, progress: Progress | None = None) -> list[StoreReport]:
-    """Verify a data directory: its default store and every named store under ``stores/``.
+    """Verify a data directory offline: its default store and every named store under
+    ``stores/``.
+
+    A store in use is refused, not checked. The pages are read with plain file reads
+    (`structure_problems`, so a damaged page cannot abort the process in liblmdb), and a
+    writer rewrites free pages and moves the tree's root while they are read: a sound
+    store being written looks damaged (pages reachable twice, counts that disagree), and
+    the advice to restore a backup would lose every write since. Checking a snapshot
+    instead would mean handing the file to liblmdb (a compacted copy) before it is
+    known to be sound, and a second copy of the store on disk; the refusal names the two
+    commands that do it safely (`memoryd backup`, then `memoryd check` of the copy).
+    So a store whose directory lock a process holds is refused before anything is read,
+    and a store whose data file changed while it was checked (a store started meanwhile,
+    or a writer that takes no memoryd lock) is refused after: its findings are not kept.
+    The lock is only probed (`dirlock.probe`): a store starting during the check is not
+    kept from starting.
 
     Args:
         data: The data directory.
@@ -520,13 +562,67 @@ def check_directory(data: Path, *, progress: Progress | None = None) -> list[Sto
 
     Returns:
         One report per store found (none for an empty directory).
+
+    Raises:
+        AlreadyStarted: a store of ``data`` is open in a process (``owner_pid`` names it
+            when it can be read), or was written while it was checked.
     """
-    reports = []
+    directories: list[tuple[Path, str | None]] = []
     if (data / DATA_FILE).exists() or (data / identity.FILE_NAME).exists():
-        reports.append(check_store(data, progress=progress))
+        directories.append((data, None))
     stores = data / "stores"
     if stores.is_dir():
         for directory in sorted(stores.iterdir()):
             if directory.is_dir():
-                reports.append(check_store(directory, progress=progress))
+                directories.append((directory, directory.name))
+    for directory, name in directories:
+        _refuse_if_open(data, directory, name)
+    reports = []
+    for directory, name in directories:
+        before = _file_state(directory)
+        report = check_store(directory, progress=progress)
+        if _file_state(directory) != before:
+            _refuse_if_open(data, directory, name)
+            raise AlreadyStarted(
+                f"data directory {directory} was written while it was checked, so what the "
+                f"check read is no evidence either way. {_offline(data, name)}"
+            )
+        reports.append(report)
     return reports
+
+
+def _offline(data: Path, name: str | None) -> str:
+    """What to do instead of checking a live store."""
+    store = "" if name is None else f" --store {name}"
+    return (
+        "`memoryd check` verifies a store offline: stop the process using it, or check a "
+        f"backup: `memoryd backup --data {data}{store} DEST` (safe while it runs), then "
+        "`memoryd check --data DEST`"
+    )
+
+
+def _refuse_if_open(data: Path, directory: Path, name: str | None) -> None:
+    """Raise `AlreadyStarted` when a process holds ``directory``'s lock."""
+    held, pid = probe(directory)
+    if held:
+        who = "a process" if pid is None else f"process {pid}"
+        raise AlreadyStarted(
+            f"data directory {directory} is in use by {who} (a running store). "
+            f"{_offline(data, name)}",
+            owner_pid=pid,
+        )
+
+
+def _file_state(directory: Path) -> tuple[int, int, int, tuple[int, int] | str] | None:
+    """What changes when ``directory/data.mdb`` is written: its inode, size, mtime and
+    meta pages' transaction ids (a commit raises one); None when it is no regular
+    file (nothing is opened then: a FIFO would block)."""
+    path = directory / DATA_FILE
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        txnids = _meta_txnids(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, txnids

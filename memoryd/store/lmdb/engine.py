@@ -23,6 +23,7 @@ import os
 import threading
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -48,7 +49,9 @@ from memoryd.store.lmdb.reads import live_conversations
 __all__ = [
     "FULL_MARGIN_BYTES",
     "READER_CHECK_EVERY",
+    "TRUSTED_MAX",
     "LmdbEngine",
+    "forget_trusted",
     "free_space",
     "low_water",
     "out_of_space",
@@ -125,12 +128,40 @@ _CORE_DBS = (
 ``system`` index is not among them: a store last opened before it existed lacks it, and
 its conversations are read whole until written again)."""
 
-_trusted: dict[Path, tuple[int, int, int, int]] = {}
-"""Data files this process closed itself, by directory: inode, size, mtime and a CRC-32
-of the meta pages at close. A reopen of an unchanged file (a restart) skips the
-page-by-page verification."""
+_trusted: OrderedDict[Path, tuple[int, int, int, int]] = OrderedDict()
+"""Data files this process closed itself and has not reopened since, by directory, oldest
+close first: inode, size, mtime and a CRC-32 of the meta pages at close. A reopen of an
+unchanged file (a restart) skips the page-by-page verification. At most `TRUSTED_MAX`
+entries: an entry dropped only costs a full verification at the next open."""
 _trusted_lock = threading.Lock()
 _META_PAGES_BYTES = 1 << 16  # covers both meta pages at any page size LMDB uses
+
+TRUSTED_MAX = 1024
+"""The most closed data files whose signature is remembered (`_trusted`): more than a
+daemon's stores (``--max-stores``, 256 by default), so a restart skips verification
+unless over a thousand other stores closed since. Each entry costs about 600 bytes."""
+
+
+def _trust(path: Path, signature: tuple[int, int, int, int]) -> None:
+    """Remember the signature of the data file just closed in ``path``. Past
+    `TRUSTED_MAX`, entries of directories that are gone (stopped ephemeral stores) go
+    first, then the oldest."""
+    with _trusted_lock:
+        _trusted[path] = signature
+        _trusted.move_to_end(path)
+        if len(_trusted) <= TRUSTED_MAX:
+            return
+        for gone in [p for p in _trusted if not (p / check.DATA_FILE).exists()]:
+            del _trusted[gone]
+        while len(_trusted) > TRUSTED_MAX:
+            _trusted.popitem(last=False)
+
+
+def forget_trusted(path: Path) -> None:
+    """Drop what `_trusted` remembers of ``path`` (its directory is being removed)."""
+    with _trusted_lock:
+        _trusted.pop(path, None)
+
 
 _full_when_restarted: set[Path] = set()
 """Stores whose last incarnation was restarted by a full disk (a failed meta page write
@@ -157,9 +188,13 @@ def _refuse(path: Path, problem: str) -> CorruptRecord:
 
 
 def _check_structure(path: Path) -> None:
-    """Verify ``path/data.mdb`` page by page, unless this process closed it unchanged."""
+    """Verify ``path/data.mdb`` page by page, unless this process closed it unchanged.
+
+    The entry is taken out: the file is about to be written, and the next close puts
+    the new signature back.
+    """
     with _trusted_lock:
-        if _trusted.get(path) == _signature(path):
+        if _trusted.pop(path, None) == _signature(path):
             return
     problems = check.structure_problems(path)
     if problems:
@@ -646,7 +681,6 @@ class LmdbEngine:
         self._note_counters(force=True)
         try:
             self.env.close()
-            with _trusted_lock:
-                _trusted[self.path] = _signature(self.path)
+            _trust(self.path, _signature(self.path))
         finally:
             self._lock.release()

@@ -27,7 +27,7 @@ from memoryd.store.handle import INLINE_READ_LIMIT, WouldWait, would_wait
 from memoryd.store.lmdb import reads
 from memoryd.store.lmdb.actor import LmdbStoreActor
 from memoryd.store.lmdb.config import DEFAULT_MAP_SIZE, DEFAULT_MAX_MAP_SIZE, LmdbConfig
-from memoryd.store.lmdb.engine import LmdbEngine
+from memoryd.store.lmdb.engine import LmdbEngine, forget_trusted
 from memoryd.store.lmdb.layout import Dbs, meta_of
 from memoryd.store.spec import Backend, StoreSpec
 
@@ -247,8 +247,19 @@ class EphemeralStore(_LmdbHandle):
             raise
 
 
+class _EphemeralStoreActor(LmdbStoreActor):
+    """`LmdbStoreActor` in a directory of its own, removed once it has stopped for good."""
+
+    @classmethod
+    def discard(cls, config: LmdbConfig) -> None:
+        """Delete the directory, and what this process remembers of its data file: each
+        ephemeral store has a new directory, so the entry would never be read again."""
+        super().discard(config)
+        forget_trusted(config.path)
+
+
 LMDB = Backend(kind="lmdb", actor=LmdbStoreActor, handle=LmdbStore)
 """The durable LMDB backend: `LmdbStore` handles on `LmdbStoreActor` actors."""
 
-EPHEMERAL = Backend(kind="ephemeral", actor=LmdbStoreActor, handle=EphemeralStore)
+EPHEMERAL = Backend(kind="ephemeral", actor=_EphemeralStoreActor, handle=EphemeralStore)
 """The ephemeral backend: the same actor without fsync, in a directory deleted on stop."""
