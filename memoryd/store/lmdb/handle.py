@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memoryd._deadline import until
 from memoryd.errors import EngineBusy, EngineClosed
 from memoryd.events import Change, Event
 from memoryd.messages import DEFAULT_MAX_MESSAGE_BYTES
@@ -80,7 +81,7 @@ class _LmdbHandle(ActorStoreHandle):
             except (EngineClosed, EngineBusy):
                 raise WouldWait(f"store {self.name!r} is restarting or growing") from None
             return value
-        deadline = time.monotonic() + self.call_timeout_s
+        deadline = until(self.call_timeout_s)
         while True:
             engine = self._engine(deadline)
             try:
@@ -127,7 +128,7 @@ class _LmdbHandle(ActorStoreHandle):
     def _tail(self, after: int, limit: int, timeout: float) -> list[Change]:
         wait_until = time.monotonic() + timeout
         while True:
-            deadline = time.monotonic() + self.call_timeout_s
+            deadline = until(self.call_timeout_s)
             engine = self._engine(deadline)
             seen = engine.last_position
             try:
@@ -143,7 +144,7 @@ class _LmdbHandle(ActorStoreHandle):
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: conversations, events, map size, fsyncs, appends, batch size."""
-        deadline = time.monotonic() + self.call_timeout_s
+        deadline = until(self.call_timeout_s)
         while True:
             engine = self._engine(deadline)
             try:
