@@ -489,11 +489,17 @@ def backup(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+CHECK_IN_USE = 3
+"""The exit status of ``memoryd check`` on a store another process holds (nothing was
+checked): neither sound (0) nor damaged (1)."""
+
+
 def check(args: argparse.Namespace, out: Output) -> int:
     """Verify ``--data`` and its named stores offline: every page, every record.
 
     Returns:
-        The exit status: 0 when every store is sound, 1 when something is damaged.
+        The exit status: 0 when every store is sound, 1 when something is damaged,
+        `CHECK_IN_USE` when a process holds a store (nothing is checked then).
 
     Raises:
         ValueError: no ``--data``, or it is not a directory.
@@ -512,7 +518,17 @@ def check(args: argparse.Namespace, out: Output) -> int:
         sys.stderr.flush()
 
     on_terminal = sys.stderr.isatty()  # a bare count, as import's, for people only
-    reports = check_directory(root, progress=told if on_terminal else None)
+    try:
+        reports = check_directory(root, progress=told if on_terminal else None)
+    except AlreadyStarted as exc:
+        # Its own status: a script's `memoryd check || restore` must not restore a live
+        # store over the writes made since the backup.
+        if on_terminal:
+            sys.stderr.write("\n")
+        print(f"memoryd: AlreadyStarted: {exc}", file=sys.stderr)
+        if out.json:
+            out.emit({"sound": None, "in_use_by": exc.owner_pid}, lambda o: None)
+        return CHECK_IN_USE
     if on_terminal:
         sys.stderr.write("\n")
     sound = all(report.sound for report in reports)

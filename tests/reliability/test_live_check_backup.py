@@ -11,6 +11,7 @@ opened still succeeds and checks sound.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
+from memoryd.cli.commands import CHECK_IN_USE
 from memoryd.store.lmdb import backup as backup_module
 from memoryd.store.lmdb import check, dirlock
 from memoryd.store.lmdb.backup import backup
@@ -126,8 +128,8 @@ def test_check_of_a_store_a_process_writes_refuses_naming_it(
             check.check_directory(data)
         assert caught.value.owner_pid == pid
     done = run("check", "--data", str(data), "--json")
-    assert done.returncode == 1
-    assert done.stdout == ""  # no report: neither "sound" nor "DAMAGED"
+    assert done.returncode == CHECK_IN_USE  # neither sound (0) nor damaged (1)
+    assert json.loads(done.stdout) == {"sound": None, "in_use_by": pid}  # no report
     assert done.stderr.startswith(f"memoryd: AlreadyStarted: data directory {data} is in use")
     assert f"memoryd backup --data {data} DEST" in done.stderr
     assert "memoryd check --data DEST" in done.stderr
