@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memoryd._after_import",
             "memoryd._codec_msgpack",
             "memoryd._codec_runs",
+            "memoryd._deadline",
             "memoryd._event_kinds",
             "memoryd._event_records",
             "memoryd._ids",
