@@ -68,6 +68,7 @@ from memoryd.agent.memory import (
     base_version,
     check_provider_options,
     commit_turn,
+    committed_fresh,
     keep_turn,
     record_limit,
     resolve_memory,
@@ -88,8 +89,10 @@ from memoryd.kernel.kernel import (
     DEFAULT_MAX_TOOL_CALLS,
     Kernel,
     check_max_steps,
+    check_reply_size,
     message_text,
     oversized_result,
+    recordable_result,
 )
 from memoryd.kernel.memory import MemoryFilter
 from memoryd.kernel.tools import Tool
@@ -769,9 +772,11 @@ class Agent(SessionMethods):
                         then_clear=self._finished_journal(run),
                     )
                     try:
-                        return int(await target.submit(request))
+                        version = int(await target.submit(request))
                     except ConflictError:
                         pass
+                    else:
+                        return committed_fresh(version, target, run.cid, run.run_id, run.base)
         return await asyncio.to_thread(self._commit, run, turn)
 
     def _finished_journal(self, run: _Run) -> str | None:
@@ -1124,21 +1129,44 @@ class Agent(SessionMethods):
                     "for tools; nothing was stored. Raise max_steps or check the tools"
                 )
             reply = yield (_CHAT, history, self._shown(turn), context, step)
+            self._check_reply(run, reply)
             asked = len(turn)
             turn = turn.join(reply)
             unsaved = reply
             step += 1
 
-    def _recordable(self, result: ToolResult) -> CheckedMessages:
-        """A tool's result as the run records it, checked once: one larger than the
-        run's stores keep becomes an error result the model reads (`oversized_result`)."""
-        # a plain dict, checked here once (`result.message` is a builder's, checked too)
-        answer = {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
-        piece = msgs.check([answer], max_bytes=None)
+    def _record_limit(self) -> int | None:
+        """The largest message a run records (`record_limit`), known at first use (the
+        stores are known once the first run has its journal)."""
         limit = self._result_limit
-        if limit == _UNKNOWN:  # the stores are known once the first run has its journal
+        if limit == _UNKNOWN:
             journal = None if self._journal is None else self._journal.store
             limit = self._result_limit = record_limit(self.provider, journal)
+        return limit
+
+    def _check_reply(self, run: _Run, reply: CheckedMessages) -> None:
+        """Refuse a reply the run could not record (`check_reply_size`: larger than its
+        stores keep), before any of its tools runs: `LLMError`, nothing of it stored.
+        A session that records only some ``reply_keys`` of a final answer records less
+        than the reply: its commit checks what it records."""
+        if run.session is not None and run.session.reply_keys and not reply[0].get("tool_calls"):
+            return
+        check_reply_size(reply, self._record_limit())
+
+    def _recordable(self, result: ToolResult) -> CheckedMessages:
+        """A tool's result as the run records it, checked once: one larger than the
+        run's stores keep becomes an error result the model reads (`oversized_result`),
+        and one they refuse for what it holds (a lone surrogate) is made recordable
+        (`recordable_result`). The tool ran: a retry would run it again."""
+        # a plain dict, checked here once (`result.message` is a builder's, checked too)
+        answer = {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
+        try:
+            piece = msgs.check([answer], max_bytes=None)
+        except InvalidMessage as exc:
+            result = recordable_result(result, exc)
+            answer = {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
+            piece = msgs.check([answer], max_bytes=None)
+        limit = self._record_limit()
         size = piece.sizes[0]
         if limit is None or size <= limit:
             return piece

@@ -33,6 +33,7 @@ __all__ = [
     "base_version",
     "check_provider_options",
     "commit_turn",
+    "committed_fresh",
     "keep_turn",
     "resolve_memory",
     "store_of",
@@ -198,6 +199,46 @@ def keep_turn(prepared: Sequence[Message], turn: Sequence[Message]) -> list[Mess
     return [*head, *turn]
 
 
+def committed_fresh(
+    version: int, store: StoreHandle, cid: str, run_id: str, base_version: int | None
+) -> int:
+    """The version a turn's commit to a store handle returned, once it is known to
+    have stored this turn.
+
+    The commit is keyed by the run id and expects the version the run started from,
+    so a write of this turn makes exactly the next version: any other answer is the
+    store's answer to a repeated idempotency key, the version of a turn an earlier run
+    given the same run id committed, and this turn was not stored. Telling that from
+    the version alone costs no read.
+
+    Args:
+        version: What the store's ``add`` answered.
+        store: The store.
+        cid: The conversation.
+        run_id: The run id (the commit's idempotency key).
+        base_version: The version the run started from (None: nothing was expected).
+
+    Returns:
+        ``version``.
+
+    Raises:
+        ConflictError: The run id names a turn committed before (nothing was stored).
+    """
+    if base_version is None or version == base_version + 1:
+        return version
+    try:
+        actual = store.version(cid)
+    except Exception:  # the refusal matters more than the figure
+        actual = version
+    raise ConflictError(
+        f"run id {run_id!r} names a turn conversation {cid!r} holds already (committed at "
+        f"version {version}): a committed run's id is its turn's idempotency key, so this "
+        "run's turn was not stored. Give a new run a new run id (or none)",
+        expected=base_version,
+        actual=actual,
+    )
+
+
 def _already_committed(store: StoreHandle, cid: str, run_id: str, after: int) -> int | None:
     for event in store.events(cid, after=after):
         if event.idempotency_key == run_id:
@@ -249,8 +290,10 @@ def commit_turn(
     store handle, the version is compared right before its ``append`` (the agent's
     conversation lock makes that exact within one process). A commit the store
     already holds (same run id) is found and its version returned, so committing
-    twice writes once. What the Agent promises without these is in this module's
-    docstring.
+    twice writes once; but a run id whose turn was committed before the run started
+    names that turn, not this one: on a store handle its commit is refused
+    (`committed_fresh`), never answered with the other turn's version. What the Agent
+    promises without these is in this module's docstring.
 
     Args:
         provider: The memory provider.
@@ -268,47 +311,40 @@ def commit_turn(
         The conversation's version after the commit, or None when the memory keeps none.
 
     Raises:
-        ConflictError: The conversation changed since the run started.
+        ConflictError: The conversation changed since the run started, or (on a store
+            handle) the run id names a turn committed before it started; nothing stored.
     """
     store = store_of(provider)
+    batch: Sequence[Message] = ()
     try:
         if type(provider) is DefaultProvider:
             batch = provider.to_store(turn)
-            target, features = provider.store, provider.store_features
-            if batch and features.handle:
-                return int(
-                    target.add(
-                        cid,
-                        batch,
-                        idempotency_key=run_id,
-                        expected_version=base_version,
-                        then_clear=then_clear,
-                    )
-                )
-            if batch:
-                version = store_add(
-                    target,
-                    features,
+            if batch and provider.store_features.handle:  # one write, clearing the journal
+                added = provider.store.add(
                     cid,
                     batch,
                     idempotency_key=run_id,
                     expected_version=base_version,
-                )
+                    then_clear=then_clear,
+                )  # told from a repeated run id's answer below, outside this try
             else:
-                version = int(target.version(cid)) if features.version else base_version
+                added = None
         else:
-            version = _append_turn(
+            added = None
+        if added is None:
+            version = _commit_otherwise(
                 provider,
                 store,
                 cid,
                 turn,
+                batch,
                 run_id=run_id,
                 base_version=base_version,
                 options=options,
             )
-        if then_clear is not None and store is not None:
-            store.clear(then_clear)
-        return version
+            if then_clear is not None and store is not None:
+                store.clear(then_clear)
+            return version
     except ConflictError as exc:
         done = None
         if store is not None and base_version is not None:
@@ -324,3 +360,42 @@ def commit_turn(
             expected=exc.expected,
             actual=exc.actual,
         ) from exc
+    assert type(provider) is DefaultProvider
+    return committed_fresh(int(added), provider.store, cid, run_id, base_version)
+
+
+def _commit_otherwise(
+    provider: MemoryProvider,
+    store: StoreHandle | None,
+    cid: str,
+    turn: Sequence[Message],
+    batch: Sequence[Message],
+    *,
+    run_id: str,
+    base_version: int | None,
+    options: frozenset[str],
+) -> int | None:
+    """`commit_turn` but for a `DefaultProvider`'s one write to a store handle: a
+    `DefaultProvider`'s turn as its store keeps it (``batch``; empty: nothing to
+    write) written to another store, or another provider's append."""
+    if type(provider) is DefaultProvider:
+        target, features = provider.store, provider.store_features
+        if batch:
+            return store_add(
+                target,
+                features,
+                cid,
+                batch,
+                idempotency_key=run_id,
+                expected_version=base_version,
+            )
+        return int(target.version(cid)) if features.version else base_version
+    return _append_turn(
+        provider,
+        store,
+        cid,
+        turn,
+        run_id=run_id,
+        base_version=base_version,
+        options=options,
+    )

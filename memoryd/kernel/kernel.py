@@ -18,9 +18,10 @@ in memory only, for that invoke: a one-off leaves nothing in the store.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ import structlog
 from memoryd import messages as msgs
 from memoryd._ids import IdSource
 from memoryd._json_values import loads
+from memoryd._shown import shown
 from memoryd.errors import InvalidMessage, LLMError, StepLimitExceeded, ToolArgumentError
 from memoryd.kernel.context import Context
 from memoryd.kernel.filters import (
@@ -79,7 +81,12 @@ def render_result(value: Any) -> str:
         value: What the tool returned.
 
     Returns:
-        The text.
+        The text: JSON, or ``str(value)`` for a value JSON cannot encode.
+
+    Raises:
+        Exception: The value cannot be made text at all (nested past the recursion
+            limit, or a ``__str__`` that raises); the kernel answers the call with an
+            error result naming its type.
     """
     if isinstance(value, str):
         return value
@@ -89,29 +96,149 @@ def render_result(value: Any) -> str:
         return str(value)
 
 
+_LOGGED_CHARS = 200
+"""The most characters of a value the model made (a call id, a tool name, an error's
+text) that a log event shows: a reply may carry a megabyte of it."""
+
+
+def _logged(text: str) -> str:
+    """``text`` as a log event shows it: whole when short, else cut, with its length."""
+    if len(text) <= _LOGGED_CHARS:
+        return text
+    return f"{text[:_LOGGED_CHARS]}... ({len(text):,} characters)"
+
+
 def _tool_error(call: ToolCall, text: str) -> ToolResult:
     """The error result the model reads for a tool call that could not run."""
-    log.info("tool_failed", tool=call.name, call_id=call.id, error=text)
+    log.info("tool_failed", tool=_logged(call.name), call_id=_logged(call.id), error=_logged(text))
     return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
+
+
+def _message_of(exc: BaseException) -> str:
+    """``str(exc)``, or a note saying why it could not be had (its ``__str__`` raised)."""
+    try:
+        return str(exc)
+    except Exception as problem:
+        return f"(its message could not be shown: its __str__ raised {type(problem).__name__})"
 
 
 def _tool_raised(call: ToolCall, exc: Exception) -> ToolResult:
     """The error result for arguments the tool refused, or for what the tool raised."""
     if isinstance(exc, ToolArgumentError):
-        return _tool_error(call, f"Error: {exc}")
-    return _tool_error(call, f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        return _tool_error(call, f"Error: {_message_of(exc)}")
+    return _tool_error(
+        call, f"Error: tool {shown(call.name, 80)} raised {type(exc).__name__}: {_message_of(exc)}"
+    )
 
 
 def oversized_result(call_id: str, name: str, size: int, limit: int) -> ToolResult:
     """The error result the model reads in place of a tool's result of ``size`` bytes
     (as compact JSON) where its store keeps messages of at most ``limit``. The tool ran:
     failing the run instead would make every retry run it again, to fail the same way."""
-    log.warning("tool_result_too_large", tool=name, call_id=call_id, bytes=size, limit=limit)
+    log.warning(
+        "tool_result_too_large",
+        tool=_logged(name),
+        call_id=_logged(call_id),
+        bytes=size,
+        limit=limit,
+    )
     text = (
-        f"Error: the result of tool {name!r} is {size:,} bytes as compact JSON; the store "
-        f"keeps messages of at most {limit:,} bytes. Ask for less (a summary or a page of it)"
+        f"Error: the result of tool {shown(name, 80)} is {size:,} bytes as compact JSON; the "
+        f"store keeps messages of at most {limit:,} bytes. Ask for less (a summary or a page of it)"
     )
     return ToolResult(call_id=call_id, name=name, content=text, is_error=True)
+
+
+ANSWER_ROOM = 1024
+"""Bytes a tool call's answer may take beside the call id it carries: the longest error
+text memoryd answers a call with when its result cannot be recorded (`oversized_result`,
+`recordable_result`), and the tool message around it."""
+
+
+def check_reply_size(reply: msgs.CheckedMessages, limit: int | None) -> None:
+    """Refuse a model's reply that its memory could not record, before any of its tool
+    calls runs: larger than ``limit`` (its size was measured by its check), or with a
+    call id so long that the call's answer, which carries it, could not be recorded.
+
+    Otherwise the tools would run, their step could not be journaled, and every retry
+    would run them again.
+
+    Args:
+        reply: The reply, checked (a batch of one).
+        limit: The largest message the memory keeps, in bytes of compact JSON; None
+            when nothing is recorded (no check).
+
+    Raises:
+        LLMError: The reply cannot be recorded (the message names its size and the limit).
+    """
+    if limit is None:
+        return
+    size = reply.sizes[0]
+    if size > limit:
+        raise LLMError(
+            f"the model's reply is {size:,} bytes as compact JSON; the store keeps messages of "
+            f"at most {limit:,} bytes, so it cannot be recorded: it was refused before any of "
+            "its tool calls ran, and nothing of it was stored"
+        )
+    if size + ANSWER_ROOM <= limit:
+        return  # every call id in it leaves its answer room
+    for call in reply[0].get("tool_calls") or ():
+        call_id = call["id"]
+        id_size = len(json.dumps(call_id, ensure_ascii=False).encode("utf-8"))
+        if id_size + ANSWER_ROOM > limit:
+            raise LLMError(
+                f"the model's reply has a tool call id of {id_size:,} bytes as JSON; an answer "
+                f"to the call carries it and the store keeps messages of at most {limit:,} "
+                "bytes, so it cannot be recorded: the reply was refused before any of its tool "
+                "calls ran, and nothing of it was stored"
+            )
+
+
+def _without_surrogates(text: str) -> str | None:
+    """``text`` with each lone surrogate replaced by U+FFFD and a note saying so, or None
+    when it has none (it encodes as UTF-8 as it is)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return None
+    # a pair of surrogates becomes the character it encodes; a lone one, U+FFFD
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    replaced = fixed.count("\ufffd") - text.count("\ufffd")
+    return (
+        f"{fixed}\n[memoryd: {replaced:,} lone UTF-16 surrogate(s) in this result, which "
+        "cannot be stored as UTF-8, were replaced with U+FFFD]"
+    )
+
+
+def recordable_result(result: ToolResult, problem: Exception) -> ToolResult:
+    """A tool result whose message was refused (``problem``) made into one the memory
+    can record: its lone surrogates replaced with U+FFFD, saying so (a model may send
+    ``"\\udc80"`` as valid JSON, and a tool echo it), or else an error result naming why.
+    The tool ran: failing the run instead would make every retry run it again.
+
+    Args:
+        result: The refused result.
+        problem: Why its message was refused (an `InvalidMessage`).
+
+    Returns:
+        The result to record.
+    """
+    content = result.content
+    if isinstance(content, str):
+        fixed = _without_surrogates(content)
+        if fixed is not None:
+            log.info(
+                "tool_result_repaired", tool=_logged(result.name), call_id=_logged(result.call_id)
+            )
+            return dataclasses.replace(result, content=fixed)
+    text = (
+        f"Error: the result of tool {shown(result.name, 80)} cannot be recorded: "
+        f"{_logged(_message_of(problem))}"
+    )
+    call = ToolCall(id=result.call_id, name=result.name, arguments="")
+    return _tool_error(call, text)
 
 
 def _arguments(call: ToolCall) -> Any:
@@ -124,8 +251,17 @@ def _arguments(call: ToolCall) -> Any:
 
 
 def _tool_done(call: ToolCall, value: Any) -> ToolResult:
-    """The result the model reads for a tool call that returned ``value``."""
-    return ToolResult(call_id=call.id, name=call.name, content=render_result(value))
+    """The result the model reads for a tool call that returned ``value``; an error
+    result naming its type when it cannot be made text (`render_result` raised)."""
+    try:
+        text = render_result(value)
+    except Exception as exc:  # RecursionError too: a deep value, or a __str__ that raises
+        return _tool_error(
+            call,
+            f"Error: tool {shown(call.name, 80)} returned a {type(value).__name__} that cannot "
+            f"be made text ({type(exc).__name__}); return a str or JSON-compatible values",
+        )
+    return ToolResult(call_id=call.id, name=call.name, content=text)
 
 
 def _awaits_model(llm: Any) -> bool:
@@ -248,34 +384,55 @@ class Kernel:
         reply = self.llm.complete(list(request.messages), tools=list(request.tools) or None)
         return self._check_reply(reply)
 
-    @staticmethod
-    def _check_reply(reply: Any) -> msgs.CheckedMessages:
-        """The model's reply checked once, as a batch of one, or `LLMError`."""
+    def _check_reply(self, reply: Any) -> msgs.CheckedMessages:
+        """The model's reply checked once, as a batch of one, or `LLMError`; with memory
+        filters, also against the largest message their stores keep (`check_reply_size`),
+        before they store it and any of its tools runs.
+
+        A kernel without a memory filter keeps nothing, so it has no limit to hold a
+        reply to: its caller (an `Agent`, which knows its stores) checks that itself."""
         if not isinstance(reply, dict) or reply.get("role") != "assistant":
             raise LLMError(f"the model returned {reply!r:.80}, not an assistant message dict")
         try:
-            return msgs.check([reply], max_bytes=None)
+            checked = msgs.check([reply], max_bytes=None)
         except InvalidMessage as exc:
             problem = exc.__cause__ or exc
             raise LLMError(f"the model returned an invalid assistant message: {problem}") from exc
+        if self._memory:
+            check_reply_size(checked, self._record_limit())
+        return checked
 
     def _run_tool(self, call: ToolCall) -> ToolResult:
         found = self.tools.get(call.name)
         if found is None:
             known = sorted(self.tools)
             return _tool_error(
-                call, f"Error: there is no tool {call.name!r}; the tools are {known}"
+                call, f"Error: there is no tool {shown(call.name, 80)}; the tools are {known}"
             )
         try:
             arguments = _arguments(call)
         except ValueError as exc:
             return _tool_error(
-                call, f"Error: the arguments of {call.name!r} are not valid JSON: {exc}"
+                call, f"Error: the arguments of {shown(call.name, 80)} are not valid JSON: {exc}"
             )
         try:
             value = found.invoke(arguments)
         except Exception as exc:
             return _tool_raised(call, exc)
+        return _tool_done(call, value)
+
+    @staticmethod
+    def _begin_plain(
+        call: ToolCall, found: Tool, arguments: Any
+    ) -> ToolResult | Coroutine[Any, Any, Any]:
+        """A plain function tool called (in a worker thread, for `acall_tool`): its
+        result, or the coroutine it returned, for the event loop to await."""
+        try:
+            value = found.begin(arguments)
+        except Exception as exc:
+            return _tool_raised(call, exc)
+        if inspect.iscoroutine(value):
+            return value
         return _tool_done(call, value)
 
     # -- single steps (the agent drives its own loop with these) ---------------------------
@@ -427,14 +584,17 @@ class Kernel:
         """`call_tool` from an event loop, never blocking it.
 
         An ``async def`` tool is awaited on the loop when no filter has an
-        ``around_tool`` layer; any other tool call (a plain function, which may block,
-        or one with filters around it) runs in a worker thread.
+        ``around_tool`` layer; a plain function (which may block) runs in a worker
+        thread then, and a coroutine it returns is awaited on the loop, as an ``async
+        def`` tool's is. A tool call with filters around it runs in a worker thread
+        whole (a coroutine returned there runs to completion in an event loop of its
+        own, `Tool.invoke`).
         """
         if not isinstance(call, ToolCall):
             call = ToolCall.from_message(call, context or Context())
-        found = self.tools.get(call.name)
-        if self._tool_layers or (found is not None and not found.awaitable):
+        if self._tool_layers:
             return await asyncio.to_thread(self._tool, call)
+        found = self.tools.get(call.name)
         try:
             arguments = _arguments(call)
         except ValueError:
@@ -442,7 +602,13 @@ class Kernel:
         if found is None:  # the error result, worded as the thread path words it
             return self._tool(call)
         try:
-            value = await found.function(**found.validate(arguments))
+            if found.awaitable:
+                value = await found.begin(arguments)
+            else:
+                begun = await asyncio.to_thread(self._begin_plain, call, found, arguments)
+                if isinstance(begun, ToolResult):
+                    return begun
+                value = await begun
         except Exception as exc:
             return _tool_raised(call, exc)
         return _tool_done(call, value)
@@ -535,8 +701,13 @@ class Kernel:
 
     @staticmethod
     def _recordable(result: ToolResult, limit: int | None) -> Message:
-        """A tool result's message as the memory can store it (`oversized_result`)."""
-        message = result.message
+        """A tool result's message as the memory can store it (`recordable_result`,
+        `oversized_result`): a tool call stored is never left unanswered."""
+        try:
+            message = result.message
+        except InvalidMessage as exc:  # a lone surrogate, say: the builder's check said so
+            result = recordable_result(result, exc)
+            message = result.message
         if limit is None or (len(result.content) + len(result.call_id)) * 6 + 64 <= limit:
             return message  # fits whatever JSON makes of it (6 bytes a character at most)
         size = msgs.check([message], max_bytes=None).sizes[0]

@@ -246,12 +246,10 @@ class Tool:
                 raise ToolArgumentError(f"tool {self.name!r}: {problem}")
         return arguments
 
-    def invoke(self, arguments: Any) -> Any:
-        """Validate ``arguments``, then call the function with them as keywords.
-
-        An ``async def`` function is run to completion here, in an event loop of its
-        own (`asyncio.run`); called from a thread that runs an event loop already, it is
-        refused (`Agent.arun` awaits it instead).
+    def begin(self, arguments: Any) -> Any:
+        """Validate ``arguments``, then call the function with them as keywords, without
+        awaiting anything: what it returned, a coroutine included (an ``async def``
+        function's, or one a plain function returned), for the caller to await.
 
         Args:
             arguments: The decoded arguments.
@@ -261,17 +259,50 @@ class Tool:
 
         Raises:
             ToolArgumentError: The arguments do not match the schema (not called).
-            RuntimeError: An ``async def`` tool called from a running event loop's thread.
+            Exception: Whatever the function raised.
+        """
+        return self.function(**self.validate(arguments))
+
+    def invoke(self, arguments: Any) -> Any:
+        """Validate ``arguments``, then call the function with them as keywords.
+
+        An ``async def`` function is run to completion here, in an event loop of its
+        own (`asyncio.run`); called from a thread that runs an event loop already, it is
+        refused (`Agent.arun` awaits it instead). A plain function that returns a
+        coroutine (a sync wrapper around an async client) is taken as an async one:
+        its coroutine is run the same way, never left unawaited.
+
+        Args:
+            arguments: The decoded arguments.
+
+        Returns:
+            What the function returned (what its coroutine returned, for an async one).
+
+        Raises:
+            ToolArgumentError: The arguments do not match the schema (not called).
+            RuntimeError: An ``async def`` tool called from a running event loop's thread
+                (a plain function's coroutine is closed unrun then).
             Exception: Whatever the function raised.
         """
         arguments = self.validate(arguments)
-        if not self.awaitable:
-            return self.function(**arguments)
+        if self.awaitable:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(self.function(**arguments))
+            raise self._on_loop()
+        value = self.function(**arguments)
+        if not inspect.iscoroutine(value):
+            return value
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.function(**arguments))
-        raise RuntimeError(
+            return asyncio.run(value)
+        value.close()  # never awaited, and no warning that it was not
+        raise self._on_loop()
+
+    def _on_loop(self) -> RuntimeError:
+        return RuntimeError(
             f"tool {self.name!r} is async and this thread runs an event loop: "
             "await it (Agent.arun) instead of running it here"
         )
