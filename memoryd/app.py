@@ -73,6 +73,10 @@ tree's intensity. A store whose disk fails for a while is retried until it opens
 writes again, and the other stores, the listener and the daemon live on."""
 
 
+_STOP_TIMEOUT_S = 300.0
+"""The longest a stop of the tree, or of one of its children, is waited for."""
+
+
 class _Tree:
     """The running tree's state; one instance, guarded by ``lookup.lock()``."""
 
@@ -221,16 +225,45 @@ def start_child(spec: ChildSpec) -> None:
 
 
 def stop_child(child_id: str) -> None:
-    """Stop a child started with `start_child` and forget its spec (nothing if unknown)."""
+    """Stop a child started with `start_child` and forget its spec (nothing if unknown).
+
+    The child is stopped without the tree's lock held: a child that finishes work as it
+    stops (the daemon's listener drains its requests) may start and stop stores meanwhile.
+    """
     with _lock:
         root = _tree.root
-        if root is None or not root.is_alive():
+    if root is None or not root.is_alive():
+        return
+    root = _patient(root)
+    for call in (root.terminate_child, root.delete_child):
+        try:
+            call(child_id)
+        except (KeyError, pykka.ActorDeadError, SupervisorError):
             return
-        for call in (root.terminate_child, root.delete_child):
-            try:
-                call(child_id)
-            except (KeyError, pykka.ActorDeadError, SupervisorError):
-                return
+
+
+def _patient(root: Supervisor) -> Supervisor:
+    """A handle on ``root`` that waits as long as a child may take to stop (a listener
+    draining its requests takes its grace period; the handle's default is 30 s)."""
+    return Supervisor(root.actor_ref, name=ROOT, call_timeout_s=_STOP_TIMEOUT_S)
+
+
+def _stop_above_stores(root: Supervisor) -> None:
+    """Stop the root's children other than the stores, in reverse start order, without
+    the tree's lock: their in-flight work (the listener's requests, an agent's turn) may
+    still start, use and stop stores while they finish, and the stores still run."""
+    try:
+        children = root.which_children()
+    except (pykka.ActorDeadError, SupervisorError):
+        return
+    patient = _patient(root)
+    for child in reversed(children):
+        if child.id == STORES or child.ref is None:
+            continue
+        try:
+            patient.terminate_child(child.id)
+        except (KeyError, pykka.ActorDeadError, SupervisorError) as exc:
+            log.warning("child_stop_failed", supervisor=ROOT, child=child.id, error=repr(exc))
 
 
 def _discard(specs: list[StoreSpec[Any]]) -> None:
@@ -239,12 +272,23 @@ def _discard(specs: list[StoreSpec[Any]]) -> None:
 
 
 def shutdown() -> None:
-    """Stop the whole tree, children in reverse start order; close every engine."""
+    """Stop the whole tree, children in reverse start order; close every engine.
+
+    Two steps. First the children above the stores (the daemon's listener, agent
+    systems) stop, without the tree's lock and with the stores still running and
+    known: what they finish as they stop (a request in flight, within the listener's
+    grace period) still reaches its store, and may start or stop a store. Then, under
+    the lock, every store is forgotten and the tree stops, the stores last.
+    """
+    with _lock:
+        root = _tree.root
+    if root is not None and root.is_alive():
+        _stop_above_stores(root)
     with _lock:
         root, _tree.root = _tree.root, None
         specs = lookup.forget_all()
         if root is not None and root.is_alive():
-            root.stop(timeout_s=300.0)
+            root.stop(timeout_s=_STOP_TIMEOUT_S)
         _discard(specs)
 
 

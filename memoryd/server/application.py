@@ -3,6 +3,7 @@ the hot-route shortcut; the guard and the metrics wrap it all."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,7 +19,7 @@ from starlette.types import ASGIApp
 from memoryd import _version
 from memoryd import protocol as wire
 from memoryd.errors import MemorydError
-from memoryd.server.calls import Endpoint, ServerContext, internal_error
+from memoryd.server.calls import Endpoint, ServerContext, drained, internal_error
 from memoryd.server.config import DECODE_THREADS
 from memoryd.server.hot import HotRoutes
 from memoryd.server.http import Guard, HttpError, error_response
@@ -193,9 +194,11 @@ def create_app(ctx: ServerContext) -> ASGIApp:
         ctx.limiter = anyio.CapacityLimiter(ctx.config.threads)
         ctx.tail_limiter = anyio.CapacityLimiter(ctx.config.tail_waiters)
         ctx.decode_limiter = anyio.CapacityLimiter(DECODE_THREADS)
+        ctx.drain.bind(asyncio.get_running_loop())
         yield
 
-    routes = [Route(p, fn, methods=[m]) for m, p, fn, _, _ in all_ops()]
+    # every endpoint is answered before a stopping server's grace period runs out
+    routes = [Route(p, drained(fn), methods=[m]) for m, p, fn, _, _ in all_ops()]
     app = Starlette(
         routes=routes,
         exception_handlers={
@@ -207,5 +210,5 @@ def create_app(ctx: ServerContext) -> ASGIApp:
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    hot = HotRoutes(app, HOT_ROUTES, _on_error)
+    hot = HotRoutes(app, {key: drained(fn) for key, fn in HOT_ROUTES.items()}, _on_error)
     return Observe(Guard(hot, config=ctx.config), metrics=ctx.metrics)

@@ -11,6 +11,8 @@ three ways a store call runs without stalling the event loop.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import threading
 import time
@@ -41,6 +43,8 @@ __all__ = [
     "MAX_EVENTS_PAGE",
     "MAX_TAIL_PAGE",
     "MAX_TAIL_TIMEOUT_S",
+    "WRITING",
+    "Drain",
     "Endpoint",
     "ServerContext",
     "answer",
@@ -48,6 +52,7 @@ __all__ = [
     "check_fields",
     "checked_body",
     "ctx_of",
+    "drained",
     "float_param",
     "in_thread",
     "int_param",
@@ -78,21 +83,132 @@ event can hold many messages, so a page is smaller than the feed's. The answer s
 ``more`` when later events follow, and `memoryd.RemoteStore.events` reads on."""
 _TAIL_SLICE_S = 0.5
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class Drain:
+    """The end of a stopping server's requests: each one is answered before its grace
+    period runs out, with a JSON error if it has not finished by then.
+
+    Past its grace period uvicorn cancels the requests still running, and the client
+    got a plain-text 500 and the log a traceback. Every endpoint runs under `drained`
+    instead, which `stop` arms to cut a moment before uvicorn would: a request still
+    running then (a body still arriving, a store call still waiting) is answered with a
+    503 ``StoreUnavailable`` when nothing was written (a client retries it), or a 504
+    ``WriteTimeout`` once a write was handed over (`WRITING`: its outcome is unknown;
+    retry with the same idempotency key), and logged in one line. A worker thread the
+    request waited on runs on to the end of its call; the daemon's registry refuses any
+    store it would start by then (`memoryd.server.stores.StoreRegistry.close`).
+
+    A request is cut the way ``asyncio.timeout`` cuts its block (its task cancelled,
+    the cancellation taken back with ``uncancel`` where it is caught), with one timer
+    for the whole server instead of one per request: a request costs a set entry.
+
+    Its state is the event loop's: `bind` it on the loop; `stop` may be called from any
+    thread.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._open: set[asyncio.Task[Any]] = set()
+        self._cut: set[asyncio.Task[Any]] = set()
+        self._over = False
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve the requests of ``loop`` (the app's lifespan calls it)."""
+        self._loop = loop
+
+    def stop(self, after_s: float) -> None:
+        """Cut the requests still running ``after_s`` seconds from now. Any thread."""
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more
+            loop.call_soon_threadsafe(loop.call_later, after_s, self._cut_all)
+
+    def _cut_all(self) -> None:
+        """Cancel every request still running (and any that starts from now on)."""
+        self._over = True
+        for task in self._open - self._cut:
+            self._cut.add(task)
+            task.cancel()
+
+    async def run(self, endpoint: Endpoint, request: Request) -> Response:
+        """Run ``endpoint`` on ``request`` under the cut (see `drained`)."""
+        task = asyncio.current_task()
+        assert task is not None
+        if self._over:
+            raise _cut(request)
+        self._open.add(task)
+        try:
+            return await endpoint(request)
+        except asyncio.CancelledError:
+            # the cut's cancellation alone is taken back; any other (uvicorn's) goes on
+            if task in self._cut and task.uncancel() == 0:
+                raise _cut(request) from None
+            raise
+        finally:
+            self._open.discard(task)
+            if self._over:
+                self._cut.discard(task)
+
+
+def _cut(request: Request) -> HttpError:
+    """The answer of a request cut by `Drain`, logged."""
+    scope = request.scope
+    op = scope.get("memoryd.op", "unknown")
+    written = bool(scope.get(WRITING))
+    log.warning(
+        "request_cut_at_shutdown",
+        method=scope["method"],
+        path=scope["path"],
+        op=op,
+        outcome="unknown" if written else "nothing written",
+    )
+    if written:
+        return HttpError(
+            504,
+            "WriteTimeout",
+            f"the daemon is stopping, and its grace period ran out before this {op} was "
+            "answered: its outcome is unknown; retry with the same idempotency key",
+        )
+    return HttpError(
+        503,
+        "StoreUnavailable",
+        "the daemon is stopping, and its grace period ran out before this request was "
+        "answered; nothing was written: retry once the daemon is back",
+    )
+
+
+WRITING = "memoryd.writing"
+"""The scope key set once a request's write is handed over (to its store, or to the
+registry): from then on a request cut at shutdown has an unknown outcome."""
+
+
+def drained(endpoint: Endpoint) -> Endpoint:
+    """``endpoint``, answered before the grace period of a stopping server runs out
+    (see `Drain`); `memoryd.server.application.create_app` wraps every endpoint."""
+
+    @functools.wraps(endpoint)
+    async def run(request: Request) -> Response:
+        return await ctx_of(request).drain.run(endpoint, request)
+
+    return run
+
 
 @dataclass(kw_only=True)
 class ServerContext:
-    """What every endpoint needs: config, stores, metrics, thread limits, the stop flag."""
+    """What every endpoint needs: config, stores, metrics, thread limits, the stop flag
+    and the cut of the requests still running when the stop's grace period ends."""
 
     config: ServerConfig
     stores: StoreRegistry
     metrics: Metrics
     stopping: threading.Event = field(default_factory=threading.Event)
+    drain: Drain = field(default_factory=Drain)
     limiter: anyio.CapacityLimiter | None = None
     tail_limiter: anyio.CapacityLimiter | None = None
     decode_limiter: anyio.CapacityLimiter | None = None
-
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def ctx_of(request: Request) -> ServerContext:
@@ -251,8 +367,10 @@ async def submit(
     store = running_store(request)
     if store is None:
         store = await in_thread(request, lambda: store_of(request, create=True))
+    write = make(store)
+    request.scope[WRITING] = True
     try:
-        result = await store.submit(make(store))
+        result = await store.submit(write)
     except (MemorydError, ValueError, HttpError):
         raise
     except Exception as exc:

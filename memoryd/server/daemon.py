@@ -1,9 +1,9 @@
-"""``memoryd serve``: run the supervision tree with a listener until SIGTERM or SIGINT.
+"""``memoryd serve``: run the supervision tree with a listener until SIGTERM, SIGINT or SIGHUP.
 
 The default store (durable in the data directory) starts first, then the
-``Server`` child beside the stores supervisor. On SIGTERM the daemon stops
-accepting, lets in-flight requests finish, stops the tree (closing every LMDB
-environment) and exits 0.
+``Server`` child beside the stores supervisor. On SIGTERM (or SIGINT, SIGHUP) the
+daemon stops accepting, lets in-flight requests finish within the grace period, their
+stores still running, then stops the tree (closing every LMDB environment) and exits 0.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ __all__ = ["run", "usage_text"]
 log = structlog.get_logger("memoryd.server")
 
 _SWITCH_INTERVAL_S = 0.0002
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""The signals that stop the daemon gracefully. SIGHUP is one of them: the daemon has
+no configuration file to reload (everything comes from its command line), and a hangup
+(the terminal or session that started it went away) left to its default action killed
+it at once, with no log line, requests cut and its socket file left behind."""
 
 
 def _runnable(path: Path) -> str:
@@ -131,7 +137,7 @@ def _give_up(
 
 
 def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
-    """Serve until SIGTERM/SIGINT; call from the main thread.
+    """Serve until SIGTERM, SIGINT or SIGHUP; call from the main thread.
 
     Args:
         config: what to serve and how.
@@ -147,12 +153,15 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
     # thread (a convoy); a short interval lets a waiting hop run sooner.
     sys.setswitchinterval(_SWITCH_INTERVAL_S)
     stop = threading.Event()
+    received: list[str] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not received:
+            received.append(signal.Signals(signum).name)
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     if config.listen is not None and config.no_auth:
         log.warning("tcp_without_auth", listen=f"{config.listen[0]}:{config.listen[1]}")
     footprint = StartFootprint(config.data, lmdb=config.backend is None)
@@ -200,7 +209,13 @@ def run(config: ServerConfig, *, out: TextIO | None = None) -> int:
             log.error("supervision_tree_stopped")
             status = 1
             break
-    log.info("daemon_stopping")
+    log.info("daemon_stopping", **({"signal": received[0]} if received else {}))
+    # The listener first: it stops accepting and lets the requests in flight finish
+    # within its grace period, while every store still runs and may still be started
+    # (app.stop_child holds no lock meanwhile). Then no store may start any more, and
+    # the tree stops the stores.
+    app.stop_child(SERVER)
+    stores.close()
     app.shutdown()
     log.info("daemon_stopped", status=status)
     return status

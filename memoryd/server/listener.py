@@ -4,7 +4,8 @@
 start with a clear error), shares the file descriptors out (`memoryd.server.limits`)
 and runs one uvicorn server per listener, each with its own connection budget, in a
 thread of its own with its own event loop. ``terminate`` stops accepting, lets
-in-flight requests finish within the grace period, and removes the Unix socket. If
+in-flight requests finish within the grace period (answering any still running near
+its end with a JSON error: `memoryd.server.calls.Drain`), and removes the Unix socket. If
 the uvicorn thread ends on its own, the actor crashes and its supervisor starts a new listener.
 """
 
@@ -139,6 +140,19 @@ def bind_tcp(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _uvicorn_grace(grace_s: float) -> int:
+    """The grace period uvicorn is given, in whole seconds (it takes an int)."""
+    return max(int(grace_s), 1)
+
+
+def _cut_after(grace_s: float) -> float:
+    """How long after the stop the requests still running are answered with an error
+    (`memoryd.server.calls.Drain`): a second before uvicorn would cancel them (half the
+    grace period when it is under two seconds), so the answer is written in time."""
+    grace = _uvicorn_grace(grace_s)
+    return max(grace - 1.0, grace / 2)
+
+
 class Server(SupervisedActor):
     """The HTTP listener as a supervised child.
 
@@ -222,7 +236,7 @@ class Server(SupervisedActor):
             ws="none",
             proxy_headers=False,  # clients connect directly: no proxy-headers pass per request
             server_header=False,  # one header less for every client to parse; names no version
-            timeout_graceful_shutdown=max(int(self.config.grace_s), 1),
+            timeout_graceful_shutdown=_uvicorn_grace(self.config.grace_s),
             limit_concurrency=limit + 1,  # the protocol itself drops connections past limit
             timeout_keep_alive=30,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
@@ -250,6 +264,7 @@ class Server(SupervisedActor):
         self._stopping = True
         if self._ctx is not None:
             self._ctx.stopping.set()
+            self._ctx.drain.stop(_cut_after(self.config.grace_s))
         thread = self._thread
         if thread is not None and thread.is_alive():
             for server in self._servers:

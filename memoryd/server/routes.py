@@ -23,6 +23,7 @@ from memoryd.server.calls import (
     MAX_EVENTS_PAGE,
     MAX_TAIL_PAGE,
     MAX_TAIL_TIMEOUT_S,
+    WRITING,
     answer,
     bool_param,
     checked_body,
@@ -353,6 +354,7 @@ async def start_store(request: Request) -> Response:
     if not isinstance(exclusive, bool):
         raise HttpError(400, "ValueError", "exclusive must be true or false")
     stores = ctx_of(request).stores
+    request.scope[WRITING] = True
     _, started = await in_thread(
         request, lambda: stores.start(name, kind=kind, exclusive=exclusive)
     )
@@ -364,6 +366,7 @@ async def stop_store(request: Request) -> Response:
     """Stop a named store."""
     request.scope["memoryd.op"] = "stop_store"
     name = request.path_params["store"]
+    request.scope[WRITING] = True
     stopped = await in_thread(request, lambda: ctx_of(request).stores.stop(name))
     return JSONResponse({"stopped": stopped})
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.errors import AlreadyStarted, HttpError, StoreNotRunning
+from memoryd.errors import AlreadyStarted, HttpError, StoreNotRunning, StoreUnavailable
 from memoryd.protocol import DEFAULT_STORE_NAME, check_store_name
 from memoryd.server.config import ServerConfig
 from memoryd.server.footprint import make_dirs
@@ -175,6 +175,7 @@ class StoreRegistry:
         self._lock = threading.Lock()
         self._names: set[str] = set()
         self._incarnations: dict[str, tuple[str, int]] = {}
+        self._closed = False
 
     def _ephemeral(self, name: str) -> StoreHandle:
         return EphemeralStore.start(name=name, max_message_bytes=self.max_message_bytes)
@@ -189,6 +190,23 @@ class StoreRegistry:
         with self._lock:
             self._names.add(DEFAULT_STORE_NAME)
         return handle
+
+    def close(self) -> None:
+        """Start no store from now on: the daemon is stopping and its requests are done.
+
+        A start already under way finishes first (its store stops with the tree); a
+        start asked later, by work that outlived the listener's grace period, raises
+        `StoreUnavailable` instead of opening a store, or a new supervision tree, after
+        the daemon stopped its own.
+        """
+        with self._lock:
+            self._closed = True
+
+    @staticmethod
+    def _stopping(name: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"store {name!r} is not running: the daemon is stopping; retry once it is back"
+        )
 
     def limit(self, max_stores: int) -> None:
         """Let at most ``max_stores`` named stores run (the file-descriptor budget's say)."""
@@ -208,6 +226,7 @@ class StoreRegistry:
         Raises:
             ValueError: an invalid name.
             StoreNotRunning: the store is not running and may not be started here.
+            StoreUnavailable: the store is not running and the daemon is stopping.
             HttpError: 404 (a read of a store that does not exist), 409 (``max_stores``
                 run already).
         """
@@ -215,6 +234,8 @@ class StoreRegistry:
         running = lookup.whereis(name)
         if running is not None:
             return running
+        if self._closed:
+            raise self._stopping(name)
         if name == DEFAULT_STORE_NAME or not autostart:
             raise StoreNotRunning(
                 f"store {name!r} is not running on the daemon; start it with "
@@ -247,12 +268,15 @@ class StoreRegistry:
             ValueError: an invalid name or kind.
             AlreadyStarted: ``exclusive`` and the store runs.
             HttpError: 409 when ``max_stores`` named stores run already.
+            StoreUnavailable: the registry is closed (`close`): the daemon is stopping.
         """
         name = check_store_name(name)
         starter = self._starters.get(kind) if isinstance(kind, str) else None
         if starter is None:
             raise ValueError(f"kind must be one of {list(KINDS)}, not {kind!r}")
         with self._lock:
+            if self._closed:
+                raise self._stopping(name)
             handle = lookup.whereis(name)
             if handle is not None:
                 if exclusive:
