@@ -31,7 +31,6 @@ from memoryd.store import lookup
 from memoryd.store.handle import StoreHandle
 from memoryd.store.lmdb.dirlock import make_dir
 from memoryd.store.lmdb.handle import EphemeralStore, LmdbStore
-from supervisors import whereis as actor_whereis
 
 __all__ = [
     "KINDS",
@@ -174,7 +173,6 @@ class StoreRegistry:
         self._starters: dict[str, StartStore] = {"lmdb": durable, "ephemeral": self._ephemeral}
         self._lock = threading.Lock()
         self._names: set[str] = set()
-        self._incarnations: dict[str, tuple[str, int]] = {}
         self._closed = False
 
     def _ephemeral(self, name: str) -> StoreHandle:
@@ -324,7 +322,6 @@ class StoreRegistry:
             # forgotten once stopped: a daemon that starts and stops stores of ever new
             # names keeps no trace of each one (a restart count starts again at 0)
             self._names.discard(name)
-            self._incarnations.pop(name, None)
             return True
 
     def running(self) -> list[str]:
@@ -345,15 +342,6 @@ class StoreRegistry:
         }
 
     def restarts(self) -> dict[str, int]:
-        """Restarts observed per store: a new actor incarnation seen since the last look."""
-        out: dict[str, int] = {}
-        for name in self.running():
-            ref = actor_whereis(name)
-            if ref is None:
-                continue
-            urn, count = self._incarnations.get(name, (ref.actor_urn, 0))
-            if urn != ref.actor_urn:
-                count += 1
-            self._incarnations[name] = (ref.actor_urn, count)
-            out[name] = count
-        return out
+        """Restarts per running store since it was started (`lookup.restarts`: every
+        incarnation counted as it opens, also while a restart is under way)."""
+        return {name: lookup.restarts(name) for name in self.running()}

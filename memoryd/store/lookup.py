@@ -38,6 +38,7 @@ __all__ = [
     "note_recreated_empty",
     "publish",
     "recreated_empty",
+    "restarts",
     "spec",
     "specs",
     "start",
@@ -74,6 +75,8 @@ _specs: dict[str, StoreSpec[Any]] = {}
 _engines: dict[str, Any] = {}
 _tree: Tree | None = None
 _recreated_empty: dict[str, int] = {}
+_opened: dict[str, int] = {}
+"""How many incarnations of each started store opened an engine since it was started."""
 
 
 def attach(tree: Tree) -> None:
@@ -108,6 +111,7 @@ def start(backend: Backend[H], config: StoreConfig) -> H:
         tree = _attached()
         if started.name in _specs and tree.running() and actor_whereis(started.name) is not None:
             raise AlreadyStarted(f"a store named {started.name!r} is already running")
+        _opened[started.name] = 0  # counted from this start (its first incarnation opens)
         tree.start_store(started)
         _specs[started.name] = started
     return started.handle()
@@ -117,6 +121,7 @@ def stop(name: str) -> None:
     """Stop a store: commit what it accepted, close its engine, forget its name."""
     with _lock:
         stopped = _specs.pop(name, None)
+        _opened.pop(name, None)
         if stopped is None:
             return
         _attached().stop_store(name)
@@ -141,6 +146,7 @@ def forget_all() -> list[StoreSpec[Any]]:
     with _lock:
         forgotten = list(_specs.values())
         _specs.clear()
+        _opened.clear()
     return forgotten
 
 
@@ -181,7 +187,15 @@ def publish(name: str, current: Any) -> None:
     """Make ``current`` the engine of store ``name`` (its actor, at the end of ``init``)."""
     with _cond:
         _engines[name] = current
+        _opened[name] = _opened.get(name, 0) + 1
         _cond.notify_all()
+
+
+def restarts(name: str) -> int:
+    """How many times store ``name`` was restarted since it was started: its incarnations
+    that opened an engine, past the first (each one counted, however seldom it is asked,
+    and still while a restart is under way)."""
+    return max(0, _opened.get(name, 0) - 1)
 
 
 def withdraw(name: str, current: Any) -> None:

@@ -299,3 +299,27 @@ def test_sigterm_under_load_exits_cleanly_and_keeps_every_acknowledged_write() -
             stored = [m["content"] for m in store.get(f"w{t}")]
             assert stored[: len(texts)] == texts
             assert len(stored) - len(texts) <= 1  # at most the one add in flight at the signal
+
+
+def test_every_store_restart_is_counted_and_the_series_stays(
+    daemon: Daemon, unix_http: httpx.Client
+) -> None:
+    """Five crashes of a named store between two scrapes count five restarts (they counted
+    as one: restarts were seen only by comparing the actor at each scrape), the first
+    scrape after crashes counts them all, and the series is there while a restart is
+    under way (it dropped out then)."""
+    store = daemon.connect(store="crashy")
+    store.add("c", [user("a")])
+
+    def restarts() -> int | None:
+        text = unix_http.get("/metrics").text
+        found = re.search(r'memoryd_store_restarts_total\{store="crashy"\} (\S+)', text)
+        return None if found is None else int(float(found.group(1)))
+
+    assert restarts() == 0
+    for n in range(1, 6):
+        assert unix_http.post("/v1/stores/crashy/crash").status_code < 300
+        store.add("c", [user(f"after {n}")])  # waits for the new incarnation
+    assert restarts() == 5
+    assert unix_http.post("/v1/stores/crashy/crash").status_code < 300
+    assert restarts() in (5, 6)  # there at once, restart under way or done
