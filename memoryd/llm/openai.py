@@ -17,6 +17,7 @@ import json
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -91,6 +92,24 @@ def _excerpt(response: httpx.Response) -> str:
     except ValueError:
         pass
     return raw.decode("utf-8", "replace")[:300]
+
+
+def _normalised_call(call: Any) -> Any:
+    """A tool call as servers that follow the API loosely send it, made a valid one: an
+    empty or missing id gets a unique one (some local servers send ``""``), arguments
+    sent as an object are encoded as the JSON string the API specifies, and a missing
+    ``type`` is ``"function"``. Anything else is left for the message check to refuse."""
+    if not isinstance(call, dict):
+        return call
+    fixed = dict(call)
+    if not fixed.get("id"):
+        fixed["id"] = f"call_{uuid.uuid4().hex}"
+    fixed.setdefault("type", "function")
+    function = fixed.get("function")
+    if isinstance(function, dict) and isinstance(function.get("arguments"), dict | list):
+        arguments = json.dumps(function["arguments"], ensure_ascii=False, separators=(",", ":"))
+        fixed["function"] = {**function, "arguments": arguments}
+    return fixed
 
 
 class OpenAIChat:
@@ -250,6 +269,11 @@ class OpenAIChat:
         reply = {k: message[k] for k in _REPLY_KEYS if k in message and message[k] is not None}
         reply["role"] = "assistant"
         reply.setdefault("content", None)
+        refusal = message.get("refusal")
+        if reply["content"] is None and "tool_calls" not in reply and isinstance(refusal, str):
+            reply["content"] = refusal  # a refusal is the model's answer: the turn ends
+        if isinstance(reply.get("tool_calls"), list):
+            reply["tool_calls"] = [_normalised_call(call) for call in reply["tool_calls"]]
         try:
             return msgs.validate(reply, max_bytes=None)
         except InvalidMessage as exc:

@@ -203,3 +203,34 @@ def test_bad_configuration_is_named() -> None:
     with pytest.raises(ValueError, match="max_response_bytes must be an int >= 1"):
         OpenAIChat("m", max_response_bytes=0)
     assert OpenAIChat("m").max_response_bytes == 32 * 1024 * 1024  # the stated default
+
+
+def test_replies_of_servers_that_follow_the_api_loosely_are_taken(stub: Stub) -> None:
+    """A refusal (``content`` null, ``refusal`` set) is the model's answer; a tool call
+    with an empty or missing id gets a unique one, arguments sent as an object become the
+    JSON string the API specifies, and a missing ``type`` is ``function``. Each of these
+    was an LLMError, so a run failed and a retry called the model again."""
+    stub.replies += [
+        stub.reply({"role": "assistant", "content": None, "refusal": "I can't help with that"}),
+        stub.reply(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "", "type": "function", "function": {"name": "a", "arguments": {}}},
+                    {"function": {"name": "b", "arguments": {"x": [1, "é"]}}},
+                ],
+            }
+        ),
+    ]
+    chat = model(stub)
+    assert chat.complete([messages.user("hi")]) == messages.assistant("I can't help with that")
+    reply = chat.complete([messages.user("hi")])
+    first, second = reply["tool_calls"]
+    assert first["id"] and second["id"] and first["id"] != second["id"]
+    assert first["function"] == {"name": "a", "arguments": "{}"}
+    assert second == {
+        "id": second["id"],
+        "type": "function",
+        "function": {"name": "b", "arguments": '{"x":[1,"é"]}'},
+    }
