@@ -144,10 +144,13 @@ def open_store(args: argparse.Namespace) -> StoreHandle:
             return LmdbStore.start(
                 path, name=name or DEFAULT_STORE_NAME, call_timeout_s=float(given)
             )
-        except AlreadyStarted:
+        except AlreadyStarted as exc:
             sock = root / "memoryd.sock"
             if not sock.exists():
-                raise
+                hint = _daemon_hint(exc.owner_pid)
+                if hint is None:
+                    raise
+                raise AlreadyStarted(f"{exc}; {hint}", owner_pid=exc.owner_pid) from None
             address = f"unix://{sock.resolve()}"
     if address is None and Path("data/memoryd.sock").exists():
         address = f"unix://{Path('data/memoryd.sock').resolve()}"
@@ -392,6 +395,29 @@ def _export_to_file(out: Path, write: Callable[[TextIO], ExportSummary]) -> Expo
             raise OSError(f"cannot export to {out}: {exc.strerror or exc}") from None
         raise
     return summary
+
+
+def _daemon_hint(pid: int | None) -> str | None:
+    """How to reach process ``pid`` when it is a ``memoryd serve`` (read from its command
+    line, on Linux), else None."""
+    if pid is None:
+        return None
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    words = [word.decode("utf-8", "replace") for word in argv]
+    if "serve" not in words or not any("memoryd" in word for word in words):
+        return None
+    hint = "it is a memoryd daemon: reach it with --address"
+    if "--socket" in words[:-1]:
+        where = Path(words[words.index("--socket") + 1])
+        with contextlib.suppress(OSError):  # a relative path is the daemon's own
+            where = Path(os.readlink(f"/proc/{pid}/cwd")) / where
+        return f"{hint} unix://{where}"
+    if "--listen" in words[:-1]:
+        return f"{hint} http://{words[words.index('--listen') + 1]} (and its --token)"
+    return hint
 
 
 @contextlib.contextmanager
