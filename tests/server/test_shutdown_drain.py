@@ -247,3 +247,24 @@ def test_sighup_and_sigint_stop_the_daemon_as_sigterm_does(daemon: Daemon, signu
     ]
     assert not Path(daemon.unix).exists()
     assert _stored(daemon, "c") == ["kept"]
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
+    """Ctrl-C while a request's body is still coming: the daemon waits for it, up to its
+    10 s grace period; Ctrl-C again and it exits at once, status 130, saying so (the
+    second one was ignored: uvicorn's "CTRL+C to force quit" did nothing). Nothing
+    acknowledged is lost: the write made before is there after a restart."""
+    with Daemon(tmp_path / "d") as daemon:
+        daemon.start()
+        daemon.connect().add("kept", [{"role": "user", "content": "before"}])
+        slow = _begin(daemon, "POST", "/v1/conversations/c/messages", _add_body("x"), 5)
+        assert daemon.proc is not None
+        daemon.proc.send_signal(signal.SIGINT)
+        wait_until(lambda: any("daemon_stopping" in line for line in daemon.stderr_lines))
+        daemon.proc.send_signal(signal.SIGINT)
+        assert daemon.proc.wait(timeout=5) == 130
+        wait_until(lambda: any("Ctrl-C again" in line for line in daemon.stderr_lines))
+        slow.close()
+    with Daemon(tmp_path / "d") as again:
+        again.start()
+        assert again.connect().get("kept") == [{"role": "user", "content": "before"}]
