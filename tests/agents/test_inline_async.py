@@ -168,14 +168,9 @@ def test_async_calls_to_an_instance_that_is_down_keep_their_order(
         assert users == [f"m{n}" for n in range(20)]
 
 
-def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
-    store: memoryd.StoreHandle, systems: list[AgentSystem]
-) -> None:
-    """Cancelled in its second tool, the call raises CancelledError and stores nothing;
-    calling again with its request id finishes the run without calling the first tool
-    again, and a third call with the id returns that result."""
-    calls: list[str] = []
-    hanging: list[asyncio.Event] = []  # armed by the scenario, once
+def _hanging_note(calls: list[str], hanging: list[asyncio.Event]) -> Any:
+    """An async tool ``note(n)`` recording each call; at step 1, while ``hanging`` holds
+    an event, it sets that event (its caller may cancel now) and waits for ever."""
 
     @memoryd.tool
     async def note(n: int) -> str:
@@ -190,6 +185,18 @@ def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
             await asyncio.Event().wait()
         return f"noted {n}"
 
+    return note
+
+
+def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
+    store: memoryd.StoreHandle, systems: list[AgentSystem]
+) -> None:
+    """Cancelled in its second tool, the call raises CancelledError and stores nothing;
+    calling again with its request id finishes the run without calling the first tool
+    again, and a third call with the id returns that result."""
+    calls: list[str] = []
+    hanging: list[asyncio.Event] = []  # armed by the scenario, once
+    note = _hanging_note(calls, hanging)
     system = start(systems, {"w": factory(store, lambda: stepping_model(3), note)}, store=store)
     system.call("w", "k", "warm")
     calls.clear()
@@ -222,20 +229,7 @@ def test_a_cancelled_call_that_resumes_its_run_stops_it_and_leaves_it_pending(
     it), the run is pending, and a third call finishes it with each recorded tool once."""
     calls: list[str] = []
     hanging: list[asyncio.Event] = []  # armed by the scenario before each cancelled call
-
-    @memoryd.tool
-    async def note(n: int) -> str:
-        """Note a step.
-
-        Args:
-            n: The step.
-        """
-        calls.append(str(n))
-        if n == 1 and hanging:
-            hanging.pop().set()
-            await asyncio.Event().wait()
-        return f"noted {n}"
-
+    note = _hanging_note(calls, hanging)
     system = start(systems, {"w": factory(store, lambda: stepping_model(3), note)}, store=store)
     system.call("w", "k", "warm")
     calls.clear()

@@ -234,13 +234,10 @@ def test_record_refuses_a_messages_that_is_not_a_list_even_when_empty(
     assert version(daemon, cid) == 1
 
 
-def test_a_log_read_answers_at_most_a_page_and_the_client_reads_on(tmp_path: Path) -> None:
-    """A conversation of 2,050 events: ``GET .../events`` answers `MAX_EVENTS_PAGE` of
-    them with ``more`` (it built the whole log in one answer, whatever its size), a
-    ``limit`` below the page is kept, and `RemoteStore.events` reads every page, so it
-    gets the whole log, or its ``limit``, as a local store does."""
-    data = tmp_path / "d"
-    filled = memoryd.LmdbStore.start(data, name="filled-log")
+def _filled(data: Path, count: int) -> list[Event]:
+    """A data directory whose conversation ``c`` holds ``count`` one-message events (as
+    many changes in the feed); its log."""
+    filled = memoryd.LmdbStore.start(data, name=f"filled-{data.name}-{count}")
     many = [
         Event(
             version=n + 1,
@@ -248,11 +245,21 @@ def test_a_log_read_answers_at_most_a_page_and_the_client_reads_on(tmp_path: Pat
             messages=({"role": "user", "content": str(n)},),
             timestamp=1.0,
         )
-        for n in range(2 * MAX_EVENTS_PAGE + 50)
+        for n in range(count)
     ]
-    assert filled.import_events("c", many) == len(many)
+    assert filled.import_events("c", many) == count
     whole = filled.events("c")
     filled.stop()
+    return whole
+
+
+def test_a_log_read_answers_at_most_a_page_and_the_client_reads_on(tmp_path: Path) -> None:
+    """A conversation of 2,050 events: ``GET .../events`` answers `MAX_EVENTS_PAGE` of
+    them with ``more`` (it built the whole log in one answer, whatever its size), a
+    ``limit`` below the page is kept, and `RemoteStore.events` reads every page, so it
+    gets the whole log, or its ``limit``, as a local store does."""
+    data = tmp_path / "d"
+    whole = _filled(data, 2 * MAX_EVENTS_PAGE + 50)
     with Daemon(data).start() as running:
         status, body = raw_request(running, "GET", b"/v1/conversations/c/events")
         assert status == 200 and body is not None
@@ -277,18 +284,7 @@ def test_a_feed_read_answers_at_most_a_page_however_many_it_asks_for(tmp_path: P
     `MAX_TAIL_PAGE` (the daemon never builds an answer of any size a client names), and
     the next page, from the last position, gets the rest."""
     data = tmp_path / "d"
-    filled = memoryd.LmdbStore.start(data, name="filled")
-    many = [
-        Event(
-            version=n + 1,
-            kind="appended",
-            messages=({"role": "user", "content": str(n)},),
-            timestamp=1.0,
-        )
-        for n in range(MAX_TAIL_PAGE + 50)
-    ]
-    assert filled.import_events("c", many) == len(many)
-    filled.stop()
+    _filled(data, MAX_TAIL_PAGE + 50)
     with Daemon(data).start() as running:
         remote = running.connect()
         page = remote.tail(limit=2 * MAX_TAIL_PAGE)
