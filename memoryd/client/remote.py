@@ -282,13 +282,15 @@ class RemoteStore(StoreHandle):
         """
         if self._closed:
             raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
+        timeout = self._read_timeout() if method == "GET" else self.timeout
         return self._daemon.call(
-            method, path, timeout=self._timeout() + wait_s, retry=retry, params=params, body=body
+            method, path, timeout=timeout + wait_s, retry=retry, params=params, body=body
         )
 
-    def _timeout(self) -> float:
-        """A call's deadline in seconds from now: ``timeout``, or the caller's sooner one
-        (`memoryd._deadline.bounded`)."""
+    def _read_timeout(self) -> float:
+        """A read's deadline in seconds from now: ``timeout``, or the caller's sooner one
+        (`memoryd._deadline.bounded`). A write keeps ``timeout``: cut sooner, a healthy
+        write would end with its outcome unknown."""
         return until(self.timeout) - time.monotonic()
 
     def _read(
@@ -365,7 +367,7 @@ class RemoteStore(StoreHandle):
                             f"this handle on store {self.name!r} was closed or stopped"
                         )
                     answer = self._daemon.call(
-                        "POST", path, timeout=self._timeout(), retry=True, content=content
+                        "POST", path, timeout=self.timeout, retry=True, content=content
                     )
                     return answers.version(answer, f"POST {path}")
         return super().add(
@@ -459,7 +461,7 @@ class RemoteStore(StoreHandle):
             if self._closed:
                 raise StoreUnavailable(f"this handle on store {self.name!r} was closed or stopped")
             try:
-                answer = self._daemon.call("GET", path, timeout=self._timeout(), retry=True)
+                answer = self._daemon.call("GET", path, timeout=self._read_timeout(), retry=True)
             except UnknownStore:
                 if not self._empty_when_missing:
                     raise

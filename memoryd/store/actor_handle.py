@@ -121,12 +121,17 @@ class ActorStoreHandle(StoreHandle):
         posted: tuple[pykka.ActorRef[Any], Reply] | None = None,
     ) -> Any:
         """Send the write (unless it is ``posted`` already) and wait for its answer,
-        sending it again while it surely was never attempted."""
+        sending it again while it surely was never attempted.
+
+        ``deadline`` bounds reaching the store (a caller's deadline may make it sooner
+        than the store's: nothing is sent past it). A write once sent is waited for up
+        to the store's own deadline: cut sooner, a healthy write would end with its
+        outcome unknown."""
         while True:
             ref, reply = posted or self._post(request, deadline, Reply())
             posted = None
             try:
-                return self._await(ref, reply, deadline)
+                return self._await(ref, reply, time.monotonic() + self.call_timeout_s)
             except (pykka.ActorDeadError, NotWritten):
                 if time.monotonic() >= deadline:
                     raise self._unavailable("stopped before the write") from None
@@ -234,7 +239,7 @@ class ActorStoreHandle(StoreHandle):
         """Hand ``request`` to the running loop's link; the reply (None when nothing was
         sent: no live actor) and the write's deadline."""
         self._refuse(request)
-        deadline = until(self.call_timeout_s)
+        deadline = time.monotonic() + self.call_timeout_s  # a write sent: see _write_until
         ref = whereis(self.name)
         if ref is not None:
             loop = asyncio.get_running_loop()
