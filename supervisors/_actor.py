@@ -33,12 +33,13 @@ import weakref
 from typing import Any, ClassVar, Self, cast
 
 import pykka
+from pykka._envelope import Envelope
 
 from supervisors._errors import StartError
 from supervisors._exit import Exit, ExitKind
 from supervisors._flag import StopFlag
-from supervisors._inbox import Inbox
-from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient
+from supervisors._inbox import NUDGE, Inbox
+from supervisors._link import AMBIENT_KEYS, Link, Starting, ambient, wait_arg
 from supervisors._log import EventLog
 from supervisors._registry import register, unregister
 
@@ -63,7 +64,8 @@ class SupervisedActor(pykka.ThreadingActor):
     """
 
     start_timeout_s: ClassVar[float] = 10.0
-    """How long ``start()`` waits for ``init()`` when no supervisor sets it."""
+    """How long ``start()`` waits for ``init()`` when no supervisor sets it
+    (``math.inf``: as long as it takes)."""
 
     use_daemon_thread: ClassVar[bool] = True
     """Supervised actors run on daemon threads, so a program that forgets to stop its
@@ -100,7 +102,10 @@ class SupervisedActor(pykka.ThreadingActor):
         if isinstance(self.actor_inbox, Inbox):
             self.actor_inbox.owner = weakref.ref(self)
         self.name = name
-        self._thread: threading.Thread | None = None
+        self._sv_thread: threading.Thread | None = None
+        """The actor's thread once it runs (a ``lazy_thread`` actor's once started).
+        Named apart from what subclasses use: an actor may keep a thread of its own in
+        ``self._thread`` (memoryd's HTTP listener does) without hiding this one."""
         self._unthreaded_exit = False
         starting = getattr(ambient, "starting", None)
         if starting is not None and starting.urn is None:
@@ -111,7 +116,7 @@ class SupervisedActor(pykka.ThreadingActor):
         self._link = starting.link
         self._exit: Exit | None = None
         self._lock = threading.Lock()
-        """Guards ``_exit``, and ``_thread`` and ``_unthreaded_exit`` (``lazy_thread``)."""
+        """Guards ``_exit``, and ``_sv_thread`` and ``_unthreaded_exit`` (``lazy_thread``)."""
         if name is not None:
             register(name, self.actor_ref)
 
@@ -145,7 +150,7 @@ class SupervisedActor(pykka.ThreadingActor):
             ambient.starting = previous
         if link is not None:
             link.child_urn = ref.actor_urn
-        if not starting.ready.wait(timeout):
+        if not starting.ready.wait(wait_arg(timeout)):
             with starting.lock:
                 if not starting.ready.is_set():
                     starting.abandoned = True
@@ -189,19 +194,19 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def _wake(self) -> None:
         """A message arrived: start the actor's thread if it has none (``lazy_thread``)."""
-        if self._thread is not None:
+        if self._sv_thread is not None:
             return
         with self._lock:
-            if self._thread is not None:
+            if self._sv_thread is not None:
                 return
             late = self._unthreaded_exit
             if not late:
-                self._thread = threading.Thread(
+                self._sv_thread = threading.Thread(
                     target=self._lazy_loop,
                     name=f"{type(self).__name__}-{self.name or self.actor_urn[9:17]}",
                     daemon=self.use_daemon_thread,
                 )
-                self._thread.start()
+                self._sv_thread.start()
                 self._lazy_inbox.lazy = None  # its thread holds it now
         if late:
             self._refuse_queued()  # it stopped without a thread
@@ -220,7 +225,7 @@ class SupervisedActor(pykka.ThreadingActor):
         """
         inbox = self._lazy_inbox
         with self._lock:
-            if self._thread is not None or self._unthreaded_exit or self.actor_stopped.is_set():
+            if self._sv_thread is not None or self._unthreaded_exit or self.actor_stopped.is_set():
                 return False
             if not inbox.borrow():  # a caller runs code on it in its thread: queue the stop
                 return False
@@ -241,6 +246,8 @@ class SupervisedActor(pykka.ThreadingActor):
         """Pykka hook: run ``init()`` and answer the ready handshake. Do not override."""
         starting, self._starting = self._starting, None  # start() holds it meanwhile
         assert starting is not None
+        if not self.lazy_thread:
+            self._sv_thread = threading.current_thread()  # the thread Pykka started for it
         began = time.monotonic()
         try:
             self.init()
@@ -305,6 +312,9 @@ class SupervisedActor(pykka.ThreadingActor):
         """Control message: crash as if a handler raised (fault injection)."""
         self.crash(Killed(reason))
 
+    def _sv_nudge(self) -> None:
+        """Control message: nothing (it wakes the thread of an actor stopped elsewhere)."""
+
     def _sv_shutdown(self, detail: str | None) -> None:
         """Control message: the supervisor stops this actor."""
         self._finish(Exit(kind=ExitKind.SHUTDOWN, detail=detail))
@@ -317,16 +327,22 @@ class SupervisedActor(pykka.ThreadingActor):
         Python cannot stop a thread, so the code the actor runs goes on, but the actor is
         no longer alive, its name is free for the next incarnation, and new messages are
         refused; once that code returns, the actor terminates (reason ``killed``, detail
-        ``shutdown_timeout``, unless it had an exit already) and stops.
+        ``shutdown_timeout``, unless it had an exit already) and stops. An idle actor
+        terminates at once, in its own thread (one started for it if it had none).
         """
+        unthreaded = self.lazy_thread and self._lazy_inbox.lazy is self
         self._halt()
         if self.name is not None:
             unregister(self.name, self.actor_ref)
+        if unthreaded and self._exit is None:
+            self._wake()  # a thread whose loop ends at once, to terminate it
 
     def _actor_loop_teardown(self) -> None:
         """Pykka hook: the loop ended; an actor abandoned while it ran a handler
         terminates now, then what is queued, or comes later, is failed."""
         if self._exit is None:
+            if isinstance(self.actor_inbox, Inbox):
+                self.actor_inbox.wait_given_back()  # code a caller runs on it ends first
             self._finish(Exit(kind=ExitKind.KILLED, detail="shutdown_timeout"))
         inbox = self.actor_inbox
         if isinstance(inbox, Inbox):  # also refuses a message that passed is_alive() late
@@ -334,11 +350,14 @@ class SupervisedActor(pykka.ThreadingActor):
         super()._actor_loop_teardown()
 
     def _halt(self) -> None:
-        """Stop the message loop after the current message."""
+        """Stop the message loop after the current message (from another thread: once
+        its thread, if it waits for a message, is woken)."""
         pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
         if self.lazy_thread:
             self._lazy_inbox.lazy = None
+        if self._own_thread() is None:
+            self.actor_inbox.put(Envelope(NUDGE))
 
     def _finish(self, exit: Exit, *, notify: bool = True) -> None:
         with self._lock:
@@ -363,11 +382,11 @@ class SupervisedActor(pykka.ThreadingActor):
                 link.on_exit(self.actor_urn, exit, self._own_thread())
 
     def _own_thread(self) -> threading.Thread | None:
-        """The actor's thread if the current thread is it (a supervisor joins it)."""
+        """The actor's thread if the current thread is it (a supervisor joins it); None
+        in any other thread: a caller's that borrowed its inbox, or that stopped a
+        ``lazy_thread`` actor without a thread, holds nothing of the actor's to join."""
         current = threading.current_thread()
-        if self.lazy_thread and current is not self._thread:
-            return None  # stopped in a caller's thread: nothing of the actor's to join
-        return current
+        return current if current is self._sv_thread else None
 
 
 def abandon(ref: pykka.ActorRef[Any]) -> None:

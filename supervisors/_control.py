@@ -12,6 +12,7 @@ from pykka.messages import ProxyCall
 
 from supervisors._actor import SupervisedActor
 from supervisors._inbox import Inbox
+from supervisors._link import wait_arg
 from supervisors._registry import whereis
 
 __all__ = ["borrowed_if_idle", "kill", "shutdown_actor"]
@@ -50,7 +51,8 @@ def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | Non
 
     Args:
         ref: the actor.
-        timeout_s: how long to wait for it to finish terminating.
+        timeout_s: how long to wait for it to finish terminating (``math.inf``: as
+            long as it takes).
         detail: recorded in its exit reason.
 
     Returns:
@@ -61,7 +63,8 @@ def shutdown_actor(ref: pykka.ActorRef[Any], timeout_s: float, detail: str | Non
         return True
     try:
         ref.ask(
-            ProxyCall(attr_path=("_sv_shutdown",), args=(detail,), kwargs={}), timeout=timeout_s
+            ProxyCall(attr_path=("_sv_shutdown",), args=(detail,), kwargs={}),
+            timeout=wait_arg(timeout_s),
         )
     except pykka.ActorDeadError:
         return True

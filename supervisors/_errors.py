@@ -59,4 +59,8 @@ class ChildRunning(SupervisorError):
 
 
 class CallTimeout(SupervisorError):
-    """A supervisor did not answer within the call deadline."""
+    """A supervisor did not answer within the call deadline.
+
+    As with OTP's ``gen_server:call``, the supervisor goes on with the request: a child
+    being started may still start (and is then kept), one being stopped is stopped.
+    """

@@ -29,10 +29,14 @@ import pykka
 from pykka import messages as pykka_messages
 from pykka.messages import ProxyCall
 
-__all__ = ["CONTROL", "Inbox"]
+__all__ = ["CONTROL", "NUDGE", "Inbox"]
 
 CONTROL = frozenset({("_sv_kill",), ("_sv_shutdown",)})
 """The attribute paths of the control messages that end a ``SupervisedActor``."""
+
+NUDGE = ProxyCall(attr_path=("_sv_nudge",), args=(), kwargs={})
+"""A message that does nothing: it wakes a ``SupervisedActor``'s thread that waits for a
+message, so an actor stopped from another thread ends its loop (no sender reaches it)."""
 
 
 def _control_in(messages: Any) -> bool:
@@ -75,6 +79,7 @@ class Inbox:
     __slots__ = (
         "__weakref__",
         "_arrived",
+        "_ending",
         "borrowed",
         "busy",
         "closed",
@@ -87,6 +92,7 @@ class Inbox:
     def __init__(self) -> None:
         self.mutex = threading.Lock()
         self._arrived: threading.Condition | None = None  # made when the actor first waits
+        self._ending = False  # the actor's thread waits in wait_given_back
         self.queue: deque[Any] = deque()
         self.borrowed = False
         self.busy = True
@@ -184,8 +190,23 @@ class Inbox:
         """End a borrow: the actor takes its messages again."""
         with self.mutex:
             self.borrowed = False
-            if self.queue and self._arrived is not None:
+            # a message waits, or the actor's end does; an actor waiting for a message
+            # that has none is not woken for nothing (a borrowed call's hot path)
+            if self._arrived is not None and (self.queue or self._ending):
                 self._arrived.notify()
+
+    def wait_given_back(self) -> None:
+        """Wait until no caller holds the inbox: the actor's thread, before it
+        terminates, lets the code a caller runs on it in the caller's thread end first."""
+        with self.mutex:
+            self._ending = True
+            try:
+                while self.borrowed:
+                    if self._arrived is None:
+                        self._arrived = threading.Condition(self.mutex)
+                    self._arrived.wait()
+            finally:
+                self._ending = False
 
     def control_pending(self) -> bool:
         """True when a kill or a shutdown waits in the inbox."""

@@ -7,6 +7,7 @@ A supervisor wraps a child's start function in `linked`; the first
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,9 +16,30 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from supervisors._exit import Exit
 
-__all__ = ["AMBIENT_KEYS", "ExitListener", "Link", "Starting", "ambient", "linked"]
+__all__ = [
+    "AMBIENT_KEYS",
+    "ExitListener",
+    "Link",
+    "Starting",
+    "ambient",
+    "linked",
+    "wait_arg",
+]
 
 ExitListener = Callable[[str, "Exit", "threading.Thread | None"], None]
+
+
+def wait_arg(timeout_s: float) -> float | None:
+    """The ``timeout`` to give a wait of ``timeout_s`` seconds: None (no limit) for
+    ``math.inf``, which the standard library's waits refuse (``OverflowError``).
+
+    Args:
+        timeout_s: Seconds, or ``math.inf``.
+
+    Returns:
+        ``timeout_s``, or None for ``math.inf``.
+    """
+    return None if math.isinf(timeout_s) else timeout_s
 
 
 _links_lock = threading.Lock()
@@ -47,7 +69,7 @@ class Link:
         """Wait until the linked child has finished terminating.
 
         Args:
-            timeout_s: How long to wait.
+            timeout_s: How long to wait (``math.inf``: without limit).
 
         Returns:
             True once it has; False if it had not within ``timeout_s``.
@@ -58,7 +80,7 @@ class Link:
             if self._waiter is None:
                 self._waiter = threading.Event()
             waiter = self._waiter
-        return waiter.wait(timeout_s)
+        return waiter.wait(wait_arg(timeout_s))
 
 
 class Starting:

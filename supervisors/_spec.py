@@ -11,7 +11,20 @@ from typing import Any
 from supervisors._backoff import Backoff
 from supervisors._errors import ChildSpecError
 
-__all__ = ["ChildSpec", "Restart", "Strategy", "validate_children", "validate_spec"]
+__all__ = [
+    "ChildSpec",
+    "Restart",
+    "Strategy",
+    "shutdown_limit_s",
+    "start_limit_s",
+    "validate_children",
+    "validate_spec",
+]
+
+WORKER_SHUTDOWN_S = 5.0
+"""A worker's ``shutdown_s`` when its spec leaves it None (OTP's 5000 ms)."""
+WORKER_START_TIMEOUT_S = 10.0
+"""A worker's ``start_timeout_s`` when its spec leaves it None."""
 
 
 class Restart(enum.Enum):
@@ -47,9 +60,17 @@ class ChildSpec:
             nested ``Supervisor`` handle). The child must be a ``SupervisedActor``.
         args: positional arguments for ``start``.
         restart: when the child is restarted.
-        shutdown_s: how long the child is given to stop.
-        start_timeout_s: how long the child is given to confirm it is ready.
-        supervisor: True if the child is itself a supervisor (reporting only).
+        shutdown_s: how long the child is given to stop; ``math.inf``: as long as it
+            takes. None (the default) is OTP's default: 5 s for a worker, ``math.inf``
+            for a supervisor, whose own children's shutdowns bound its stop (a shorter
+            one abandons its whole subtree, see ``Supervisor.stop``).
+        start_timeout_s: how long the child is given to confirm it is ready;
+            ``math.inf``: as long as it takes. None (the default): 10 s for a worker,
+            ``math.inf`` for a supervisor, whose own children's start timeouts bound
+            its start.
+        supervisor: True if the child is itself a supervisor: reported by
+            ``which_children`` and ``count_children``, and it sets the defaults of
+            ``shutdown_s`` and ``start_timeout_s``.
         backoff: if given, restarts of this child past the supervisor's restart
             window are delayed (see `Backoff`) instead of counted toward the
             supervisor's intensity: the supervisor never gives up because of it.
@@ -59,8 +80,8 @@ class ChildSpec:
     start: Callable[..., Any]
     args: tuple[Any, ...] = ()
     restart: Restart = Restart.PERMANENT
-    shutdown_s: float = 5.0
-    start_timeout_s: float = 10.0
+    shutdown_s: float | None = None
+    start_timeout_s: float | None = None
     supervisor: bool = False
     backoff: Backoff | None = None
 
@@ -68,16 +89,46 @@ class ChildSpec:
         validate_spec(self)
 
 
-def _positive(value: object, what: str, spec_id: object) -> None:
-    ok = (
+def shutdown_limit_s(spec: ChildSpec) -> float:
+    """How long ``spec``'s child is given to stop (its default resolved).
+
+    Args:
+        spec: a validated spec.
+
+    Returns:
+        Seconds, ``math.inf`` for no limit.
+    """
+    if spec.shutdown_s is not None:
+        return spec.shutdown_s
+    return math.inf if spec.supervisor else WORKER_SHUTDOWN_S
+
+
+def start_limit_s(spec: ChildSpec) -> float:
+    """How long ``spec``'s child is given to start (its default resolved).
+
+    Args:
+        spec: a validated spec.
+
+    Returns:
+        Seconds, ``math.inf`` for no limit.
+    """
+    if spec.start_timeout_s is not None:
+        return spec.start_timeout_s
+    return math.inf if spec.supervisor else WORKER_START_TIMEOUT_S
+
+
+def _limit(value: object, what: str, spec_id: object) -> None:
+    """A time limit: None (the default), a finite number > 0 or ``math.inf``."""
+    ok = value is None or (
         isinstance(value, int | float)
         and not isinstance(value, bool)
-        and math.isfinite(value)
+        and not math.isnan(value)
         and value > 0
     )
     if not ok:
         raise ChildSpecError(
-            f"child {spec_id!r}: {what} must be a finite number > 0, not {value!r}"
+            f"child {spec_id!r}: {what} must be a number > 0 (math.inf: no limit) or None, "
+            f"not {value!r}"
         )
 
 
@@ -98,8 +149,8 @@ def validate_spec(spec: ChildSpec) -> None:
         raise ChildSpecError(f"child {spec.id!r}: args must be a tuple, not {type(spec.args)}")
     if not isinstance(spec.restart, Restart):
         raise ChildSpecError(f"child {spec.id!r}: restart must be a Restart, not {spec.restart!r}")
-    _positive(spec.shutdown_s, "shutdown_s", spec.id)
-    _positive(spec.start_timeout_s, "start_timeout_s", spec.id)
+    _limit(spec.shutdown_s, "shutdown_s", spec.id)
+    _limit(spec.start_timeout_s, "start_timeout_s", spec.id)
     if not isinstance(spec.supervisor, bool):
         raise ChildSpecError(f"child {spec.id!r}: supervisor must be a bool")
     if spec.backoff is not None and not isinstance(spec.backoff, Backoff):

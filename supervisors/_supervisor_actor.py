@@ -7,6 +7,7 @@ handle callers hold; it reaches this actor only through calls with a deadline.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -22,10 +23,17 @@ from supervisors._control import shutdown_actor
 from supervisors._errors import ChildRunning, ChildSpecError, StartError, UnknownChild
 from supervisors._exit import Exit, ExitKind
 from supervisors._intensity import RestartIntensity
-from supervisors._link import Link, linked
+from supervisors._link import Link, linked, wait_arg
 from supervisors._log import EventLog
 from supervisors._plan import plan_restart
-from supervisors._spec import ChildSpec, Restart, Strategy, validate_spec
+from supervisors._spec import (
+    ChildSpec,
+    Restart,
+    Strategy,
+    shutdown_limit_s,
+    start_limit_s,
+    validate_spec,
+)
 
 __all__ = ["ChildInfo", "Clock"]
 
@@ -53,7 +61,7 @@ class ChildInfo:
 
 
 class _Child:
-    __slots__ = ("link", "ref", "spec", "waiting", "window")
+    __slots__ = ("link", "ref", "restarting", "spec", "stopping", "waiting", "window")
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
@@ -62,8 +70,15 @@ class _Child:
         self.window: BackoffWindow | None = None
         self.waiting: threading.Timer | None = None
         """The timer of a delayed restart (a child with a backoff), or None."""
+        self.restarting = False
+        """True while a restart of it is due (OTP's ``restarting`` child): its start
+        failed and is retried (`_try_again`), or its backoff delays it. Without it a child
+        that is not running was terminated or deleted and stays so."""
+        self.stopping: pykka.ActorRef[Any] | None = None
+        """The incarnation `_stop_child` is stopping (``ref`` is None meanwhile)."""
 
     def cancel_restart(self) -> None:
+        self.restarting = False
         timer, self.waiting = self.waiting, None
         if timer is not None:
             timer.cancel()
@@ -75,11 +90,16 @@ class _Child:
 
 def _join(thread: threading.Thread | None, timeout_s: float) -> None:
     if thread is not None and thread is not threading.current_thread():
-        thread.join(timeout_s)
+        thread.join(wait_arg(timeout_s))
 
 
 class _SupervisorActor(SupervisedActor):
-    """The supervisor's actor. Every method runs in the actor's thread."""
+    """The supervisor's actor. Every method runs in the actor's thread, but `_abandon`."""
+
+    start_timeout_s = math.inf
+    """A supervisor's ``init()`` starts its children, each within its own start
+    timeout (and on a failure stops those started, each within its shutdown): it has no
+    limit of its own, as in OTP, unless its parent's spec or ``Supervisor.start`` sets one."""
 
     def __init__(
         self,
@@ -115,6 +135,22 @@ class _SupervisorActor(SupervisedActor):
     def terminate(self, exit: Exit) -> None:
         """Stop every running child in reverse start order."""
         self._stop_all()
+
+    def _abandon(self) -> None:
+        """Abandoned (its parent gave up waiting for its stop or its start), from any
+        thread: its whole subtree is abandoned with it, so no descendant outlives the
+        tree under a registered name (OTP: a killed supervisor's children die with it).
+        Each terminates once the code it runs returns, an idle one at once."""
+        super()._abandon()
+        # Read from the abandoning thread; a copy of the dict is taken in one step.
+        children = list(self._children.values())
+        running = [(c.id, c.ref or c.stopping) for c in children]
+        abandoned = [cid for cid, ref in running if ref is not None and ref.is_alive()]
+        if abandoned:
+            log.error("children_abandoned", supervisor=self._label, children=abandoned)
+        for _, ref in running:
+            if ref is not None:
+                abandon(ref)
 
     # -- calls from the handle ----------------------------------------------
 
@@ -167,6 +203,30 @@ class _SupervisorActor(SupervisedActor):
         child.cancel_restart()
         return self._start_child(child)
 
+    def child_wait_s(self, method: str, args: tuple[Any, ...]) -> float:
+        """How long the call ``method(*args)`` may wait for a child: its spec's start
+        limit (``start_child``, ``restart_child``) or shutdown limit (``terminate_child``),
+        0.0 when it waits for none (no such child, or one not running). Runs in the
+        thread that borrows the actor's inbox, before it runs the call there.
+
+        Args:
+            method: the name of the call.
+            args: its arguments (a validated spec, or a child id).
+
+        Returns:
+            Seconds, ``math.inf`` for no limit.
+        """
+        if method == "start_child":
+            return start_limit_s(args[0])
+        child = self._children.get(args[0])
+        if child is None:
+            return 0.0
+        if method == "restart_child":
+            return 0.0 if child.ref is not None else start_limit_s(child.spec)
+        if method == "terminate_child":
+            return 0.0 if child.ref is None else shutdown_limit_s(child.spec)
+        return math.inf
+
     def delete_child(self, child_id: str) -> None:
         """Forget a terminated child's spec. Runs in the actor's thread."""
         child = self._find(child_id)
@@ -187,7 +247,7 @@ class _SupervisorActor(SupervisedActor):
         if child is None or child.ref is None or child.ref.actor_urn != urn:
             return  # an incarnation this supervisor already stopped or replaced
         child.ref = None
-        _join(thread, child.spec.shutdown_s)
+        _join(thread, shutdown_limit_s(child.spec))
         restart = child.spec.restart
         # As OTP's child_terminated report: any exit of a permanent child is unexpected.
         level = log.error if exit.abnormal or restart is Restart.PERMANENT else log.info
@@ -202,9 +262,10 @@ class _SupervisorActor(SupervisedActor):
             self._restart(child.id)
 
     def _try_again(self, child_id: str) -> None:
-        """Retry a restart that failed to start. Runs in the actor's thread."""
+        """Retry a restart that failed to start, unless the child was terminated,
+        deleted or started by hand meanwhile. Runs in the actor's thread."""
         child = self._children.get(child_id)
-        if child is not None and child.ref is None:
+        if child is not None and child.restarting and child.ref is None:
             self._restart(child_id)
 
     def _restart_due(self, child_id: str, timer: threading.Timer) -> None:
@@ -242,6 +303,7 @@ class _SupervisorActor(SupervisedActor):
         timer.daemon = True
         child.cancel_restart()
         child.waiting = timer
+        child.restarting = True
         log.warning(
             "child_restart_delayed",
             supervisor=self._label,
@@ -280,6 +342,7 @@ class _SupervisorActor(SupervisedActor):
                 self._start_child(child)
             except StartError as exc:
                 log.error("restart_failed", supervisor=self._label, child=cid, error=str(exc))
+                child.restarting = True
                 if child.spec.backoff is not None:
                     self._restart_backed_off(child)
                 else:
@@ -305,26 +368,27 @@ class _SupervisorActor(SupervisedActor):
             with contextlib.suppress(pykka.ActorDeadError):  # a dead supervisor needs no news
                 me.tell(message)
 
-        with linked(on_exit, spec.start_timeout_s) as link:
+        with linked(on_exit, start_limit_s(spec)) as link:
             try:
                 result = spec.start(*spec.args)
-            except StartError:
-                raise
             except Exception as exc:
-                raise StartError(
-                    f"child {spec.id!r} of {self._label!r} failed to start: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
+                # The child's own StartError ("Bad failed to start: OSError: ...") names
+                # neither the child nor this supervisor; its cause (what init() raised)
+                # stays the cause, and a start timeout, which has none, is the cause.
+                what = str(exc) if isinstance(exc, StartError) else f"{type(exc).__name__}: {exc}"
+                error = StartError(f"child {spec.id!r} of {self._label!r} failed to start: {what}")
+                raise error from (exc.__cause__ if isinstance(exc, StartError) else None) or exc
         ref = result if isinstance(result, pykka.ActorRef) else getattr(result, "actor_ref", None)
         if not isinstance(ref, pykka.ActorRef) or link.child_urn != ref.actor_urn:
             if isinstance(ref, pykka.ActorRef):
-                shutdown_actor(ref, spec.shutdown_s, "unlinked")
+                shutdown_actor(ref, shutdown_limit_s(spec), "unlinked")
             raise StartError(
                 f"child {spec.id!r}: start must return the SupervisedActor it started "
                 f"(an ActorRef or a handle with .actor_ref), not {result!r}"
             )
         child.ref = ref
         child.link = link
+        child.restarting = False
         log.info("child_started", supervisor=self._label, child=spec.id)
         return ref
 
@@ -332,20 +396,26 @@ class _SupervisorActor(SupervisedActor):
         ref, child.ref = child.ref, None
         if ref is None:
             return
-        deadline = time.monotonic() + child.spec.shutdown_s  # one shutdown_s in all
-        stopped = shutdown_actor(ref, child.spec.shutdown_s, "shutdown")
-        # It may have been exiting on its own (a crash racing the stop): either way,
-        # return only once it has released what it owns, within what is left.
-        if stopped and child.link is not None:
-            stopped = child.link.wait_finished(max(0.0, deadline - time.monotonic()))
+        limit = shutdown_limit_s(child.spec)
+        deadline = time.monotonic() + limit  # one shutdown_s in all
+        child.stopping = ref
+        try:
+            stopped = shutdown_actor(ref, limit, "shutdown")
+            # It may have been exiting on its own (a crash racing the stop): either way,
+            # return only once it has released what it owns, within what is left.
+            if stopped and child.link is not None:
+                stopped = child.link.wait_finished(max(0.0, deadline - time.monotonic()))
+        finally:
+            child.stopping = None
         if not stopped:
             # OTP kills a child that outlives its shutdown; here it is abandoned: dead to
-            # everyone and its name free, so a restart can take it (see `_abandon`).
+            # everyone and its name free, so a restart can take it (see `_abandon`); a
+            # supervisor's whole subtree with it (`_SupervisorActor._abandon`).
             log.error(
                 "child_shutdown_timeout",
                 supervisor=self._label,
                 child=child.id,
-                shutdown_s=child.spec.shutdown_s,
+                shutdown_s=limit,
             )
             abandon(ref)
 

@@ -111,3 +111,33 @@ def wait_until(pred: Callable[[], Any], timeout: float = 5.0, interval: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {pred}")
         time.sleep(interval)
+
+
+class Slow(SupervisedActor):
+    """A registered actor whose init() or terminate() waits for a gate (at most
+    ``wait_s``); records ``init`` and ``exit:<kind>`` in a journal."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        name: str,
+        *,
+        init_gate: threading.Event | None = None,
+        stop_gate: threading.Event | None = None,
+        wait_s: float = 5.0,
+    ) -> None:
+        super().__init__(name=name)
+        self.journal = journal
+        self.init_gate = init_gate
+        self.stop_gate = stop_gate
+        self.wait_s = wait_s
+
+    def init(self) -> None:
+        if self.init_gate is not None:
+            self.init_gate.wait(self.wait_s)
+        self.journal.add("init", self.name or "")
+
+    def terminate(self, exit: Exit) -> None:
+        if self.stop_gate is not None:
+            self.stop_gate.wait(self.wait_s)
+        self.journal.add(f"exit:{exit.kind.value}", self.name or "")

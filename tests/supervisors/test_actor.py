@@ -1,10 +1,13 @@
 """SupervisedActor: synchronous start, exit reasons on every path, crash on purpose."""
 
+import threading
+
 import pykka
 import pytest
 from pykka.messages import ProxyCall
+from structlog.testing import capture_logs
 
-from supervisors import Killed, NameTaken, StartError, kill, whereis
+from supervisors import Exit, Killed, NameTaken, StartError, SupervisedActor, kill, whereis
 
 from ._support import Journal, Worker, wait_until
 
@@ -30,6 +33,53 @@ def test_init_failure_raises_start_error_with_the_cause_and_releases() -> None:
     assert isinstance(info.value.__cause__, RuntimeError)
     assert journal.of("exit:start_failed") == ["w"]
     assert whereis("act.fail") is None
+
+
+class _Listener(SupervisedActor):
+    """Keeps a helper thread of its own in ``self._thread``, as memoryd's HTTP listener
+    does, and stops and joins it in terminate(); its init() may fail before starting it."""
+
+    def __init__(self, journal: Journal, *, fail: bool) -> None:
+        super().__init__(name="act.listener")
+        self.journal = journal
+        self.fail = fail
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+
+    def init(self) -> None:
+        if self.fail:
+            raise OSError("the address is in use")
+        self._thread = threading.Thread(target=self._done.wait, daemon=True)
+        self._thread.start()
+
+    def terminate(self, exit: Exit) -> None:
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._done.set()
+            thread.join(5.0)
+        self.journal.add("released", exit.kind.value)
+
+
+def test_a_failed_init_terminates_an_actor_whose_own_attribute_is_named_thread() -> None:
+    """An actor whose init() raises before it set its own ``_thread`` runs terminate() to
+    the end (nothing logged as terminate_failed): the actor's thread is not what a
+    subclass keeps in ``self._thread``, which terminate() joins."""
+    journal = Journal()
+    with capture_logs() as logs, pytest.raises(StartError, match="address is in use"):
+        _Listener.start(journal, fail=True)
+    assert journal.of("released") == ["start_failed"]
+    assert [e for e in logs if e["event"] == "terminate_failed"] == []
+    assert whereis("act.listener") is None
+
+
+def test_an_actor_with_its_own_thread_attribute_stops_and_joins_it() -> None:
+    """The same actor started: a stop runs its terminate() to the end too."""
+    journal = Journal()
+    with capture_logs() as logs:
+        ref = _Listener.start(journal, fail=False)
+        ref.stop()
+    assert journal.of("released") == ["normal"]
+    assert [e for e in logs if e["event"] == "terminate_failed"] == []
 
 
 def test_init_slower_than_the_start_timeout_is_abandoned() -> None:
@@ -127,3 +177,32 @@ def test_a_registered_name_is_taken_until_the_actor_dies() -> None:
 def test_killed_is_an_exception_type_of_its_own() -> None:
     """Killed can be told apart from real errors in exit reasons."""
     assert issubclass(Killed, Exception)
+
+
+def test_a_crash_while_a_caller_borrows_the_actor_is_restarted_without_delay() -> None:
+    """crash() run in a caller's thread that borrowed the (threaded) actor's inbox: the
+    supervisor does not wait on the caller's thread (it holds nothing of the actor's)
+    but restarts the child at once; the old incarnation's own thread ends."""
+    from supervisors import Supervisor
+    from supervisors._control import borrowed_if_idle
+
+    from ._support import worker_spec
+
+    journal = Journal()
+    sup = Supervisor.start(name="act.borrow", children=[worker_spec(journal, "act.borrow.w")])
+    old = whereis("act.borrow.w")
+    assert old is not None
+
+    def crash_borrowed() -> object:
+        with borrowed_if_idle(old) as actor:
+            if actor is None:
+                return None  # not idle yet
+            actor.crash(RuntimeError("crashed while borrowed"))
+            return actor
+
+    actor = wait_until(crash_borrowed)
+    # Well under the child's 5 s shutdown_s, which the supervisor waited on the caller.
+    wait_until(lambda: whereis("act.borrow.w") not in (None, old), timeout=2.0)
+    assert journal.of("exit:crashed") == ["act.borrow.w"]
+    wait_until(lambda: not actor._sv_thread.is_alive(), timeout=2.0)
+    sup.stop()

@@ -1,10 +1,12 @@
 """Actors whose thread starts lazily, and calls that borrow an idle actor: ``init()`` runs
 in the starting thread, the actor's thread starts on its first message, a shutdown of an
 actor that never started its thread runs in the caller's thread, and a supervisor that
-handles no message runs a handle's call in the caller's thread."""
+handles no message runs a handle's call in the caller's thread when the call cannot
+outlast its deadline."""
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -162,8 +164,9 @@ def test_a_lazy_actor_needs_a_supervisors_inbox() -> None:
 
 
 def test_a_call_to_an_idle_supervisor_runs_in_the_callers_thread() -> None:
-    """start_child and terminate_child run here: a lazy child's init() and terminate()
-    run in the calling thread, and no thread is started for it."""
+    """start_child and terminate_child of a child whose start timeout and shutdown are
+    shorter than the call's deadline (5 s and 4 s, against 30 s) run here: a lazy child's
+    init() and terminate() run in the calling thread, and no thread is started for it."""
     journal = Journal()
     sup = DynamicSupervisor.start(name="lazy.idle")
     sup.start_child(
@@ -171,6 +174,8 @@ def test_a_call_to_an_idle_supervisor_runs_in_the_callers_thread() -> None:
             id="c",
             start=lambda: Lazy.start(journal, "c", name="lazy.idle.c"),
             restart=Restart.TRANSIENT,
+            start_timeout_s=5.0,
+            shutdown_s=4.0,
         )
     )
     actor = whereis("lazy.idle.c").actor_inbox.owner()  # type: ignore[union-attr]
@@ -178,6 +183,37 @@ def test_a_call_to_an_idle_supervisor_runs_in_the_callers_thread() -> None:
     assert actor.threads["init"] == me
     sup.terminate_child("c")
     assert actor.threads["terminate"] == me
+    assert journal.of("exit:shutdown") == ["c"]
+    assert sup.which_children() == []
+    assert actor_threads() == []
+    sup.stop()
+
+
+@pytest.mark.parametrize("limit_s", [1.0, math.inf])
+def test_a_call_that_could_outlast_its_deadline_runs_in_the_supervisors_thread(
+    limit_s: float,
+) -> None:
+    """A child whose start timeout and shutdown are not shorter than the call's deadline
+    (1 s): start_child and terminate_child go through the supervisor's thread even when
+    it is idle, so the deadline holds; a lazy child's init() and terminate() run there,
+    and no thread is started for it."""
+    journal = Journal()
+    sup = DynamicSupervisor.start(name="lazy.hop", call_timeout_s=1.0)
+    sup.start_child(
+        ChildSpec(
+            id="c",
+            start=lambda: Lazy.start(journal, "c", name="lazy.hop.c"),
+            restart=Restart.TRANSIENT,
+            start_timeout_s=limit_s,
+            shutdown_s=limit_s,
+        )
+    )
+    actor = whereis("lazy.hop.c").actor_inbox.owner()  # type: ignore[union-attr]
+    me = threading.current_thread().name
+    assert actor.threads["init"].startswith("_SupervisorActor")
+    sup.terminate_child("c")
+    assert actor.threads["terminate"].startswith("_SupervisorActor")
+    assert me not in actor.threads.values()
     assert journal.of("exit:shutdown") == ["c"]
     assert sup.which_children() == []
     assert actor_threads() == []

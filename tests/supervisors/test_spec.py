@@ -1,6 +1,7 @@
 """Child specs are frozen values validated up front."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -21,6 +22,7 @@ def _start() -> None:
         ({"restart": "permanent"}, "restart must be a Restart"),
         ({"shutdown_s": 0}, "shutdown_s"),
         ({"shutdown_s": float("nan")}, "shutdown_s"),
+        ({"shutdown_s": "5"}, "shutdown_s"),
         ({"start_timeout_s": -1}, "start_timeout_s"),
         ({"supervisor": 1}, "supervisor must be a bool"),
     ],
@@ -73,3 +75,18 @@ def test_bad_supervisor_settings_raise_child_spec_error(kwargs: dict) -> None:
 def test_strategy_values_are_the_otp_names() -> None:
     """The enum values read like OTP's atoms."""
     assert {s.value for s in Strategy} == {"one_for_one", "one_for_all", "rest_for_one"}
+
+
+def test_a_supervisor_childs_shutdown_and_start_default_to_no_limit() -> None:
+    """OTP: a supervisor child's shutdown defaults to infinity (its children's shutdowns
+    bound it), a worker's to 5 s; an explicit value is kept for either."""
+    from supervisors._spec import shutdown_limit_s, start_limit_s
+
+    sup = ChildSpec(id="s", start=_start, supervisor=True)
+    worker = ChildSpec(id="w", start=_start)
+    assert sup.shutdown_s is None and sup.start_timeout_s is None
+    assert shutdown_limit_s(sup) == math.inf and start_limit_s(sup) == math.inf
+    assert shutdown_limit_s(worker) == 5.0 and start_limit_s(worker) == 10.0
+    pinned = ChildSpec(id="p", start=_start, supervisor=True, shutdown_s=2.0)
+    assert shutdown_limit_s(pinned) == 2.0
+    assert shutdown_limit_s(ChildSpec(id="i", start=_start, shutdown_s=math.inf)) == math.inf
