@@ -274,6 +274,13 @@ def _fields_shown(names: set[str]) -> str:
 
 
 def check_fields(body: dict[str, Any], allowed: set[str], required: set[str]) -> None:
+    odd = next((name for name in body if not isinstance(name, str)), None)
+    if odd is not None:  # a msgpack map may have any keys: bytes, numbers
+        raise HttpError(
+            400,
+            "ValueError",
+            f"field names are strings, not {type(odd).__name__} ({shown(repr(odd), 40)})",
+        )
     unknown = set(body) - allowed
     if unknown:
         expected = sorted(allowed)
