@@ -548,7 +548,17 @@ class Agent(SessionMethods):
             record = await asyncio.to_thread(journal.load, run_id)
             journal.check_orphaned(record, running_here=False)  # marked active just above
             async with conversation_lock(self._lock_key(record.conversation_id)):
-                done = await asyncio.to_thread(self._claimed, journal, record)
+                claiming = asyncio.ensure_future(
+                    asyncio.to_thread(self._claimed, journal, record)
+                )
+                try:
+                    done = await asyncio.shield(claiming)
+                except asyncio.CancelledError:
+                    # the claim goes on in its thread: once it ends, nothing of the
+                    # run is kept here (it is pending again, for the next resume)
+                    await _outlast(claiming)
+                    self._stopped(run_id)
+                    raise
                 if isinstance(done, RunResult):
                     return done
                 return await self._adrive(*done)

@@ -385,9 +385,9 @@ class RunJournal:
 
             async def settle_async() -> None:
                 try:
-                    # shielded: a cancelled wait leaves the write going, and waiting
-                    # again (the run's cleanup) finds its outcome
-                    version = await asyncio.shield(sending)
+                    # a cancelled wait leaves the write going, and waiting again (the
+                    # run's cleanup) finds its outcome (`StoreHandle.begin_on_loop`)
+                    version = await sending
                 except ConflictError as exc:
                     refused = self._refused
                     version = await asyncio.to_thread(refused, exc, store, run_id, live, batch)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from typing import Any, ClassVar
 
 import pykka
@@ -127,11 +127,14 @@ class ActorStoreHandle(StoreHandle):
         than the store's: nothing is sent past it). A write once sent is waited for up
         to the store's own deadline: cut sooner, a healthy write would end with its
         outcome unknown."""
+        answer_by: float | None = None  # from the first send: one store deadline in all
         while True:
             ref, reply = posted or self._post(request, deadline, Reply())
             posted = None
+            if answer_by is None:
+                answer_by = time.monotonic() + self.call_timeout_s
             try:
-                return self._await(ref, reply, time.monotonic() + self.call_timeout_s)
+                return self._await(ref, reply, answer_by)
             except (pykka.ActorDeadError, NotWritten):
                 if time.monotonic() >= deadline:
                     raise self._unavailable("stopped before the write") from None
@@ -223,17 +226,12 @@ class ActorStoreHandle(StoreHandle):
     def begin_on_loop(self, request: WriteRequest) -> Awaitable[Any]:
         """`StoreHandle.begin_on_loop`: the write is handed to the loop's link at once
         (into the actor's inbox, or the loop's batch of this iteration), and the
-        returned coroutine awaits its answer: no task in between."""
+        returned `_LoopWrite` awaits its answer: no task in between."""
         try:
-            sent = self._send_from_loop(request)
+            reply, deadline = self._send_from_loop(request)
         except Exception as exc:  # raised when awaited, as every backend's errors are
             return _raise(exc)
-        return self._result_on_loop(request, sent)
-
-    async def _result_on_loop(
-        self, request: WriteRequest, sent: tuple[LoopReply | None, float]
-    ) -> Any:
-        return requests.result(request, await self._answer_on_loop(request, *sent))
+        return _LoopWrite(self, request, reply, deadline)
 
     def _send_from_loop(self, request: WriteRequest) -> tuple[LoopReply | None, float]:
         """Hand ``request`` to the running loop's link; the reply (None when nothing was
@@ -269,6 +267,51 @@ class ActorStoreHandle(StoreHandle):
     def stop(self) -> None:
         """Stop the store: commit what it accepted, close its storage."""
         lookup.stop(self.name)
+
+
+class _LoopWrite:
+    """The answer to a write an event loop sent (`ActorStoreHandle.begin_on_loop`).
+
+    Awaitable more than once: each await waits on the reply's future through
+    `asyncio.shield`, so a cancelled await leaves the write going and the next one gets
+    its outcome (a run stopped with its step's write in flight waits for it again). The
+    link forgets the reply once it is answered. A write never attempted (its actor died
+    first) is sent again from a worker thread, once, within its deadline.
+    """
+
+    __slots__ = ("_again", "_deadline", "_future", "_handle", "_reply", "_request")
+
+    def __init__(
+        self,
+        handle: ActorStoreHandle,
+        request: WriteRequest,
+        reply: LoopReply | None,
+        deadline: float,
+    ) -> None:
+        self._handle, self._request, self._deadline = handle, request, deadline
+        self._reply = reply
+        self._future = None if reply is None else reply.future
+        self._again: asyncio.Future[Any] | None = None
+        if reply is not None and self._future is not None:
+            link = reply.link
+            self._future.add_done_callback(lambda _: link.done(reply))
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._result().__await__()
+
+    async def _result(self) -> Any:
+        reply, future = self._reply, self._future
+        if reply is not None and future is not None:
+            await asyncio.shield(future)
+            try:
+                return requests.result(self._request, reply.result())
+            except (pykka.ActorDeadError, NotWritten):
+                self._reply = None  # never attempted: safe to send again
+        if self._again is None:
+            self._again = asyncio.ensure_future(
+                asyncio.to_thread(self._handle._write_until, self._request, self._deadline)
+            )
+        return requests.result(self._request, await asyncio.shield(self._again))
 
 
 async def _raise(exc: Exception) -> Any:

@@ -10,7 +10,7 @@ import abc
 import contextlib
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from memoryd import messages as msgs
@@ -332,18 +332,19 @@ class StoreHandle(abc.ABC):
         """`begin` from a running event loop: send a write now, await its result later.
 
         Awaiting the returned awaitable gives what `submit` returns and raises what it
-        raises. A store served by a store actor has the write in its inbox (or in the
-        loop's batch of this iteration) when this returns, and writes begun one after
-        another reach it in that order; other stores send each from a worker thread as
-        soon as the loop runs its next callbacks, in no set order among themselves
-        (await a write before beginning one that depends on it). Must be called from
-        the loop's thread.
+        raises. It may be awaited again: a cancelled await leaves the write going, and
+        the next await gets its outcome. A store served by a store actor has the write
+        in its inbox (or in the loop's batch of this iteration) when this returns, and
+        writes begun one after another reach it in that order; other stores send each
+        from a worker thread as soon as the loop runs its next callbacks, in no set
+        order among themselves (await a write before beginning one that depends on it).
+        Must be called from the loop's thread.
         """
         import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)
 
         sending = asyncio.ensure_future(self.submit(request))
         sending.add_done_callback(_retrieve)  # an owner that stops first never awaits it
-        return sending
+        return Shielded(sending)
 
     async def _write_async(self, request: WriteRequest) -> Any:
         import asyncio  # noqa: PLC0415 (a program that never awaits a write skips loading asyncio)
@@ -531,6 +532,21 @@ class StoreHandle(abc.ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.name))
+
+
+class Shielded:
+    """A future awaited through `asyncio.shield`: a cancelled await leaves it going, and
+    it can be awaited again for its outcome (`StoreHandle.begin_on_loop`)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: Any) -> None:
+        self.future = future
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        import asyncio  # noqa: PLC0415 (loaded already by whoever made the future)
+
+        return asyncio.shield(self.future).__await__()
 
 
 def _retrieve(sending: Any) -> None:

@@ -187,6 +187,30 @@ class WriteContract:
         assert asyncio.run(scenario()) == (1, 2, None)
         assert texts(store.get("c")) == ["a", "b"]
 
+    def test_a_write_begun_on_a_loop_can_be_awaited_again_after_a_cancelled_await(
+        self, store: Store
+    ) -> None:
+        """A task awaiting the write is cancelled at once: the write goes on, and
+        awaiting it again answers its version (a run stopped with its step's write in
+        flight waits for it so). Written once."""
+
+        async def scenario() -> object:
+            sending = store.begin_on_loop(_add("c", "a", expected=0))
+
+            async def wait() -> object:
+                return await sending
+
+            waiting = asyncio.ensure_future(wait())
+            await asyncio.sleep(0)  # the task is awaiting the write now
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            return await sending
+
+        assert asyncio.run(scenario()) == 1
+        assert texts(store.get("c")) == ["a"]
+        assert len(store.events("c")) == 1
+
     def test_a_write_begun_on_a_loop_to_a_stopped_store_raises_when_awaited(
         self, store: Store
     ) -> None:

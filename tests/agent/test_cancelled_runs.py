@@ -6,6 +6,7 @@ the process, and a session sees a turn that was committed."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 import memoryd
 from memoryd import messages
+from memoryd.agent import journal as journal_module
 from memoryd.llm import ScriptedModel
 
 
@@ -165,3 +167,34 @@ def test_aresume_runs_on_the_loop_and_a_cancelled_one_stays_pending(
     assert calls == ["a"]
     assert [m["role"] for m in lmdb.get("c")] == ["user", "assistant", "tool", "assistant"]
     assert agent.pending_runs("c") == []
+
+
+def test_an_aresume_cancelled_during_its_claim_keeps_nothing_in_the_process(
+    lmdb: memoryd.StoreHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim runs in a worker thread, held there 0.3 s; the resume is cancelled at
+    0.1 s. Once `CancelledError` is raised the claim has ended and nothing of the run is
+    kept in the process (the claim went on in its thread and left the run tracked as
+    this process's live run), and a later resume finishes it."""
+    calls: list[str] = []
+    agent = memoryd.Agent(
+        llm=_CancelAfterStep(cancel=False, hang=True), memory=lmdb, tools=[_noted(calls)]
+    )
+    claim = journal_module.RunJournal.claim
+
+    def slow_claim(self: journal_module.RunJournal, record: Any) -> Any:
+        time.sleep(0.3)
+        return claim(self, record)
+
+    async def main() -> str:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.arun("go", "c", run_id="R"), 1.0)
+        monkeypatch.setattr(journal_module.RunJournal, "claim", slow_claim)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.aresume("R"), 0.1)
+        assert agent._journal is not None and "R" not in agent._journal._live
+        agent.kernel.llm = _CancelAfterStep(cancel=False)  # type: ignore[assignment]
+        return (await agent.aresume("R")).text
+
+    assert asyncio.run(main()) == "done"
+    assert calls == ["a"]
