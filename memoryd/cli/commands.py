@@ -410,14 +410,25 @@ def _daemon_hint(pid: int | None) -> str | None:
     if "serve" not in words or not any("memoryd" in word for word in words):
         return None
     hint = "it is a memoryd daemon: reach it with --address"
-    if "--socket" in words[:-1]:
-        where = Path(words[words.index("--socket") + 1])
+    socket_path, listen = _option_of(words, "--socket"), _option_of(words, "--listen")
+    if socket_path is not None:
+        where = Path(socket_path)
         with contextlib.suppress(OSError):  # a relative path is the daemon's own
             where = Path(os.readlink(f"/proc/{pid}/cwd")) / where
         return f"{hint} unix://{where}"
-    if "--listen" in words[:-1]:
-        return f"{hint} http://{words[words.index('--listen') + 1]} (and its --token)"
+    if listen is not None:
+        return f"{hint} http://{listen} (and its --token)"
     return hint
+
+
+def _option_of(words: list[str], flag: str) -> str | None:
+    """The value a command line gives ``flag`` (``--flag VALUE`` or ``--flag=VALUE``)."""
+    for index, word in enumerate(words):
+        if word == flag and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith(flag + "="):
+            return word[len(flag) + 1 :]
+    return None
 
 
 @contextlib.contextmanager

@@ -36,7 +36,13 @@ from http import HTTPStatus
 import structlog
 
 from memoryd import protocol as wire
-from memoryd.errors import HttpError, InvalidMessage, MemorydError
+from memoryd.errors import (
+    HttpError,
+    InvalidMessage,
+    MemorydError,
+    StoreUnavailable,
+    WriteTimeout,
+)
 from memoryd.protocol import check_store_name
 from memoryd.server.bodies import decode_body
 from memoryd.server.calls import ServerContext, check_fields
@@ -87,6 +93,8 @@ class PendingAdd:
     __slots__ = (
         "body",
         "cid",
+        "cut",
+        "cut_key",
         "disconnected",
         "handle",
         "keep_alive",
@@ -110,6 +118,9 @@ class PendingAdd:
         msgpack: bool,
         started: float,
     ) -> None:
+        self.cut = False
+        """Answered at the shutdown's cut before its body came whole."""
+        self.cut_key = -1
         self.handle = handle
         self.cid = cid
         self.path = path
@@ -188,6 +199,31 @@ class AppendLane:
             started=started,
         )
 
+    def on_cut(self, callback: Callable[[], None]) -> int:
+        """Have ``callback`` called at the shutdown's cut (`Drain.on_cut`): an add whose
+        body is still arriving answers then. Returns the key for `forget_cut`."""
+        return self._ctx.drain.on_cut(callback)
+
+    def forget_cut(self, key: int) -> None:
+        """The add `on_cut` gave ``key`` to has its body (or its client left)."""
+        self._ctx.drain.forget(key)
+
+    def cut_unread(self, pending: PendingAdd, done: Done) -> None:
+        """Answer an add whose body had not all come at the shutdown's cut: nothing was
+        written, so a 503 its client retries once the daemon is back."""
+        log.warning(
+            "request_cut_at_shutdown",
+            method="POST",
+            path=pending.path,
+            op="add",
+            outcome="nothing written",
+        )
+        error = StoreUnavailable(
+            "the daemon is stopping and this add's body had not all come; nothing was "
+            "written: retry once the daemon is back"
+        )
+        self._answer_error(pending, error, done)
+
     def start(self, pending: PendingAdd, done: Done) -> None:
         """Check ``pending``'s body and send its add; ``done`` gets the answer.
 
@@ -203,6 +239,7 @@ class AppendLane:
         task = asyncio.get_running_loop().create_task(self._submit(pending, handle, request, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._ctx.drain.track(task)  # answered at the shutdown's cut, as the app's are
 
     def gone(self, pending: PendingAdd) -> None:
         """The client left before ``pending``'s body arrived: counted and logged as the app
@@ -259,6 +296,19 @@ class AppendLane:
         """
         try:
             version = await handle.submit(request)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or not self._ctx.drain.taken_back(task):
+                raise
+            log.warning(
+                "request_cut_at_shutdown",
+                method="POST",
+                path=pending.path,
+                op="add",
+                outcome="unknown",
+            )
+            self._answer_error(pending, _cut_write(), done)
+            return
         except Exception as exc:
             self._answer_error(pending, exc, done)
             return
@@ -285,6 +335,14 @@ class AppendLane:
             "POST", pending.path, "add", status, time.perf_counter() - pending.started
         )
         done(status, media.encode("latin-1"), body)
+
+
+def _cut_write() -> WriteTimeout:
+    """The error of an add handed to its store and cut at shutdown (outcome unknown)."""
+    return WriteTimeout(
+        "the daemon is stopping and cut this add before its store answered; its outcome "
+        "is unknown: retry with the same idempotency key once the daemon is back"
+    )
 
 
 _PHRASES: dict[int, bytes] = {}

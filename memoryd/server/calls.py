@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -113,6 +114,10 @@ class Drain:
         self._open: set[asyncio.Task[Any]] = set()
         self._cut: set[asyncio.Task[Any]] = set()
         self._over = False
+        self._waiting: dict[int, Callable[[], None]] = {}
+        """What to call at the cut for requests that have no task yet (a lane's add whose
+        body is still arriving), by key."""
+        self._keys = itertools.count()
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve the requests of ``loop`` (the app's lifespan calls it)."""
@@ -127,11 +132,50 @@ class Drain:
             loop.call_soon_threadsafe(loop.call_later, after_s, self._cut_all)
 
     def _cut_all(self) -> None:
-        """Cancel every request still running (and any that starts from now on)."""
+        """Cancel every request still running (and any that starts from now on), and
+        answer those that have no task yet."""
         self._over = True
         for task in self._open - self._cut:
             self._cut.add(task)
             task.cancel()
+        waiting, self._waiting = self._waiting, {}
+        for callback in waiting.values():
+            callback()
+
+    def on_cut(self, callback: Callable[[], None]) -> int:
+        """Call ``callback`` at the cut (on the loop): a request without a task of its
+        own (a lane's add whose body is still arriving) answers then. Returns the key
+        `forget` takes once the request no longer needs it."""
+        key = next(self._keys)
+        if self._over and self._loop is not None:
+            self._loop.call_soon(callback)
+        else:
+            self._waiting[key] = callback
+        return key
+
+    def forget(self, key: int) -> None:
+        """The request `on_cut` gave ``key`` to goes on by itself now."""
+        self._waiting.pop(key, None)
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Cut ``task`` with the requests (a task of the connection's own append lane,
+        which answers without the app); it asks `taken_back` when it is cancelled."""
+        if self._over:
+            self._cut.add(task)
+            task.cancel()
+            return
+        self._open.add(task)
+
+        def untrack(done: asyncio.Task[Any]) -> None:
+            self._open.discard(done)
+            self._cut.discard(done)
+
+        task.add_done_callback(untrack)
+
+    def taken_back(self, task: asyncio.Task[Any]) -> bool:
+        """True when the cancellation ``task`` caught was the cut's (taken back then: the
+        task answers with its error); False for any other, which goes on."""
+        return task in self._cut and task.uncancel() == 0
 
     async def run(self, endpoint: Endpoint, request: Request) -> Response:
         """Run ``endpoint`` on ``request`` under the cut (see `drained`)."""

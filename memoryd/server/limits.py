@@ -251,7 +251,9 @@ def bounded(
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             if self._adding is not None and lane is not None and lane.appends is not None:
-                lane.appends.gone(self._adding)  # its body never came whole
+                lane.appends.forget_cut(self._adding.cut_key)
+                if not self._adding.cut:
+                    lane.appends.gone(self._adding)  # its body never came whole
                 self._adding = None
             if self._head_timer is not None:
                 self._head_timer.cancel()
@@ -440,6 +442,7 @@ def bounded(
                     return False
                 self.cycle = pending  # type: ignore[assignment]  # a pipelined request waits
                 self._adding = pending
+                pending.cut_key = appends.on_cut(lambda: self._cut_adding(pending))
                 self._due += 1  # answered by `_added`, which completes it as a cycle does
                 return True
             if method != b"GET":
@@ -467,7 +470,9 @@ def bounded(
                 self._reading_head = True
                 self._head_bytes = 0
                 assert lane is not None and lane.appends is not None
-                lane.appends.start(adding, lambda *answer: self._added(adding, *answer))
+                lane.appends.forget_cut(adding.cut_key)
+                if not adding.cut:  # else answered at the shutdown's cut already
+                    lane.appends.start(adding, lambda *answer: self._added(adding, *answer))
                 return
             if self._lane_served:  # its response is written: the connection is free
                 self._lane_served = False
@@ -480,6 +485,16 @@ def bounded(
             super().on_message_complete()
             self._reading_head = True
             self._head_bytes = 0
+
+        def _cut_adding(self, pending: PendingAdd) -> None:
+            """The shutdown's cut came while ``pending``'s body was still arriving: it is
+            answered now (503, nothing written) and the connection closes."""
+            if self._adding is not pending or pending.cut:
+                return
+            pending.cut = True
+            pending.keep_alive = False
+            assert lane is not None and lane.appends is not None
+            lane.appends.cut_unread(pending, lambda *answer: self._added(pending, *answer))
 
         def _added(self, pending: PendingAdd, status: int, media: bytes, body: bytes) -> None:
             """Write the answer of a lane's add (head and body in one write), then free

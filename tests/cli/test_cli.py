@@ -437,11 +437,13 @@ def test_a_data_directory_a_daemon_serves_on_another_socket_names_the_way_to_it(
     """``--data DIR`` of a daemon serving DIR on a socket of its own (``serve --socket``)
     cannot be opened (the daemon holds it); the error says it is a memoryd daemon and
     gives the ``--address`` that reaches it (it said only "stop that store first")."""
-    sock = tmp_path / "elsewhere.sock"
-    with Daemon(tmp_path / "d", extra=("--socket", str(sock))) as daemon:
-        daemon.start()
-        done = run("--data", str(tmp_path / "d"), "get", "c")
-        assert done.returncode == 1
-        assert f"reach it with --address unix://{sock}" in done.stderr
-        reached = run("--address", f"unix://{sock}", "--json", "get", "c")
-        assert reached.returncode == 0, reached.stderr
+    for n, given in enumerate((("--socket", "{}"), ("--socket={}",))):
+        sock = tmp_path / f"elsewhere{n}.sock"
+        args = tuple(word.format(sock) for word in given)
+        with Daemon(tmp_path / f"d{n}", extra=args) as daemon:
+            daemon.start()
+            done = run("--data", str(tmp_path / f"d{n}"), "get", "c")
+            assert done.returncode == 1
+            assert f"reach it with --address unix://{sock}" in done.stderr
+            reached = run("--address", f"unix://{sock}", "--json", "get", "c")
+            assert reached.returncode == 0, reached.stderr

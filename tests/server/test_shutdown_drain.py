@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgpack
 import pytest
 
 from tests.helpers import wait_until
@@ -50,17 +51,21 @@ def daemon() -> Iterator[Daemon]:
         yield running
 
 
-def _add_body(text: str) -> bytes:
-    return json.dumps({"messages": [{"role": "user", "content": text}]}).encode()
+def _add_body(text: str, media: str = "json") -> bytes:
+    body = {"messages": [{"role": "user", "content": text}]}
+    return msgpack.packb(body) if media == "msgpack" else json.dumps(body).encode()
 
 
-def _begin(daemon: Daemon, method: str, path: str, body: bytes, sent: int) -> socket.socket:
-    """A request whose head and first ``sent`` body bytes are on their way."""
+def _begin(
+    daemon: Daemon, method: str, path: str, body: bytes, sent: int, media: str = "json"
+) -> socket.socket:
+    """A request whose head and first ``sent`` body bytes are on their way (a msgpack
+    add is taken by the connection's append lane, not the app)."""
     sock = socket.socket(socket.AF_UNIX)
     sock.settimeout(30)
     sock.connect(daemon.unix)
     head = (
-        f"{method} {path} HTTP/1.1\r\nHost: m\r\nContent-Type: application/json\r\n"
+        f"{method} {path} HTTP/1.1\r\nHost: m\r\nContent-Type: application/{media}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     sock.sendall(head.encode() + body[:sent])
@@ -150,14 +155,17 @@ def test_writes_in_flight_at_sigterm_finish_on_their_running_stores(daemon: Daem
     assert _stored(daemon, "c", store="team") == ["in flight"]
 
 
+@pytest.mark.parametrize("media", ["json", "msgpack"])
 def test_a_body_still_arriving_when_the_grace_period_ends_gets_a_json_503(
-    daemon: Daemon,
+    daemon: Daemon, media: str
 ) -> None:
     """A body dribbled in past the grace period is answered before it ends, with a JSON
     503 ``StoreUnavailable`` saying nothing was written (a client retries it), logged in
-    one line; nothing is written, and no failure is logged."""
-    body = _add_body("never whole")
-    slow = _begin(daemon, "POST", "/v1/conversations/slow/messages", body, 1)
+    one line; nothing is written, and no failure is logged. A msgpack add, which the
+    connection's append lane takes (every `RemoteStore` add), is answered so too: its
+    connection was closed with no answer."""
+    body = _add_body("never whole", media)
+    slow = _begin(daemon, "POST", "/v1/conversations/slow/messages", body, 1, media)
     stop = threading.Event()
 
     def dribble() -> None:
