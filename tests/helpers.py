@@ -125,3 +125,10 @@ def backend_store(request: Any, tmp_path: Path, prefix: str) -> Any:
     if request.param == "redis":
         return memoryd.RedisStore.start(request.getfixturevalue("redis_server").url, prefix=name)
     return memoryd.connect(request.getfixturevalue("daemon").address, store=name)
+
+
+def asking(name: str, arguments: str = "{}", *, call_id: str = "c1", **extra: Any) -> Any:
+    """A model's assistant reply asking for one tool call, its arguments as raw JSON text
+    (for replies a test makes malformed)."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {"role": "assistant", "content": None, "tool_calls": [call], **extra}

@@ -211,13 +211,7 @@ class AppendLane:
     def cut_unread(self, pending: PendingAdd, done: Done) -> None:
         """Answer an add whose body had not all come at the shutdown's cut: nothing was
         written, so a 503 its client retries once the daemon is back."""
-        log.warning(
-            "request_cut_at_shutdown",
-            method="POST",
-            path=pending.path,
-            op="add",
-            outcome="nothing written",
-        )
+        _log_cut(pending, "nothing written")
         error = StoreUnavailable(
             "the daemon is stopping and this add's body had not all come; nothing was "
             "written: retry once the daemon is back"
@@ -300,13 +294,7 @@ class AppendLane:
             task = asyncio.current_task()
             if task is None or not self._ctx.drain.taken_back(task):
                 raise
-            log.warning(
-                "request_cut_at_shutdown",
-                method="POST",
-                path=pending.path,
-                op="add",
-                outcome="unknown",
-            )
+            _log_cut(pending, "unknown")
             self._answer_error(pending, _cut_write(), done)
             return
         except Exception as exc:
@@ -335,6 +323,13 @@ class AppendLane:
             "POST", pending.path, "add", status, time.perf_counter() - pending.started
         )
         done(status, media.encode("latin-1"), body)
+
+
+def _log_cut(pending: PendingAdd, outcome: str) -> None:
+    """The line an add cut at the shutdown logs, as the app's requests log theirs."""
+    log.warning(
+        "request_cut_at_shutdown", method="POST", path=pending.path, op="add", outcome=outcome
+    )
 
 
 def _cut_write() -> WriteTimeout:

@@ -23,6 +23,7 @@ from memoryd import ConflictError
 from memoryd.agents import AgentSystem
 from memoryd.errors import RunInterrupted
 from memoryd.llm import LLMError, ScriptedModel
+from tests.helpers import asking
 
 Message = dict[str, Any]
 MIB = 1 << 20
@@ -31,12 +32,6 @@ MIB = 1 << 20
 @pytest.fixture
 def store(tmp_path: pathlib.Path) -> memoryd.StoreHandle:
     return memoryd.LmdbStore.start(tmp_path / "data", name=f"hostile-{uuid.uuid4().hex[:8]}")
-
-
-def asking(name: str, arguments: str = "{}", *, call_id: str = "c1", **extra: Any) -> Message:
-    """An assistant reply asking for one tool call, its arguments as raw JSON text."""
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    return {"role": "assistant", "content": None, "tool_calls": [call], **extra}
 
 
 def counting(ran: list[Any]) -> Any:

@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 import memoryd
 from memoryd import messages
 from memoryd.llm import LLMError, ScriptedModel
+from tests.helpers import asking
 
 Message = dict[str, Any]
 MIB = 1 << 20
@@ -28,12 +29,6 @@ MIB = 1 << 20
 @pytest.fixture
 def store(tmp_path: pathlib.Path) -> memoryd.StoreHandle:
     return memoryd.LmdbStore.start(tmp_path / "data", name=f"hostile-{uuid.uuid4().hex[:8]}")
-
-
-def asking(name: str, arguments: str = "{}", *, call_id: str = "c1", **extra: Any) -> Message:
-    """An assistant reply asking for one tool call, its arguments as raw JSON text."""
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    return {"role": "assistant", "content": None, "tool_calls": [call], **extra}
 
 
 def nest(levels: int) -> list[Any]:
