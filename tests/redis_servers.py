@@ -33,6 +33,8 @@ __all__ = [
 ]
 
 _CLUSTER_OPTIONS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+_FORMING_NODE_TIMEOUT_MS = 15_000
+"""The node timeout while a test cluster forms (see `RedisCluster`)."""
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
 
 
@@ -240,7 +242,12 @@ class RedisCluster:
         lossy: bool = False,
     ) -> None:
         self.replicas = replicas
-        options = (*_CLUSTER_OPTIONS, "--cluster-node-timeout", str(node_timeout_ms))
+        self.node_timeout_ms = node_timeout_ms
+        # The cluster forms with a patient node timeout and gets the one asked for once it
+        # is in sync: a loaded machine could fail a master over while the cluster formed
+        # (a short timeout), and its replicas never settled (a CI run saw it).
+        forming = max(node_timeout_ms, _FORMING_NODE_TIMEOUT_MS)
+        options = (*_CLUSTER_OPTIONS, "--cluster-node-timeout", str(forming))
         self.nodes = [
             RedisServer(directory / f"node-{i}", extra=options)
             for i in range(masters * (1 + replicas))
@@ -299,6 +306,12 @@ class RedisCluster:
             wait_until(
                 self.replicas_in_sync, timeout=30, interval=0.05, message="replicas not in sync"
             )
+        for node in self.nodes:
+            client = node.client()
+            try:
+                client.config_set("cluster-node-timeout", self.node_timeout_ms)
+            finally:
+                client.close()
         return self
 
     def replicas_in_sync(self) -> bool:
