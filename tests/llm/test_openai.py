@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -41,10 +42,9 @@ class Stub:
                 if unstated is None:
                     self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                try:
+                # a client that stopped reading (an answer over its limit) is no error
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # a client that stopped reading (an answer over its limit)
 
             def log_message(self, *args: Any) -> None:
                 pass
