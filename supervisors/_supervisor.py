@@ -31,17 +31,21 @@ and go through the supervisor's thread otherwise, where the deadline holds."""
 
 
 def _check_call_timeout(call_timeout_s: object) -> float:
-    ok = (
+    """``call_timeout_s`` as a float, once it is a finite number of seconds > 0.
+
+    Raises:
+        ChildSpecError: anything else (a bool, a string, 0, NaN, infinity).
+    """
+    if (
         isinstance(call_timeout_s, int | float)
         and not isinstance(call_timeout_s, bool)
         and math.isfinite(call_timeout_s)
         and call_timeout_s > 0
+    ):
+        return float(call_timeout_s)
+    raise ChildSpecError(
+        f"call_timeout_s must be a finite number of seconds > 0, not {call_timeout_s!r}"
     )
-    if not ok:
-        raise ChildSpecError(
-            f"call_timeout_s must be a finite number of seconds > 0, not {call_timeout_s!r}"
-        )
-    return float(call_timeout_s)  # type: ignore[arg-type]
 
 
 def _check_start_timeout(start_timeout_s: object) -> None:
