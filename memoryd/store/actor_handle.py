@@ -167,9 +167,7 @@ class ActorStoreHandle(StoreHandle):
         """
         try:
             self._refuse(request)
-            posted = self._post(
-                request, until(self.call_timeout_s), Reply(in_turn=False)
-            )
+            posted = self._post(request, until(self.call_timeout_s), Reply(in_turn=False))
         except Exception as exc:  # nothing was sent: result() raises it
             return PendingWrite.failed(request, exc)
 
@@ -233,6 +231,11 @@ class ActorStoreHandle(StoreHandle):
             return _raise(exc)
         return _LoopWrite(self, request, reply, deadline)
 
+    async def _result_on_loop(
+        self, request: WriteRequest, reply: LoopReply, deadline: float
+    ) -> Any:
+        return requests.result(request, await self._answer_on_loop(request, reply, deadline))
+
     def _send_from_loop(self, request: WriteRequest) -> tuple[LoopReply | None, float]:
         """Hand ``request`` to the running loop's link; the reply (None when nothing was
         sent: no live actor) and the write's deadline."""
@@ -272,14 +275,15 @@ class ActorStoreHandle(StoreHandle):
 class _LoopWrite:
     """The answer to a write an event loop sent (`ActorStoreHandle.begin_on_loop`).
 
-    Awaitable more than once: each await waits on the reply's future through
-    `asyncio.shield`, so a cancelled await leaves the write going and the next one gets
-    its outcome (a run stopped with its step's write in flight waits for it again). The
-    link forgets the reply once it is answered. A write never attempted (its actor died
-    first) is sent again from a worker thread, once, within its deadline.
+    The first await is the plain path (`_answer_on_loop`: no task, no extra loop
+    iteration). It may be awaited again, after a cancelled await (a run stopped with its
+    step's write in flight waits for it so): the write went on, and its reply holds the
+    answer once the actor gives it, so a later await waits for that (checking a few
+    times a millisecond, a rare path) up to the write's deadline. A write never
+    attempted (its actor died first) is sent again from a worker thread, once.
     """
 
-    __slots__ = ("_again", "_deadline", "_future", "_handle", "_reply", "_request")
+    __slots__ = ("_again", "_awaited", "_deadline", "_handle", "_reply", "_request")
 
     def __init__(
         self,
@@ -290,28 +294,40 @@ class _LoopWrite:
     ) -> None:
         self._handle, self._request, self._deadline = handle, request, deadline
         self._reply = reply
-        self._future = None if reply is None else reply.future
+        self._awaited = False
         self._again: asyncio.Future[Any] | None = None
-        if reply is not None and self._future is not None:
-            link = reply.link
-            self._future.add_done_callback(lambda _: link.done(reply))
 
     def __await__(self) -> Generator[Any, None, Any]:
-        return self._result().__await__()
+        if not self._awaited and self._reply is not None:
+            self._awaited = True
+            return self._handle._result_on_loop(
+                self._request, self._reply, self._deadline
+            ).__await__()
+        self._awaited = True
+        return self._later().__await__()
 
-    async def _result(self) -> Any:
-        reply, future = self._reply, self._future
-        if reply is not None and future is not None:
-            await asyncio.shield(future)
-            try:
-                return requests.result(self._request, reply.result())
-            except (pykka.ActorDeadError, NotWritten):
-                self._reply = None  # never attempted: safe to send again
+    async def _later(self) -> Any:
+        reply, request = self._reply, self._request
+        if reply is not None:
+            while not reply.answered and reply.ref.is_alive():
+                if time.monotonic() >= self._deadline:
+                    raise WriteTimeout(
+                        f"store {self._handle.name!r} did not confirm the write within "
+                        f"{self._handle.call_timeout_s:g} s; its outcome is unknown: retry "
+                        "with the same idempotency_key"
+                    )
+                await asyncio.sleep(0.002)
+            if reply.answered:
+                try:
+                    return requests.result(request, reply.result())
+                except (pykka.ActorDeadError, NotWritten):
+                    pass  # never attempted: safe to send again
+            self._reply = None
         if self._again is None:
             self._again = asyncio.ensure_future(
-                asyncio.to_thread(self._handle._write_until, self._request, self._deadline)
+                asyncio.to_thread(self._handle._write_until, request, self._deadline)
             )
-        return requests.result(self._request, await asyncio.shield(self._again))
+        return requests.result(request, await asyncio.shield(self._again))
 
 
 async def _raise(exc: Exception) -> Any:
