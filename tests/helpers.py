@@ -132,3 +132,19 @@ def asking(name: str, arguments: str = "{}", *, call_id: str = "c1", **extra: An
     (for replies a test makes malformed)."""
     call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
     return {"role": "assistant", "content": None, "tool_calls": [call], **extra}
+
+
+class Row:
+    """A tool's value that cannot be made text: its ``__str__`` (and ``__repr__``) raise."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("Row.__str__ failed")
+
+    __repr__ = __str__
+
+
+class ApiError(Exception):
+    """A tool's exception whose message cannot be shown: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise KeyError("message")

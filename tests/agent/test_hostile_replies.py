@@ -23,7 +23,7 @@ from memoryd import ConflictError
 from memoryd.agents import AgentSystem
 from memoryd.errors import RunInterrupted
 from memoryd.llm import LLMError, ScriptedModel
-from tests.helpers import asking
+from tests.helpers import ApiError, Row, asking
 
 Message = dict[str, Any]
 MIB = 1 << 20
@@ -150,18 +150,6 @@ def test_a_call_id_leaving_its_answer_no_room_is_refused(tmp_path: pathlib.Path)
 
 
 # -- 2, 3, 6. tool results the store refuses, or that cannot be made text ---------------------
-
-
-class Row:
-    def __str__(self) -> str:
-        raise RuntimeError("Row.__str__ failed")
-
-    __repr__ = __str__
-
-
-class ApiError(Exception):
-    def __str__(self) -> str:
-        raise KeyError("message")
 
 
 def nest(levels: int) -> list[Any]:

@@ -188,6 +188,18 @@ def _hanging_note(calls: list[str], hanging: list[asyncio.Event]) -> Any:
     return note
 
 
+async def _cancelled_in_the_tool(system: AgentSystem, hanging: list[asyncio.Event]) -> None:
+    """Call ``w/k`` with request id ``r1`` and cancel the call once its `_hanging_note`
+    tool waits: the call raises CancelledError."""
+    started = asyncio.Event()
+    hanging.append(started)
+    running = asyncio.ensure_future(system.acall("w", "k", "job", request_id="r1"))
+    await started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+
 def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
     store: memoryd.StoreHandle, systems: list[AgentSystem]
 ) -> None:
@@ -202,13 +214,7 @@ def test_a_cancelled_async_call_leaves_its_run_to_the_same_request_id(
     calls.clear()
 
     async def scenario() -> tuple[str, str]:
-        started = asyncio.Event()
-        hanging.append(started)
-        running = asyncio.ensure_future(system.acall("w", "k", "job", request_id="r1"))
-        await started.wait()
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        await _cancelled_in_the_tool(system, hanging)
         assert store.version("w/k") == 1
         first = await system.acall("w", "k", "job", request_id="r1")
         again = await system.acall("w", "k", "job", request_id="r1")
@@ -234,18 +240,9 @@ def test_a_cancelled_call_that_resumes_its_run_stops_it_and_leaves_it_pending(
     system.call("w", "k", "warm")
     calls.clear()
 
-    async def cancelled() -> None:
-        started = asyncio.Event()
-        hanging.append(started)
-        running = asyncio.ensure_future(system.acall("w", "k", "job", request_id="r1"))
-        await started.wait()
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
-
     async def scenario() -> str:
-        await cancelled()
-        await cancelled()  # this one resumes the run, and is cancelled in the same tool
+        await _cancelled_in_the_tool(system, hanging)
+        await _cancelled_in_the_tool(system, hanging)  # resumes the run, cancelled likewise
         assert len(system.pending_runs()) == 1
         assert [i.running for i in system.instances()] == [False]
         assert store.version("w/k") == 1

@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 import memoryd
 from memoryd import messages
 from memoryd.llm import LLMError, ScriptedModel
-from tests.helpers import asking
+from tests.helpers import ApiError, Row, asking
 
 Message = dict[str, Any]
 MIB = 1 << 20
@@ -182,18 +182,6 @@ def test_surrogate_pairs_become_the_character_they_encode(store: memoryd.StoreHa
 
 
 # -- 3 and 6. values that cannot be made text -------------------------------------------------
-
-
-class Row:
-    def __str__(self) -> str:
-        raise RuntimeError("Row.__str__ failed")
-
-    __repr__ = __str__
-
-
-class ApiError(Exception):
-    def __str__(self) -> str:
-        raise KeyError("message")
 
 
 @memoryd.tool
