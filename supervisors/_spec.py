@@ -98,9 +98,7 @@ def shutdown_limit_s(spec: ChildSpec) -> float:
     Returns:
         Seconds, ``math.inf`` for no limit.
     """
-    if spec.shutdown_s is not None:
-        return spec.shutdown_s
-    return math.inf if spec.supervisor else WORKER_SHUTDOWN_S
+    return _resolved(spec.shutdown_s, spec, WORKER_SHUTDOWN_S)
 
 
 def start_limit_s(spec: ChildSpec) -> float:
@@ -112,9 +110,15 @@ def start_limit_s(spec: ChildSpec) -> float:
     Returns:
         Seconds, ``math.inf`` for no limit.
     """
-    if spec.start_timeout_s is not None:
-        return spec.start_timeout_s
-    return math.inf if spec.supervisor else WORKER_START_TIMEOUT_S
+    return _resolved(spec.start_timeout_s, spec, WORKER_START_TIMEOUT_S)
+
+
+def _resolved(given: float | None, spec: ChildSpec, worker_default: float) -> float:
+    """A limit the spec gives, else OTP's default: none for a supervisor (``infinity``),
+    ``worker_default`` for a worker."""
+    if given is not None:
+        return given
+    return math.inf if spec.supervisor else worker_default
 
 
 def _limit(value: object, what: str, spec_id: object) -> None:
